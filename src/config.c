@@ -1,0 +1,224 @@
+/* config: the table of keys and the three sources that set them. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { KEY_INT, KEY_STRING } key_type;
+
+typedef struct {
+    const char *name;
+    key_type type;
+    const char *def;
+    size_t offset;
+    size_t size; /* string capacity */
+    long min, max;
+} key_spec;
+
+#define INT_KEY(n, d, lo, hi) {#n, KEY_INT, d, offsetof(dq_config, n), 0, lo, hi}
+#define STR_KEY(n, d) {#n, KEY_STRING, d, offsetof(dq_config, n), sizeof(((dq_config *)0)->n), 0, 0}
+
+static const key_spec keys[] = {
+    STR_KEY(listen, "127.0.0.1:9000"),
+    INT_KEY(workers, "4", 1, 256),
+    INT_KEY(threads, "32", 1, 1024),
+    INT_KEY(backlog, "1024", 1, 65535),
+    STR_KEY(redis_host, "127.0.0.1"),
+    INT_KEY(redis_port, "6379", 1, 65535),
+    STR_KEY(redis_socket, ""),
+    STR_KEY(redis_username, ""),
+    STR_KEY(redis_password, ""),
+    INT_KEY(redis_db, "0", 0, 1000),
+    INT_KEY(redis_connect_timeout_ms, "500", 1, 60000),
+    INT_KEY(redis_timeout_ms, "2000", 1, 60000),
+    STR_KEY(prefix, "dq"),
+    INT_KEY(buckets, "16", 1, 4096),
+    INT_KEY(max_body, "65536", 1, 16 * 1024 * 1024),
+    INT_KEY(max_request, "1048576", 1024, 64 * 1024 * 1024),
+    INT_KEY(default_ttr, "60", 1, 86400),
+    INT_KEY(timer_lease_ms, "5000", 300, 600000),
+    INT_KEY(timer_batch, "1000", 1, 100000),
+    STR_KEY(log_level, "info"),
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+const char *config_key_name(size_t i)
+{
+    return i < NKEYS ? keys[i].name : NULL;
+}
+
+const char *config_key_default(size_t i)
+{
+    return i < NKEYS ? keys[i].def : NULL;
+}
+
+static const key_spec *find_key(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strcmp(keys[i].name, name) == 0)
+            return &keys[i];
+    }
+    return NULL;
+}
+
+/* Rules beyond type and range, checked as each value is set. */
+static int check_string(const key_spec *k, const char *value, char *err, size_t errlen)
+{
+    if (strcmp(k->name, "prefix") == 0) {
+        size_t n = strlen(value);
+        if (n == 0 || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-") != n) {
+            snprintf(err, errlen, "config key 'prefix': must be 1 to 63 characters of A-Z a-z 0-9 _ . : -");
+            return -1;
+        }
+    }
+    if (strcmp(k->name, "log_level") == 0 && strcmp(value, "debug") != 0 &&
+        strcmp(value, "info") != 0 && strcmp(value, "warn") != 0 && strcmp(value, "error") != 0) {
+        snprintf(err, errlen, "config key 'log_level': must be debug, info, warn or error, not '%s'",
+                 value);
+        return -1;
+    }
+    if (strcmp(k->name, "listen") == 0 && value[0] == '\0') {
+        snprintf(err, errlen, "config key 'listen': must be host:port, :port or a socket path");
+        return -1;
+    }
+    return 0;
+}
+
+int config_set(dq_config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+    const key_spec *k = find_key(key);
+    if (!k) {
+        snprintf(err, errlen, "unknown config key '%s'", key);
+        return -1;
+    }
+    char *field = (char *)cfg + k->offset;
+    if (k->type == KEY_STRING) {
+        if (strlen(value) >= k->size) {
+            snprintf(err, errlen, "config key '%s': value longer than %zu characters", key, k->size - 1);
+            return -1;
+        }
+        if (check_string(k, value, err, errlen) < 0)
+            return -1;
+        strcpy(field, value);
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end != '\0' || v < k->min || v > k->max) {
+        snprintf(err, errlen, "config key '%s': '%s' is not an integer from %ld to %ld", key, value,
+                 k->min, k->max);
+        return -1;
+    }
+    *(int *)(void *)field = (int)v;
+    return 0;
+}
+
+void config_defaults(dq_config *cfg)
+{
+    char err[256];
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (config_set(cfg, keys[i].name, keys[i].def, err, sizeof err) < 0)
+            abort(); /* a default that breaks its own rule is a bug */
+    }
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+int config_load_file(dq_config *cfg, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[1024], msg[512];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (*s == '\0')
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, errlen, "%s:%d: expected 'key = value'", path, lineno);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        if (config_set(cfg, trim(s), trim(eq + 1), msg, sizeof msg) < 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
+            rc = -1;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int config_load_env(dq_config *cfg, char *err, size_t errlen)
+{
+    char var[96], msg[512];
+    for (size_t i = 0; i < NKEYS; i++) {
+        snprintf(var, sizeof var, "DELAYQ_%s", keys[i].name);
+        for (char *p = var; *p; p++)
+            *p = (char)toupper((unsigned char)*p);
+        const char *v = getenv(var);
+        if (v && config_set(cfg, keys[i].name, v, msg, sizeof msg) < 0) {
+            snprintf(err, errlen, "environment %s: %s", var, msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int config_init(dq_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    const char *path = getenv("DELAYQ_CONFIG");
+    config_defaults(cfg);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+            path = argv[++i];
+    }
+    if (path && *path && config_load_file(cfg, path, err, errlen) < 0)
+        return -1;
+    if (config_load_env(cfg, err, errlen) < 0)
+        return -1;
+    char key[128];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-c") == 0) {
+            i++;
+            continue;
+        }
+        const char *eq = strchr(argv[i], '=');
+        if (strncmp(argv[i], "--", 2) != 0 || !eq || (size_t)(eq - argv[i] - 2) >= sizeof key) {
+            snprintf(err, errlen, "unknown argument '%s' (use -c FILE or --key=value)", argv[i]);
+            return -1;
+        }
+        memcpy(key, argv[i] + 2, (size_t)(eq - argv[i] - 2));
+        key[eq - argv[i] - 2] = '\0';
+        for (char *p = key; *p; p++) {
+            if (*p == '-')
+                *p = '_';
+        }
+        if (config_set(cfg, key, eq + 1, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,49 @@
+/* config: delayq.conf, DELAYQ_<KEY> environment overrides and --key=value
+ * flags, in that order of precedence (flags win). One table describes every
+ * key; the shipped delayq.conf is checked against it by the unit tests. */
+#ifndef DQ_CONFIG_H
+#define DQ_CONFIG_H
+
+#include <stddef.h>
+
+typedef struct {
+    char listen[256];
+    int workers;
+    int threads;
+    int backlog;
+    char redis_host[256];
+    int redis_port;
+    char redis_socket[256];
+    char redis_username[128];
+    char redis_password[256];
+    int redis_db;
+    int redis_connect_timeout_ms;
+    int redis_timeout_ms;
+    char prefix[64];
+    int buckets;
+    int max_body;
+    int max_request;
+    int default_ttr;
+    int timer_lease_ms;
+    int timer_batch;
+    char log_level[16];
+} dq_config;
+
+/* Fills cfg with the defaults. */
+void config_defaults(dq_config *cfg);
+/* Sets one key from its text value. Returns 0, or -1 with err naming the key
+ * and the rule. */
+int config_set(dq_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+/* Reads a delayq.conf file. Returns 0, or -1 with err naming file, line and key. */
+int config_load_file(dq_config *cfg, const char *path, char *err, size_t errlen);
+/* Applies DELAYQ_<KEY> variables from the environment. */
+int config_load_env(dq_config *cfg, char *err, size_t errlen);
+/* The whole sequence for a binary: defaults, the file (-c PATH, else
+ * DELAYQ_CONFIG, else none), environment, then --key=value flags. */
+int config_init(dq_config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* Iterates the documented keys: returns the name of key i, or NULL past the end. */
+const char *config_key_name(size_t i);
+const char *config_key_default(size_t i);
+
+#endif

@@ -1,0 +1,46 @@
+-- add: adds one or more jobs.
+-- ARGV: P, njobs, then per job: id, topic, body, ttr_ms, retries, delay_ms,
+--       at_ms (-1: none), bucket.
+-- Returns {'at_range', index} if any job's `at` is more than ten years away
+-- (nothing written), else one entry per job: 'ok' or 'conflict:<state>'.
+local njobs = tonumber(ARGV[2])
+local now = now_ms()
+local FIELDS = 8
+
+for i = 0, njobs - 1 do
+    local at = tonumber(ARGV[3 + i * FIELDS + 6])
+    if at >= 0 and at - now > TEN_YEARS_MS then
+        return {'at_range', i}
+    end
+end
+
+local out = {}
+for i = 0, njobs - 1 do
+    local a = 3 + i * FIELDS
+    local id, topic, body = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+    local ttr, retries, delay, at, k = ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5]),
+        tonumber(ARGV[a + 6]), ARGV[a + 7]
+    local jk = job_key(id)
+    local state = redis.call('HGET', jk, 's')
+    if state then
+        out[#out + 1] = 'conflict:' .. state
+    else
+        local due = now + delay
+        if at >= 0 then due = math.max(at, now) end
+        redis.call('HSET', jk, 't', topic, 'b', body, 'ttr', ttr, 'n', 0, 'r', retries,
+            'kb', 0, 'c', num(now), 'k', k)
+        redis.call('SADD', P .. ':topics', topic)
+        count(topic, 'added', 1)
+        if due <= now then
+            make_ready(id, topic)
+            count(topic, 'ready', 1)
+        else
+            redis.call('HSET', jk, 's', 'delay', 'd', num(due))
+            schedule(id, k, due)
+            count(topic, 'delay', 1)
+        end
+        out[#out + 1] = 'ok'
+    end
+end
+publish_ready()
+return out

@@ -1,0 +1,87 @@
+-- common.lua: helpers prepended to every delayq script (src/lua/embed.sh).
+-- ARGV[1] is always the key prefix with its hash tag, e.g. "{dq}": every key
+-- of a deployment shares that tag, so each script touches one hash slot.
+-- Job hash fields: t topic, b body (JSON text), ttr (ms), n deliveries so far,
+-- r retries (-1 unlimited), kb deliveries at the last kick, c created (ms),
+-- s state, d due (ms, while delay or reserved), k bucket, g ready generation.
+local P = ARGV[1]
+local TEN_YEARS_MS = 3652 * 86400 * 1000
+
+local function now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function num(x)
+    return string.format('%d', x)
+end
+
+local function job_key(id) return P .. ':j:' .. id end
+local function bucket_key(k) return P .. ':b:' .. k end
+local function ready_key(topic) return P .. ':r:' .. topic end
+local function buried_key(topic) return P .. ':x:' .. topic end
+local function stats_key(topic) return P .. ':s:' .. topic end
+
+local function count(topic, field, by)
+    redis.call('HINCRBY', stats_key(topic), field, by)
+end
+
+local function move_count(topic, from, to)
+    count(topic, from, -1)
+    count(topic, to, 1)
+end
+
+-- A list entry is "<generation>:<id>". The generation changes every time the
+-- job enters a list, so an entry left behind by finish/delete (lists are not
+-- searched, to keep finish O(1)) or by an earlier state is recognised as
+-- stale and skipped.
+local function next_generation()
+    return num(redis.call('INCR', P .. ':seq'))
+end
+
+local function split_entry(e)
+    local sep = string.find(e, ':', 1, true)
+    return string.sub(e, 1, sep - 1), string.sub(e, sep + 1)
+end
+
+local ready_topics = {}
+
+-- Makes a job ready: new generation, appended to its topic's ready list.
+local function make_ready(id, topic)
+    local g = next_generation()
+    redis.call('HSET', job_key(id), 's', 'ready', 'g', g, 'd', -1)
+    redis.call('RPUSH', ready_key(topic), g .. ':' .. id)
+    ready_topics[topic] = true
+end
+
+-- Tells waiting long-polls which topics got jobs (once per topic per call).
+local function publish_ready()
+    for topic in pairs(ready_topics) do
+        redis.call('PUBLISH', P .. ':ready', topic)
+    end
+end
+
+-- Sets a job aside; pop never sees it, kick brings it back.
+local function bury(id, topic)
+    local g = next_generation()
+    redis.call('HSET', job_key(id), 's', 'buried', 'g', g, 'd', -1)
+    redis.call('RPUSH', buried_key(topic), g .. ':' .. id)
+    count(topic, 'buries', 1)
+end
+
+-- Puts a job in its bucket at `due`. When it becomes the bucket's earliest
+-- entry, timers are told, since they sleep until the earliest one.
+local function schedule(id, k, due)
+    local bk = bucket_key(k)
+    local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
+    redis.call('ZADD', bk, due, id)
+    if head[2] == nil or due < tonumber(head[2]) then
+        redis.call('PUBLISH', P .. ':wake', k .. ':' .. num(due))
+    end
+end
+
+-- True when a reserved job has used every delivery its retries allow.
+local function retries_spent(n, r, kb)
+    r = tonumber(r)
+    return r >= 0 and tonumber(n) - tonumber(kb) >= r + 1
+end

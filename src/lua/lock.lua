@@ -1,0 +1,50 @@
+-- lock: bucket ownership for delayq-timer.
+-- ARGV: P, op, token, lease_ms, buckets, start.
+-- op 'maintain': registers the timer (heartbeat), renews the bucket locks it
+--   holds, gives back what exceeds its fair share ceil(buckets / timers) and
+--   takes free buckets up to it, scanning from `start`. Returns the held
+--   bucket numbers.
+-- op 'release': drops every lock the token holds (compare-and-delete) and
+--   the heartbeat. Returns the number of locks released.
+local op, token, lease, nb, start = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]),
+    tonumber(ARGV[6])
+local timers = P .. ':timers'
+local function lock_key(k) return P .. ':lock:' .. k end
+
+if op == 'release' then
+    local released = 0
+    for k = 0, nb - 1 do
+        if redis.call('GET', lock_key(k)) == token then
+            redis.call('DEL', lock_key(k))
+            released = released + 1
+        end
+    end
+    redis.call('ZREM', timers, token)
+    return released
+end
+
+local now = now_ms()
+redis.call('ZADD', timers, now + lease, token)
+redis.call('ZREMRANGEBYSCORE', timers, '-inf', now)
+local fair = math.ceil(nb / redis.call('ZCARD', timers))
+
+local held = {}
+for i = 0, nb - 1 do
+    local k = (start + i) % nb
+    if redis.call('GET', lock_key(k)) == token then
+        if #held < fair then
+            redis.call('PEXPIRE', lock_key(k), lease)
+            held[#held + 1] = k
+        else
+            redis.call('DEL', lock_key(k))
+        end
+    end
+end
+for i = 0, nb - 1 do
+    if #held >= fair then break end
+    local k = (start + i) % nb
+    if redis.call('SET', lock_key(k), token, 'NX', 'PX', lease) then
+        held[#held + 1] = k
+    end
+end
+return held

@@ -1,0 +1,33 @@
+-- pop: reserves up to `count` ready jobs, taking from the topics in order.
+-- ARGV: P, count, topic1, topic2, ...
+-- Returns a list of {id, topic, body, attempts, ttr_ms}.
+local want = tonumber(ARGV[2])
+local now = now_ms()
+local out = {}
+local skipped = 0
+local MAX_SKIPPED = 10000 -- bounds one call's work over stale entries
+
+for ti = 3, #ARGV do
+    local topic = ARGV[ti]
+    local rk = ready_key(topic)
+    while #out < want and skipped < MAX_SKIPPED do
+        local e = redis.call('LPOP', rk)
+        if not e then break end
+        local g, id = split_entry(e)
+        local jk = job_key(id)
+        local j = redis.call('HMGET', jk, 's', 'g', 'b', 'n', 'ttr', 'k')
+        if j[1] == 'ready' and j[2] == g then
+            local n = tonumber(j[4]) + 1
+            local due = now + tonumber(j[5])
+            redis.call('HSET', jk, 's', 'reserved', 'n', n, 'd', num(due))
+            schedule(id, j[6], due)
+            move_count(topic, 'ready', 'reserved')
+            count(topic, 'popped', 1)
+            out[#out + 1] = {id, topic, j[3], n, tonumber(j[5])}
+        else
+            skipped = skipped + 1
+        end
+    end
+    if #out >= want then break end
+end
+return out

@@ -1,0 +1,98 @@
+/* request: turn one HTTP request (method, path, query, body) into a
+ * validated command, applying every rule of the protocol. Pure: no I/O, no
+ * clock, no Redis; a request that fails here has written nothing. */
+#ifndef DQ_REQUEST_H
+#define DQ_REQUEST_H
+
+#include <json-c/json.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef enum {
+    CMD_ADD,
+    CMD_POP,
+    CMD_FINISH,
+    CMD_DELETE,
+    CMD_GET,
+    CMD_TOUCH,
+    CMD_RELEASE,
+    CMD_BURY,
+    CMD_KICK,
+    CMD_STATS,
+    CMD_HEALTH,
+    CMD_METRICS,
+    CMD_COUNT
+} dq_command;
+
+#define DQ_TOPIC_MAX 128
+#define DQ_ID_MAX 256
+#define DQ_BATCH_MAX 1000
+#define DQ_POP_COUNT_MAX 100
+#define DQ_POP_TOPICS_MAX 64
+#define DQ_POP_TIMEOUT_MAX_MS 60000
+#define DQ_TTR_MAX_MS (86400 * 1000LL)
+#define DQ_DELAY_MAX_MS (3652LL * 86400 * 1000) /* ten years, leap days included */
+#define DQ_KICK_MAX 10000
+#define DQ_RETRIES_MAX 1000000
+
+/* One job of an add. Strings point into the request's parsed JSON. */
+typedef struct {
+    const char *id; /* NULL: the server makes one */
+    const char *topic;
+    const char *body; /* the body as compact JSON text */
+    size_t body_len;
+    int64_t delay_ms; /* relative delay; used when at_ms < 0 */
+    int64_t at_ms;    /* absolute due time in Unix ms, or -1 */
+    int64_t ttr_ms;
+    int64_t retries; /* -1: unlimited */
+} dq_job_spec;
+
+typedef struct {
+    dq_command cmd;
+    int batch; /* add with "jobs", finish/delete with "ids" */
+
+    dq_job_spec *jobs; /* add: njobs entries */
+    size_t njobs;
+
+    const char **ids; /* finish/delete/get/touch/release/bury: nids entries */
+    size_t nids;
+
+    const char **topics; /* pop: ntopics; kick/stats: 0 or 1 */
+    size_t ntopics;
+    int64_t timeout_ms; /* pop */
+    int count;          /* pop: 0 = single-job answer; kick: how many */
+    int64_t delay_ms;   /* release */
+
+    /* Owned storage the pointers above point into. */
+    json_object *root;
+    char *scratch;
+} dq_request;
+
+typedef struct {
+    size_t max_body;        /* bytes of one job body */
+    int64_t default_ttr_ms; /* ttr when add omits it */
+} dq_limits;
+
+const char *command_name(dq_command c);
+/* Returns the command for a name, or CMD_COUNT if unknown. */
+dq_command command_from_name(const char *name, size_t len);
+int command_is_read_only(dq_command c);
+
+/* Parses and validates. method: "GET" or "POST"; path: the URI path ("/" or
+ * "/<command>"); query: the raw query string or NULL; body may be NULL when
+ * body_len is 0. On DQ_OK, req is filled and must be released with
+ * request_free. Otherwise err holds a sentence that names the field and the
+ * rule, and req needs no freeing. */
+dq_status request_parse(const char *method, const char *path, const char *query, const char *body,
+                        size_t body_len, const dq_limits *lim, dq_request *req, char *err,
+                        size_t errlen);
+void request_free(dq_request *req);
+
+/* 1 if s[0..n) is a valid topic (1..128 bytes of [A-Za-z0-9_.:@/-]). */
+int request_topic_valid(const char *s, size_t n);
+/* 1 if s[0..n) is a valid id (1..256 bytes of the same characters). */
+int request_id_valid(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,25 @@
+/* status: the one table that maps an outcome to its HTTP status and its
+ * stable protocol code (shared/PROTOCOL.md, "Transport"). */
+#ifndef DQ_STATUS_H
+#define DQ_STATUS_H
+
+typedef enum {
+    DQ_OK = 0,
+    DQ_BAD_REQUEST,
+    DQ_UNAUTHORIZED,
+    DQ_NOT_FOUND,
+    DQ_CONFLICT,
+    DQ_TOO_LARGE,
+    DQ_UNAVAILABLE,
+    DQ_TIMEOUT,
+    DQ_INTERNAL,
+    DQ_STATUS_COUNT
+} dq_status;
+
+int status_http(dq_status s);
+/* "200 OK" style text for the FastCGI Status header. */
+const char *status_line(dq_status s);
+/* Stable protocol code: "bad_request", "not_found", ... ("ok" for DQ_OK). */
+const char *status_code(dq_status s);
+
+#endif

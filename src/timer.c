@@ -1,0 +1,215 @@
+/* timer: bucket ownership and moving due jobs. */
+#include "timer.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+#define NEVER INT64_MAX
+#define RETRY_MS 200 /* after a failed Redis call */
+
+typedef struct {
+    const dq_config *cfg;
+    dq_store *cmd; /* scripts */
+    dq_store *sub; /* wake-up messages */
+    store_args *args;
+    char token[33];
+    int nbuckets;
+    int *held;
+    int64_t *next_due;   /* monotonic ms when each held bucket needs a move */
+    int64_t redis_offset; /* Redis ms minus monotonic ms, from the last script */
+    int64_t last_maintained;
+    char wake_channel[96];
+} timer_state;
+
+static void drop_all(timer_state *t)
+{
+    for (int k = 0; k < t->nbuckets; k++) {
+        t->held[k] = 0;
+        t->next_due[k] = NEVER;
+    }
+}
+
+/* Heartbeat, renew, rebalance. Newly taken buckets are due now. */
+static int maintain(timer_state *t)
+{
+    store_args *a = t->args;
+    args_reset(a);
+    args_cstr(a, "maintain");
+    args_cstr(a, t->token);
+    args_int(a, t->cfg->timer_lease_ms);
+    args_int(a, t->nbuckets);
+    args_int(a, rand() % t->nbuckets);
+    store_reply *r = NULL;
+    if (store_eval(t->cmd, SCRIPT_LOCK, a, 0, &r) != DQ_OK) {
+        if (util_mono_ms() - t->last_maintained > t->cfg->timer_lease_ms)
+            drop_all(t); /* our leases have run out by now */
+        return -1;
+    }
+    int *now_held = calloc((size_t)t->nbuckets, sizeof *now_held);
+    if (!now_held)
+        abort();
+    for (size_t i = 0; i < reply_len(r); i++) {
+        int64_t k = reply_int(reply_at(r, i));
+        if (k >= 0 && k < t->nbuckets)
+            now_held[k] = 1;
+    }
+    int gained = 0, lost = 0;
+    for (int k = 0; k < t->nbuckets; k++) {
+        if (now_held[k] && !t->held[k]) {
+            t->next_due[k] = 0;
+            gained++;
+        } else if (!now_held[k] && t->held[k]) {
+            t->next_due[k] = NEVER;
+            lost++;
+        }
+        t->held[k] = now_held[k];
+    }
+    if (gained || lost)
+        log_info("buckets: %zu held (+%d -%d)", reply_len(r), gained, lost);
+    store_reply_free(r);
+    t->last_maintained = util_mono_ms();
+    return 0;
+}
+
+/* Moves what is due in bucket k, then records when it is next due. */
+static void move_bucket(timer_state *t, int k)
+{
+    for (;;) {
+        store_args *a = t->args;
+        args_reset(a);
+        args_int(a, k);
+        args_int(a, t->cfg->timer_batch);
+        store_reply *r = NULL;
+        if (store_eval(t->cmd, SCRIPT_MOVE, a, 0, &r) != DQ_OK) {
+            t->next_due[k] = util_mono_ms() + RETRY_MS;
+            return;
+        }
+        int64_t mono = util_mono_ms();
+        int64_t moved = reply_int(reply_at(r, 0));
+        int64_t earliest = reply_int(reply_at(r, 1));
+        int64_t redis_now = reply_int(reply_at(r, 2));
+        store_reply_free(r);
+        t->redis_offset = redis_now - mono;
+        if (moved)
+            log_debug("bucket %d: moved %" PRId64, k, moved);
+        if (moved >= t->cfg->timer_batch)
+            continue; /* more are due right now */
+        t->next_due[k] = earliest < 0 ? NEVER : mono + (earliest - redis_now);
+        return;
+    }
+}
+
+/* (Re)subscribes to wake-ups; after a gap, every held bucket is rechecked
+ * since messages may have been missed. */
+static void ensure_subscribed(timer_state *t)
+{
+    if (store_fd(t->sub) >= 0)
+        return;
+    const char *channels[1] = {t->wake_channel};
+    if (store_subscribe(t->sub, channels, 1) != DQ_OK)
+        return;
+    for (int k = 0; k < t->nbuckets; k++) {
+        if (t->held[k])
+            t->next_due[k] = 0;
+    }
+}
+
+/* "<bucket>:<due ms>": an earlier job arrived in a bucket. */
+static void read_wakeups(timer_state *t)
+{
+    char channel[128], payload[64];
+    int r;
+    while ((r = store_read_message(t->sub, channel, sizeof channel, payload, sizeof payload)) == 0) {
+        char *colon = strchr(payload, ':');
+        if (!colon)
+            continue;
+        int k = atoi(payload);
+        int64_t due = strtoll(colon + 1, NULL, 10) - t->redis_offset;
+        if (k >= 0 && k < t->nbuckets && t->held[k] && due < t->next_due[k])
+            t->next_due[k] = due;
+    }
+    if (r < 0)
+        log_warn("wake-up subscription lost; resubscribing");
+}
+
+int timer_run(const dq_config *cfg, int stop_fd)
+{
+    timer_state t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    t.nbuckets = cfg->buckets;
+    t.cmd = store_new(cfg);
+    t.sub = store_new(cfg);
+    t.args = malloc(sizeof *t.args);
+    t.held = calloc((size_t)t.nbuckets, sizeof *t.held);
+    t.next_due = calloc((size_t)t.nbuckets, sizeof *t.next_due);
+    if (!t.cmd || !t.sub || !t.args || !t.held || !t.next_due)
+        return 1;
+    util_random_hex(t.token, 16);
+    snprintf(t.wake_channel, sizeof t.wake_channel, "%s:wake", store_prefix(t.cmd));
+    srand((unsigned)util_crc32(t.token, strlen(t.token)));
+    drop_all(&t);
+    log_info("started; %d buckets, lease %d ms", t.nbuckets, cfg->timer_lease_ms);
+
+    int64_t next_maintain = 0;
+    for (;;) {
+        int64_t now = util_mono_ms();
+        if (now >= next_maintain) {
+            int ok = maintain(&t) == 0;
+            next_maintain = now + (ok ? cfg->timer_lease_ms / 3 : RETRY_MS);
+        }
+        ensure_subscribed(&t);
+        int64_t wake = next_maintain;
+        for (int k = 0; k < t.nbuckets; k++) {
+            if (!t.held[k])
+                continue;
+            if (t.next_due[k] <= util_mono_ms())
+                move_bucket(&t, k);
+            if (t.next_due[k] < wake)
+                wake = t.next_due[k];
+        }
+        if (store_fd(t.sub) < 0 && wake > util_mono_ms() + RETRY_MS)
+            wake = util_mono_ms() + RETRY_MS; /* retry the subscription soon */
+        int64_t timeout = wake - util_mono_ms();
+        if (timeout < 0)
+            timeout = 0;
+        struct pollfd fds[2] = {{stop_fd, POLLIN, 0}, {store_fd(t.sub), POLLIN, 0}};
+        int nfds = fds[1].fd >= 0 ? 2 : 1;
+        if (poll(fds, (nfds_t)nfds, (int)timeout) < 0)
+            continue;
+        if (fds[0].revents)
+            break;
+        if (nfds == 2 && fds[1].revents)
+            read_wakeups(&t);
+    }
+
+    /* Hand the buckets over at once rather than after a lease. */
+    store_args *a = t.args;
+    args_reset(a);
+    args_cstr(a, "release");
+    args_cstr(a, t.token);
+    args_int(a, cfg->timer_lease_ms);
+    args_int(a, t.nbuckets);
+    args_int(a, 0);
+    store_reply *r = NULL;
+    if (store_eval(t.cmd, SCRIPT_LOCK, a, 0, &r) == DQ_OK)
+        log_info("stopped; released %" PRId64 " bucket locks", reply_int(r));
+    else
+        log_warn("stopped; could not release bucket locks (they expire with the lease)");
+    store_reply_free(r);
+    store_free(t.cmd);
+    store_free(t.sub);
+    free(t.args);
+    free(t.held);
+    free(t.next_due);
+    return 0;
+}
