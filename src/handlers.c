@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "metrics.h"
 #include "notify.h"
 #include "util.h"
@@ -92,6 +93,7 @@ static dq_response handle_add(dq_handler_ctx *h, const dq_request *req, dq_buf *
         abort();
     store_args *a = h->args;
     args_reset(a);
+    args_int(a, h->cfg->buckets);
     args_int(a, (int64_t)req->njobs);
     for (size_t i = 0; i < req->njobs; i++) {
         const dq_job_spec *j = &req->jobs[i];
@@ -116,6 +118,12 @@ static dq_response handle_add(dq_handler_ctx *h, const dq_request *req, dq_buf *
     const char *first = reply_str(reply_at(r, 0), &n);
     if (st != DQ_OK) {
         res = store_failure(out, st);
+    } else if (first && strcmp(first, "buckets_mismatch") == 0) {
+        log_error("config key 'buckets' (%d) differs from the one this deployment's Redis "
+                  "records (key %s:buckets); refusing to add", h->cfg->buckets,
+                  store_prefix(h->store));
+        res = fail(out, DQ_INTERNAL, "server misconfigured: 'buckets' differs from the value this "
+                                     "deployment was started with; see the delayq-fcgi log");
     } else if (first && strcmp(first, "at_range") == 0) {
         long idx = (long)reply_int(reply_at(r, 1));
         res = req->batch ? fail(out, DQ_BAD_REQUEST,

@@ -11,8 +11,8 @@ static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 
 typedef struct {
     uint64_t requests[NCMD][DQ_STATUS_COUNT];
-    uint64_t buckets[NCMD][NBOUNDS + 1]; /* per bound, not cumulative; last = +Inf */
-    uint64_t sum_us[NCMD];
+    uint64_t buckets[NCMD][DQ_STATUS_COUNT][NBOUNDS + 1]; /* per bound; last = +Inf */
+    uint64_t sum_us[NCMD][DQ_STATUS_COUNT];
 } shared_metrics;
 
 static shared_metrics *m;
@@ -34,13 +34,37 @@ void metrics_observe(dq_command cmd, dq_status st, double seconds)
     while (b < NBOUNDS && seconds > bounds[b])
         b++;
     __atomic_add_fetch(&m->requests[cmd][st], 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&m->buckets[cmd][b], 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&m->sum_us[cmd], (uint64_t)(seconds * 1e6), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&m->buckets[cmd][st][b], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&m->sum_us[cmd][st], (uint64_t)(seconds * 1e6), __ATOMIC_RELAXED);
 }
 
 static uint64_t load(const uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static void render_histogram(dq_buf *out, const char *cmd, const char *code,
+                             const uint64_t *buckets, const uint64_t *sum_us)
+{
+    uint64_t total = 0;
+    for (size_t b = 0; b <= NBOUNDS; b++)
+        total += load(&buckets[b]);
+    if (!total)
+        return;
+    uint64_t cum = 0;
+    for (size_t b = 0; b < NBOUNDS; b++) {
+        cum += load(&buckets[b]);
+        buf_printf(out,
+                   "delayq_request_duration_seconds_bucket{command=\"%s\",code=\"%s\",le=\"%g\"} %llu\n",
+                   cmd, code, bounds[b], (unsigned long long)cum);
+    }
+    buf_printf(out,
+               "delayq_request_duration_seconds_bucket{command=\"%s\",code=\"%s\",le=\"+Inf\"} %llu\n",
+               cmd, code, (unsigned long long)total);
+    buf_printf(out, "delayq_request_duration_seconds_sum{command=\"%s\",code=\"%s\"} %.6f\n", cmd,
+               code, (double)load(sum_us) / 1e6);
+    buf_printf(out, "delayq_request_duration_seconds_count{command=\"%s\",code=\"%s\"} %llu\n",
+               cmd, code, (unsigned long long)total);
 }
 
 void metrics_render_requests(dq_buf *out)
@@ -61,23 +85,8 @@ void metrics_render_requests(dq_buf *out)
     buf_puts(out, "# HELP delayq_request_duration_seconds Time to answer a request.\n"
                   "# TYPE delayq_request_duration_seconds histogram\n");
     for (int c = 0; c < NCMD; c++) {
-        uint64_t total = 0;
-        for (size_t b = 0; b <= NBOUNDS; b++)
-            total += load(&m->buckets[c][b]);
-        if (!total)
-            continue;
-        const char *name = command_name((dq_command)c);
-        uint64_t cum = 0;
-        for (size_t b = 0; b < NBOUNDS; b++) {
-            cum += load(&m->buckets[c][b]);
-            buf_printf(out, "delayq_request_duration_seconds_bucket{command=\"%s\",le=\"%g\"} %llu\n",
-                       name, bounds[b], (unsigned long long)cum);
-        }
-        buf_printf(out, "delayq_request_duration_seconds_bucket{command=\"%s\",le=\"+Inf\"} %llu\n",
-                   name, (unsigned long long)total);
-        buf_printf(out, "delayq_request_duration_seconds_sum{command=\"%s\"} %.6f\n", name,
-                   (double)load(&m->sum_us[c]) / 1e6);
-        buf_printf(out, "delayq_request_duration_seconds_count{command=\"%s\"} %llu\n", name,
-                   (unsigned long long)total);
+        for (int s = 0; s < DQ_STATUS_COUNT; s++)
+            render_histogram(out, command_name((dq_command)c), status_code((dq_status)s),
+                             m->buckets[c][s], &m->sum_us[c][s]);
     }
 }

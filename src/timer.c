@@ -38,7 +38,9 @@ static void drop_all(timer_state *t)
     }
 }
 
-/* Heartbeat, renew, rebalance. Newly taken buckets are due now. */
+/* Heartbeat, renew, rebalance. Newly taken buckets are due now. Returns 0,
+ * -1 on a Redis failure (retried), -2 on a configuration the deployment
+ * refuses (fatal). */
 static int maintain(timer_state *t)
 {
     store_args *a = t->args;
@@ -49,7 +51,10 @@ static int maintain(timer_state *t)
     args_int(a, t->nbuckets);
     args_int(a, rand() % t->nbuckets);
     store_reply *r = NULL;
-    if (store_eval(t->cmd, SCRIPT_LOCK, a, 0, &r) != DQ_OK) {
+    dq_status st = store_eval(t->cmd, SCRIPT_LOCK, a, 0, &r);
+    if (st == DQ_INTERNAL)
+        return -2; /* the script refused: wrong bucket count (logged by store) */
+    if (st != DQ_OK) {
         if (util_mono_ms() - t->last_maintained > t->cfg->timer_lease_ms)
             drop_all(t); /* our leases have run out by now */
         return -1;
@@ -161,11 +166,18 @@ int timer_run(const dq_config *cfg, int stop_fd)
     log_info("started; %d buckets, lease %d ms", t.nbuckets, cfg->timer_lease_ms);
 
     int64_t next_maintain = 0;
+    int exit_code = 0;
     for (;;) {
         int64_t now = util_mono_ms();
         if (now >= next_maintain) {
-            int ok = maintain(&t) == 0;
-            next_maintain = now + (ok ? cfg->timer_lease_ms / 3 : RETRY_MS);
+            int rc = maintain(&t);
+            if (rc == -2) {
+                log_error("config key 'buckets' (%d) differs from the one this deployment's "
+                          "Redis records; stopping", t.nbuckets);
+                exit_code = 1;
+                break;
+            }
+            next_maintain = now + (rc == 0 ? cfg->timer_lease_ms / 3 : RETRY_MS);
         }
         ensure_subscribed(&t);
         int64_t wake = next_maintain;
@@ -211,5 +223,5 @@ int timer_run(const dq_config *cfg, int stop_fd)
     free(t.args);
     free(t.held);
     free(t.next_due);
-    return 0;
+    return exit_code;
 }

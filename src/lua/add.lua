@@ -1,14 +1,16 @@
 -- add: adds one or more jobs.
--- ARGV: P, njobs, then per job: id, topic, body, ttr_ms, retries, delay_ms,
+-- ARGV: P, buckets, njobs, then per job: id, topic, body, ttr_ms, retries, delay_ms,
 --       at_ms (-1: none), bucket.
--- Returns {'at_range', index} if any job's `at` is more than ten years away
+-- Returns {'buckets_mismatch'} if the deployment uses another bucket count,
+-- {'at_range', index} if any job's `at` is more than ten years away
 -- (nothing written), else one entry per job: 'ok' or 'conflict:<state>'.
-local njobs = tonumber(ARGV[2])
+if not buckets_match(ARGV[2]) then return {'buckets_mismatch'} end
+local njobs = tonumber(ARGV[3])
 local now = now_ms()
 local FIELDS = 8
 
 for i = 0, njobs - 1 do
-    local at = tonumber(ARGV[3 + i * FIELDS + 6])
+    local at = tonumber(ARGV[4 + i * FIELDS + 6])
     if at >= 0 and at - now > TEN_YEARS_MS then
         return {'at_range', i}
     end
@@ -16,7 +18,7 @@ end
 
 local out = {}
 for i = 0, njobs - 1 do
-    local a = 3 + i * FIELDS
+    local a = 4 + i * FIELDS
     local id, topic, body = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     local ttr, retries, delay, at, k = ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5]),
         tonumber(ARGV[a + 6]), ARGV[a + 7]

@@ -85,3 +85,15 @@ local function retries_spent(n, r, kb)
     r = tonumber(r)
     return r >= 0 and tonumber(n) - tonumber(kb) >= r + 1
 end
+
+-- Every process of a deployment must split jobs into the same number of
+-- buckets, or jobs would land in buckets no timer scans. The first process
+-- records its number; a process configured differently is refused.
+local function buckets_match(nb)
+    local known = redis.call('GET', P .. ':buckets')
+    if not known then
+        redis.call('SET', P .. ':buckets', nb)
+        return true
+    end
+    return tonumber(known) == tonumber(nb)
+end

@@ -3,7 +3,7 @@
 -- op 'maintain': registers the timer (heartbeat), renews the bucket locks it
 --   holds, gives back what exceeds its fair share ceil(buckets / timers) and
 --   takes free buckets up to it, scanning from `start`. Returns the held
---   bucket numbers.
+--   bucket numbers, or an error if the deployment uses another bucket count.
 -- op 'release': drops every lock the token holds (compare-and-delete) and
 --   the heartbeat. Returns the number of locks released.
 local op, token, lease, nb, start = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]),
@@ -23,6 +23,9 @@ if op == 'release' then
     return released
 end
 
+if not buckets_match(nb) then
+    return redis.error_reply('ERR buckets_mismatch: this deployment uses another bucket count')
+end
 local now = now_ms()
 redis.call('ZADD', timers, now + lease, token)
 redis.call('ZREMRANGEBYSCORE', timers, '-inf', now)

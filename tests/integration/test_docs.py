@@ -1,0 +1,73 @@
+"""Every curl example in README.md and docs/PROTOCOL.md runs against a real
+deployment and answers what the docs say it answers.
+
+A code block's lines starting with `curl` are run in order, with
+localhost:8080 pointed at the test's nginx. A following line `# {...}` is the
+documented answer: both are parsed as JSON and compared, except for values
+that differ on every run (`created`, `due`)."""
+
+import json
+import os
+import re
+import subprocess
+import unittest
+
+from harness import SRC_DIR, ClusterTestCase, main
+
+VOLATILE = {"created", "due"}
+
+
+def examples(path):
+    """[(command, expected JSON text or None)] of every ```sh block."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    out = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        lines = block.splitlines()
+        for i, line in enumerate(lines):
+            if not line.startswith("curl "):
+                continue
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            expected = nxt[2:] if nxt.startswith("# {") else None
+            out.append((line, expected))
+    return out
+
+
+def normalise(value):
+    if isinstance(value, dict):
+        return {k: ("<varies>" if k in VOLATILE else normalise(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
+    return value
+
+
+class DocExamples(ClusterTestCase):
+    CLUSTER_KW = {"workers": 1, "threads": 4}
+
+    def run_examples(self, relpath):
+        path = os.path.join(SRC_DIR, relpath)
+        found = examples(path)
+        self.assertGreater(len(found), 3, "no curl examples found in %s" % relpath)
+        port = str(self.c.http_port)
+        checked = 0
+        for cmd, expected in found:
+            shell = cmd.replace("localhost:8080", "127.0.0.1:" + port)
+            r = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, "%s failed: %s" % (cmd, r.stderr))
+            if expected is None:
+                continue
+            got = json.loads(r.stdout)
+            self.assertEqual(normalise(got), normalise(json.loads(expected)),
+                             "%s in %s" % (cmd, relpath))
+            checked += 1
+        print("%s: %d commands run, %d answers compared" % (relpath, len(found), checked))
+
+    def test_protocol_examples(self):
+        self.run_examples("docs/PROTOCOL.md")
+
+    def test_readme_examples(self):
+        self.run_examples("README.md")
+
+
+if __name__ == "__main__":
+    main()
