@@ -115,7 +115,9 @@ void buf_put_seconds(dq_buf *b, int64_t ms)
         return;
     }
     char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%" PRId64 ".%03" PRId64, ms / 1000, ms % 1000);
+    uint64_t mag = ms < 0 ? (uint64_t)0 - (uint64_t)ms : (uint64_t)ms;
+    int n = snprintf(tmp, sizeof tmp, "%s%" PRIu64 ".%03" PRIu64, ms < 0 ? "-" : "", mag / 1000,
+                     mag % 1000);
     while (n > 0 && tmp[n - 1] == '0')
         n--;
     buf_append(b, tmp, (size_t)n);

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 typedef struct {
-    char *data;  /* always NUL-terminated when len > 0 or after buf_init */
+    char *data;  /* NULL until the first append; then always NUL-terminated */
     size_t len;
     size_t cap;
 } dq_buf;

@@ -149,11 +149,9 @@ int config_load_file(dq_config *cfg, const char *path, char *err, size_t errlen)
     int lineno = 0, rc = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
+        /* Only whole lines are comments, so values (passwords) may hold '#'. */
         char *s = trim(line);
-        if (*s == '\0')
+        if (*s == '\0' || *s == '#')
             continue;
         char *eq = strchr(s, '=');
         if (!eq) {
@@ -193,8 +191,13 @@ int config_init(dq_config *cfg, int argc, char **argv, char *err, size_t errlen)
     const char *path = getenv("DELAYQ_CONFIG");
     config_defaults(cfg);
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
-            path = argv[++i];
+        if (strcmp(argv[i], "-c") != 0)
+            continue;
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "-c needs a config file path");
+            return -1;
+        }
+        path = argv[++i];
     }
     if (path && *path && config_load_file(cfg, path, err, errlen) < 0)
         return -1;

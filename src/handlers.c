@@ -127,7 +127,7 @@ static dq_response handle_add(dq_handler_ctx *h, const dq_request *req, dq_buf *
     } else if (first && strcmp(first, "at_range") == 0) {
         long idx = (long)reply_int(reply_at(r, 1));
         res = req->batch ? fail(out, DQ_BAD_REQUEST,
-                                "jobs[%ld].field 'at' must be at most ten years from now", idx)
+                                "field 'jobs[%ld].at' must be at most ten years from now", idx)
                          : fail(out, DQ_BAD_REQUEST,
                                 "field 'at' must be at most ten years from now");
     } else if (!req->batch) {

@@ -69,6 +69,21 @@ static int is_hex(char c)
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/* Value of the four hex digits after "\\u" at p, or -1. */
+static long hex4(const char *p, const char *end)
+{
+    if (end - p < 6)
+        return -1;
+    long v = 0;
+    for (int i = 2; i < 6; i++) {
+        if (!is_hex(p[i]))
+            return -1;
+        char c = p[i];
+        v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
 static int scan_string(scanner *s)
 {
     s->p++; /* opening quote */
@@ -87,12 +102,27 @@ static int scan_string(scanner *s)
                 break;
             char e = s->p[1];
             if (e == 'u') {
-                if (s->end - s->p < 6 || !is_hex(s->p[2]) || !is_hex(s->p[3]) || !is_hex(s->p[4]) ||
-                    !is_hex(s->p[5])) {
+                long cp = hex4(s->p, s->end);
+                if (cp < 0) {
                     s->why = "\\u must be followed by four hex digits";
                     return -1;
                 }
                 s->p += 6;
+                /* A surrogate escape must be a high/low pair: json-c would
+                 * turn a lone one into U+FFFD, changing the body. */
+                if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    s->why = "lone low surrogate escape in a string";
+                    return -1;
+                }
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    long lo = (s->end - s->p >= 2 && s->p[0] == '\\' && s->p[1] == 'u')
+                                  ? hex4(s->p, s->end) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF) {
+                        s->why = "high surrogate escape not followed by a low surrogate escape";
+                        return -1;
+                    }
+                    s->p += 6;
+                }
             } else if (strchr("\"\\/bfnrt", e) && e) {
                 s->p += 2;
             } else {

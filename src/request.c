@@ -68,7 +68,7 @@ int request_id_valid(const char *s, size_t n)
 
 /* Validation context: where we are (for "jobs[3].ttr") and the error. */
 typedef struct {
-    const char *where; /* "" or "jobs[3]." */
+    const char *where; /* "" or "jobs[3]" */
     char *err;
     size_t errlen;
     dq_status status;
@@ -83,7 +83,13 @@ static int fail(vctx *v, dq_status st, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    snprintf(v->err, v->errlen, "%s%s", v->where, msg);
+    /* In a batch, "field 'ttr' ..." becomes "field 'jobs[3].ttr' ...". */
+    if (!v->where[0])
+        snprintf(v->err, v->errlen, "%s", msg);
+    else if (strncmp(msg, "field '", 7) == 0)
+        snprintf(v->err, v->errlen, "field '%s.%s", v->where, msg + 7);
+    else
+        snprintf(v->err, v->errlen, "%s: %s", v->where, msg);
     v->status = st;
     return -1;
 }
@@ -113,7 +119,7 @@ static int seconds_field(vctx *v, json_object *obj, const char *name, double min
         return fail(v, DQ_BAD_REQUEST, "field '%s' must be a number of seconds", name);
     double d = json_object_get_double(val);
     if (!isfinite(d) || d < min_s || d > max_s)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be between %g and %g seconds", name, min_s,
+        return fail(v, DQ_BAD_REQUEST, "field '%s' must be between %.15g and %.15g seconds", name, min_s,
                     max_s);
     *ms = llround(d * 1000.0);
     return 1;
@@ -266,7 +272,7 @@ static int parse_add(vctx *v, json_object *root, const dq_limits *lim, dq_reques
     req->njobs = n;
     char where[32];
     for (size_t i = 0; i < n; i++) {
-        snprintf(where, sizeof where, "jobs[%zu].", i);
+        snprintf(where, sizeof where, "jobs[%zu]", i);
         v->where = where;
         if (parse_job(v, json_object_array_get_idx(jobs, i), lim, &req->jobs[i]) < 0)
             return -1;

@@ -1,0 +1,1223 @@
+/* Unit tests for src/request.c: every protocol rule that needs no Redis
+ * (shared/PROTOCOL.md and docs/PROTOCOL.md, "Choices where the contract is
+ * silent"). Each rejection checks the status and that the error sentence
+ * names the field. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "request.h"
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static dq_limits lim;
+static char err[1024];
+static dq_request req;
+static int live; /* req holds a parsed request that must be freed */
+
+static void drop(void)
+{
+    if (live)
+        request_free(&req);
+    live = 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    lim.max_body = 65536;
+    lim.default_ttr_ms = 60000;
+    live = 0;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    drop();
+    return 0;
+}
+
+/* Parses with the body copied into an exactly sized buffer (no NUL after
+ * it), which is freed before returning: the request must not point into it. */
+static dq_status run_n(const char *method, const char *path, const char *query, const char *body,
+                       size_t n)
+{
+    drop();
+    char *copy = NULL;
+    if (body) {
+        copy = malloc(n ? n : 1);
+        assert_non_null(copy);
+        memcpy(copy, body, n);
+    }
+    memset(&req, 0xa5, sizeof req);
+    snprintf(err, sizeof err, "untouched");
+    dq_status st = request_parse(method, path, query, copy, n, &lim, &req, err, sizeof err);
+    free(copy);
+    if (st == DQ_OK)
+        live = 1;
+    return st;
+}
+
+static dq_status run(const char *method, const char *path, const char *query, const char *body)
+{
+    return run_n(method, path, query, body, body ? strlen(body) : 0);
+}
+
+static void check_ok(const char *file, int line, dq_status st, const char *method,
+                     const char *path, const char *query, const char *body)
+{
+    if (st != DQ_OK)
+        fail_msg("%s:%d: %s %s%s%s %s: expected OK, got status %d: %s", file, line, method,
+                 path ? path : "(null)", query ? "?" : "", query ? query : "", body ? body : "",
+                 (int)st, err);
+}
+
+/* Checks status want and that err contains every string of the NULL-ended
+ * list; also that a failed parse leaves nothing to free. */
+static void check_bad(const char *file, int line, dq_status st, dq_status want, const char *what,
+                      ...)
+{
+    if (st != want)
+        fail_msg("%s:%d: %s: expected status %d, got %d (error: \"%s\")", file, line, what,
+                 (int)want, (int)st, st == DQ_OK ? "" : err);
+    if (err[0] == '\0' || strcmp(err, "untouched") == 0)
+        fail_msg("%s:%d: %s: no error text", file, line, what);
+    va_list ap;
+    va_start(ap, what);
+    for (const char *w = va_arg(ap, const char *); w; w = va_arg(ap, const char *)) {
+        if (!strstr(err, w)) {
+            va_end(ap);
+            fail_msg("%s:%d: %s: error \"%s\" does not mention \"%s\"", file, line, what, err, w);
+        }
+    }
+    va_end(ap);
+    if (req.root || req.jobs || req.ids || req.topics || req.scratch)
+        fail_msg("%s:%d: %s: a failed parse left storage in the request", file, line, what);
+}
+
+#define OK(method, path, query, body) \
+    check_ok(__FILE__, __LINE__, run(method, path, query, body), method, path, query, body)
+#define OK_POST(path, body) OK("POST", path, NULL, body)
+#define OK_GET(path, query) OK("GET", path, query, NULL)
+
+#define BAD(status, method, path, query, body, ...)                                  \
+    check_bad(__FILE__, __LINE__, run(method, path, query, body), status,             \
+              body ? body : (query ? query : path), __VA_ARGS__, (const char *)NULL)
+#define BAD_POST(path, body, ...) BAD(DQ_BAD_REQUEST, "POST", path, NULL, body, __VA_ARGS__)
+#define BAD_GET(path, query, ...) BAD(DQ_BAD_REQUEST, "GET", path, query, NULL, __VA_ARGS__)
+#define LARGE_POST(path, body, ...) BAD(DQ_TOO_LARGE, "POST", path, NULL, body, __VA_ARGS__)
+
+/* n copies of c. The returned string is owned by the caller. */
+static char *rep(char c, size_t n)
+{
+    char *s = malloc(n + 1);
+    assert_non_null(s);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* printf into a fresh string. The returned string is owned by the caller. */
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(NULL, 0, f, ap);
+    va_end(ap);
+    assert_true(n >= 0);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    va_start(ap, f);
+    vsnprintf(s, (size_t)n + 1, f, ap);
+    va_end(ap);
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void test_command_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        dq_command cmd;
+        int read_only;
+    } all[] = {
+        {"add", CMD_ADD, 0},         {"pop", CMD_POP, 0},         {"finish", CMD_FINISH, 0},
+        {"delete", CMD_DELETE, 0},   {"get", CMD_GET, 1},         {"touch", CMD_TOUCH, 0},
+        {"release", CMD_RELEASE, 0}, {"bury", CMD_BURY, 0},       {"kick", CMD_KICK, 0},
+        {"stats", CMD_STATS, 1},     {"health", CMD_HEALTH, 1},   {"metrics", CMD_METRICS, 1},
+    };
+    assert_int_equal(sizeof all / sizeof all[0], CMD_COUNT);
+    for (size_t i = 0; i < CMD_COUNT; i++) {
+        assert_int_equal(command_from_name(all[i].name, strlen(all[i].name)), all[i].cmd);
+        assert_string_equal(command_name(all[i].cmd), all[i].name);
+        assert_int_equal(command_is_read_only(all[i].cmd), all[i].read_only);
+    }
+    assert_int_equal(command_from_name("ADD", 3), CMD_COUNT);
+    assert_int_equal(command_from_name("Pop", 3), CMD_COUNT);
+    assert_int_equal(command_from_name("ad", 2), CMD_COUNT);
+    assert_int_equal(command_from_name("adds", 4), CMD_COUNT);
+    assert_int_equal(command_from_name("", 0), CMD_COUNT);
+    assert_int_equal(command_from_name("put", 3), CMD_COUNT);
+    /* Only len bytes count. */
+    assert_int_equal(command_from_name("addx", 3), CMD_ADD);
+    assert_int_equal(command_from_name("stats\0x", 7), CMD_COUNT);
+    assert_string_equal(command_name(CMD_COUNT), "unknown");
+}
+
+static void test_topic_valid(void **state)
+{
+    (void)state;
+    const char *good = "AZaz09_.:@/-";
+    assert_int_equal(request_topic_valid(good, strlen(good)), 1);
+    assert_int_equal(request_topic_valid("a", 1), 1);
+    assert_int_equal(request_topic_valid("", 0), 0);
+    assert_int_equal(request_topic_valid("order.created", 13), 1);
+    char *s = rep('t', 129);
+    assert_int_equal(request_topic_valid(s, 128), 1);
+    assert_int_equal(request_topic_valid(s, 129), 0);
+    free(s);
+    static const char *const bad[] = {" ", ",", "#", "?", "%", "+", "*", "=", "&", "\"", "\\",
+                                      "'", "{", "}", "[", "~", "!", "$", "\t", "\n", "\x7f",
+                                      "\xc3\xa9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char t[16];
+        snprintf(t, sizeof t, "a%sb", bad[i]);
+        if (request_topic_valid(t, strlen(t)))
+            fail_msg("topic \"%s\" was accepted", t);
+    }
+    assert_int_equal(request_topic_valid("a\0b", 3), 0);
+    /* Only n bytes count. */
+    assert_int_equal(request_topic_valid("ab c", 2), 1);
+}
+
+static void test_id_valid(void **state)
+{
+    (void)state;
+    const char *good = "order-42:v1@eu/x_y.z";
+    assert_int_equal(request_id_valid(good, strlen(good)), 1);
+    assert_int_equal(request_id_valid("", 0), 0);
+    char *s = rep('i', 257);
+    assert_int_equal(request_id_valid(s, 1), 1);
+    assert_int_equal(request_id_valid(s, 256), 1);
+    assert_int_equal(request_id_valid(s, 257), 0);
+    free(s);
+    assert_int_equal(request_id_valid("a b", 3), 0);
+    assert_int_equal(request_id_valid("a,b", 3), 0);
+    assert_int_equal(request_id_valid("a\0b", 3), 0);
+    assert_int_equal(request_id_valid("caf\xc3\xa9", 5), 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transport: request forms, methods, bodies                                 */
+/* ------------------------------------------------------------------------ */
+
+static void test_command_form(void **state)
+{
+    (void)state;
+    OK_POST("/", "{\"command\":\"add\",\"topic\":\"t\",\"body\":1}");
+    assert_int_equal(req.cmd, CMD_ADD);
+    OK_POST("/", "{\"command\":\"stats\"}");
+    assert_int_equal(req.cmd, CMD_STATS);
+    OK_POST("/", "{\"command\":\"health\"}");
+    assert_int_equal(req.cmd, CMD_HEALTH);
+    /* An empty path and no path at all are "/". */
+    OK_POST("", "{\"command\":\"metrics\"}");
+    assert_int_equal(req.cmd, CMD_METRICS);
+    OK_POST(NULL, "{\"command\":\"get\",\"id\":\"x\"}");
+    assert_int_equal(req.cmd, CMD_GET);
+
+    BAD_POST("/", "{\"topic\":\"t\",\"body\":1}", "'command'", "required");
+    BAD_POST("/", "{}", "'command'");
+    BAD_POST("/", "{\"command\":\"frobnicate\"}", "unknown command", "frobnicate");
+    BAD_POST("/", "{\"command\":\"ADD\",\"topic\":\"t\",\"body\":1}", "unknown command");
+    BAD_POST("/", "{\"command\":\"\"}", "unknown command");
+    BAD_POST("/", "{\"command\":1}", "'command'", "string");
+    BAD_POST("/", "{\"command\":[\"add\"]}", "'command'");
+    BAD_POST("/", "{\"command\":null}", "'command'");
+    BAD_POST("/", "{\"Command\":\"stats\"}", "'command'");
+}
+
+static void test_path_form(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path;
+        dq_command cmd;
+        const char *body;
+    } all[] = {
+        {"/add", CMD_ADD, "{\"topic\":\"t\",\"body\":1}"},
+        {"/pop", CMD_POP, "{\"topic\":\"t\"}"},
+        {"/finish", CMD_FINISH, "{\"id\":\"x\"}"},
+        {"/delete", CMD_DELETE, "{\"id\":\"x\"}"},
+        {"/get", CMD_GET, "{\"id\":\"x\"}"},
+        {"/touch", CMD_TOUCH, "{\"id\":\"x\"}"},
+        {"/release", CMD_RELEASE, "{\"id\":\"x\"}"},
+        {"/bury", CMD_BURY, "{\"id\":\"x\"}"},
+        {"/kick", CMD_KICK, "{\"topic\":\"t\"}"},
+        {"/stats", CMD_STATS, "{}"},
+        {"/health", CMD_HEALTH, "{}"},
+        {"/metrics", CMD_METRICS, "{}"},
+    };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        OK_POST(all[i].path, all[i].body);
+        assert_int_equal(req.cmd, all[i].cmd);
+        /* A matching command field is allowed. */
+        char *b = fmt("{\"command\":\"%s\",%s", all[i].path + 1, all[i].body + 1);
+        if (strcmp(all[i].body, "{}") == 0) {
+            free(b);
+            b = fmt("{\"command\":\"%s\"}", all[i].path + 1);
+        }
+        OK_POST(all[i].path, b);
+        assert_int_equal(req.cmd, all[i].cmd);
+        free(b);
+    }
+}
+
+static void test_path_command_mismatch(void **state)
+{
+    (void)state;
+    BAD_POST("/add", "{\"command\":\"pop\",\"topic\":\"t\",\"body\":1}", "'command'", "/add");
+    BAD_POST("/pop", "{\"command\":\"add\",\"topic\":\"t\"}", "'command'", "/pop");
+    BAD_POST("/stats", "{\"command\":\"stat\"}", "'command'", "/stats");
+    BAD_POST("/stats", "{\"command\":\"statsx\"}", "'command'", "/stats");
+    BAD_POST("/stats", "{\"command\":\"STATS\"}", "'command'");
+    BAD_POST("/stats", "{\"command\":\"\"}", "'command'");
+    BAD_POST("/stats", "{\"command\":7}", "'command'", "string");
+}
+
+static void test_unknown_path(void **state)
+{
+    (void)state;
+    BAD_POST("/frobnicate", "{}", "unknown command", "/frobnicate");
+    BAD_POST("/ADD", "{\"topic\":\"t\",\"body\":1}", "unknown command");
+    BAD_POST("/add/", "{\"topic\":\"t\",\"body\":1}", "unknown command");
+    BAD_POST("//add", "{\"topic\":\"t\",\"body\":1}", "unknown command");
+    BAD_POST("/v1/add", "{\"topic\":\"t\",\"body\":1}", "unknown command");
+    BAD_POST("/stats", "{\"command\":\"stats\"}x", "JSON");
+    BAD_POST("/nope", "", "unknown command");
+    BAD_GET("/nope", NULL, "unknown command");
+}
+
+static void test_empty_body(void **state)
+{
+    (void)state;
+    /* POST /<command> with an empty body counts as {}. */
+    OK_POST("/stats", "");
+    assert_int_equal(req.cmd, CMD_STATS);
+    assert_int_equal(req.ntopics, 0);
+    OK("POST", "/stats", NULL, NULL);
+    assert_int_equal(req.cmd, CMD_STATS);
+    OK_POST("/health", "");
+    assert_int_equal(req.cmd, CMD_HEALTH);
+    OK_POST("/metrics", "");
+    assert_int_equal(req.cmd, CMD_METRICS);
+    /* ... so the command's own rules still apply. */
+    BAD_POST("/add", "", "'topic'", "required");
+    BAD_POST("/pop", "", "'topic'", "required");
+    BAD_POST("/finish", "", "'id'", "required");
+    BAD_POST("/kick", "", "'topic'", "required");
+    /* POST / with an empty body is 400. */
+    BAD_POST("/", "", "JSON");
+    BAD(DQ_BAD_REQUEST, "POST", "/", NULL, NULL, "JSON");
+    /* Whitespace only is not empty: it is not JSON. */
+    BAD_POST("/stats", " ", "JSON");
+    BAD_POST("/", "\n", "JSON");
+}
+
+static void test_body_must_be_object(void **state)
+{
+    (void)state;
+    BAD_POST("/", "[]", "JSON object");
+    BAD_POST("/", "[{\"command\":\"stats\"}]", "JSON object");
+    BAD_POST("/stats", "\"stats\"", "JSON object");
+    BAD_POST("/stats", "1", "JSON object");
+    BAD_POST("/stats", "true", "JSON object");
+    BAD_POST("/stats", "null", "JSON object");
+    BAD_POST("/stats", "{", "JSON");
+    BAD_POST("/stats", "{\"topic\":\"t\",}", "JSON");
+    BAD_POST("/stats", "{'topic':'t'}", "JSON");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":NaN}", "JSON");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":Infinity}", "JSON");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":1e400}", "JSON");
+    BAD_POST("/add", "{\"topic\":\"t\",\"topic\":\"u\",\"body\":1}", "duplicate");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":{\"a\":1,\"a\":2}}", "duplicate");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":\"\xc3\x28\"}", "UTF-8");
+}
+
+static void test_nesting_in_request(void **state)
+{
+    (void)state;
+    /* 32 levels including the request object itself: body at 31 is fine. */
+    dq_buf b;
+    buf_init(&b);
+    buf_puts(&b, "{\"topic\":\"t\",\"body\":");
+    for (int i = 0; i < 31; i++)
+        buf_puts(&b, "[");
+    for (int i = 0; i < 31; i++)
+        buf_puts(&b, "]");
+    buf_puts(&b, "}");
+    OK_POST("/add", b.data);
+    buf_reset(&b);
+    buf_puts(&b, "{\"topic\":\"t\",\"body\":");
+    for (int i = 0; i < 32; i++)
+        buf_puts(&b, "[");
+    for (int i = 0; i < 32; i++)
+        buf_puts(&b, "]");
+    buf_puts(&b, "}");
+    BAD_POST("/add", b.data, "32");
+    buf_free(&b);
+}
+
+static void test_methods(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT",
+                                      "post", "get", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        BAD(DQ_BAD_REQUEST, bad[i], "/stats", NULL, "{}", "method", "POST");
+        BAD(DQ_BAD_REQUEST, bad[i], "/", NULL, "{\"command\":\"stats\"}", "method");
+    }
+    BAD(DQ_BAD_REQUEST, "PUT", "/add", NULL, "{\"topic\":\"t\",\"body\":1}", "PUT");
+    BAD(DQ_BAD_REQUEST, "DELETE", "/delete", NULL, "{\"id\":\"x\"}", "DELETE");
+}
+
+/* ------------------------------------------------------------------------ */
+/* GET and HEAD                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void test_get_read_only(void **state)
+{
+    (void)state;
+    OK_GET("/stats", NULL);
+    assert_int_equal(req.cmd, CMD_STATS);
+    assert_int_equal(req.ntopics, 0);
+    OK_GET("/stats", "");
+    assert_int_equal(req.ntopics, 0);
+    OK_GET("/stats", "topic=order");
+    assert_int_equal(req.ntopics, 1);
+    assert_string_equal(req.topics[0], "order");
+    OK_GET("/get", "id=order-42");
+    assert_int_equal(req.cmd, CMD_GET);
+    assert_int_equal(req.nids, 1);
+    assert_string_equal(req.ids[0], "order-42");
+    OK_GET("/health", NULL);
+    assert_int_equal(req.cmd, CMD_HEALTH);
+    OK_GET("/metrics", NULL);
+    assert_int_equal(req.cmd, CMD_METRICS);
+    /* HEAD is served like GET. */
+    OK("HEAD", "/stats", "topic=t", NULL);
+    assert_int_equal(req.cmd, CMD_STATS);
+    OK("HEAD", "/health", NULL, NULL);
+    BAD(DQ_BAD_REQUEST, "HEAD", "/add", "topic=t", NULL, "POST");
+    BAD(DQ_BAD_REQUEST, "HEAD", "/", NULL, NULL, "GET /");
+    /* A body on GET is not read. */
+    OK("GET", "/stats", NULL, "not json at all");
+    assert_int_equal(req.cmd, CMD_STATS);
+    /* A command parameter must match the path, like the JSON field. */
+    OK_GET("/stats", "command=stats");
+    BAD_GET("/stats", "command=get", "'command'");
+}
+
+static void test_get_other_commands(void **state)
+{
+    (void)state;
+    BAD_GET("/", NULL, "GET /");
+    BAD_GET("/", "command=stats", "GET /");
+    BAD_GET("", NULL, "GET /");
+    BAD_GET("/add", "topic=t&body=1", "'add'", "POST");
+    BAD_GET("/pop", "topic=t", "'pop'", "POST");
+    BAD_GET("/finish", "id=x", "'finish'", "POST");
+    BAD_GET("/delete", "id=x", "'delete'", "POST");
+    BAD_GET("/touch", "id=x", "'touch'", "POST");
+    BAD_GET("/release", "id=x", "'release'", "POST");
+    BAD_GET("/bury", "id=x", "'bury'", "POST");
+    BAD_GET("/kick", "topic=t", "'kick'", "POST");
+}
+
+static void test_get_query_decoding(void **state)
+{
+    (void)state;
+    OK_GET("/get", "id=a%2Fb%3Ac%40d");
+    assert_string_equal(req.ids[0], "a/b:c@d");
+    OK_GET("/get", "id=a%2fb");
+    assert_string_equal(req.ids[0], "a/b");
+    OK_GET("/get", "%69%64=%6F%72%64%65%72"); /* the name is decoded too */
+    assert_string_equal(req.ids[0], "order");
+    OK_GET("/stats", "topic=ord%65r.created");
+    assert_string_equal(req.topics[0], "order.created");
+    /* Unknown parameters are ignored; empty pieces are skipped. */
+    OK_GET("/get", "x=1&&id=j1&y&");
+    assert_string_equal(req.ids[0], "j1");
+    /* Decoded values are validated like the JSON fields. */
+    BAD_GET("/get", "id=a+b", "'id'");
+    BAD_GET("/get", "id=a%20b", "'id'");
+    BAD_GET("/get", "id=a%00b", "'id'");
+    BAD_GET("/get", "id=", "'id'");
+    BAD_GET("/get", "id", "'id'");
+    BAD_GET("/get", NULL, "'id'", "required");
+    BAD_GET("/get", "ID=x", "'id'", "required");
+    BAD_GET("/stats", "topic=", "'topic'");
+    BAD_GET("/stats", "topic=a%2Cb", "'topic'");
+    BAD_GET("/stats", "topic=caf%C3%A9", "'topic'");
+    BAD_GET("/get", "id=%C3%28", "UTF-8");
+    BAD_GET("/get", "id=%FF", "UTF-8");
+
+    char *id = rep('i', 256);
+    char *q = fmt("id=%s", id);
+    OK_GET("/get", q);
+    assert_int_equal(strlen(req.ids[0]), 256);
+    free(q);
+    q = fmt("id=%si", id);
+    BAD_GET("/get", q, "'id'");
+    free(q);
+    free(id);
+    char *t = rep('t', 128);
+    q = fmt("topic=%s", t);
+    OK_GET("/stats", q);
+    free(q);
+    q = fmt("topic=%st", t);
+    BAD_GET("/stats", q, "'topic'");
+    free(q);
+    free(t);
+}
+
+static void test_get_query_repeated(void **state)
+{
+    (void)state;
+    BAD_GET("/stats", "topic=a&topic=b", "'topic'", "repeated");
+    BAD_GET("/stats", "topic=a&topic=a", "'topic'", "repeated");
+    BAD_GET("/get", "id=x&id=x", "'id'", "repeated");
+    BAD_GET("/get", "id=x&%69d=y", "'id'", "repeated");
+    BAD_GET("/get", "id=x&foo=1&foo=2", "'foo'", "repeated");
+}
+
+static void test_get_query_malformed(void **state)
+{
+    (void)state;
+    BAD_GET("/get", "id=%", "escape");
+    BAD_GET("/get", "id=a%", "escape");
+    BAD_GET("/get", "id=a%4", "escape");
+    BAD_GET("/get", "id=%zz", "escape");
+    BAD_GET("/get", "id=%4g", "escape");
+    BAD_GET("/get", "id=%g4", "escape");
+    BAD_GET("/get", "i%d=x", "escape");
+    BAD_GET("/stats", "topic=t&x=%", "escape");
+}
+
+/* ------------------------------------------------------------------------ */
+/* add                                                                       */
+/* ------------------------------------------------------------------------ */
+
+static void test_add_minimal(void **state)
+{
+    (void)state;
+    OK_POST("/add", "{\"topic\":\"order\",\"body\":1}");
+    assert_int_equal(req.cmd, CMD_ADD);
+    assert_int_equal(req.batch, 0);
+    assert_int_equal(req.njobs, 1);
+    assert_string_equal(req.jobs[0].topic, "order");
+    assert_null(req.jobs[0].id);
+    assert_int_equal(req.jobs[0].delay_ms, 0);
+    assert_int_equal(req.jobs[0].at_ms, -1);
+    assert_int_equal(req.jobs[0].ttr_ms, 60000);
+    assert_int_equal(req.jobs[0].retries, -1);
+    assert_int_equal(req.jobs[0].body_len, 1);
+    assert_memory_equal(req.jobs[0].body, "1", 1);
+
+    OK_POST("/", "{\"command\":\"add\",\"topic\":\"order\",\"id\":\"order-42\",\"delay\":1800,"
+                 "\"ttr\":60,\"body\":{\"sku\":\"x\"},\"unknown\":[1,2,3]}");
+    assert_string_equal(req.jobs[0].id, "order-42");
+    assert_int_equal(req.jobs[0].delay_ms, 1800000);
+    assert_int_equal(req.jobs[0].ttr_ms, 60000);
+
+    /* The limit's default TTR applies when ttr is omitted. */
+    lim.default_ttr_ms = 12345;
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1}");
+    assert_int_equal(req.jobs[0].ttr_ms, 12345);
+}
+
+static void test_add_topic_and_id(void **state)
+{
+    (void)state;
+    BAD_POST("/add", "{\"body\":1}", "'topic'", "required");
+    BAD_POST("/add", "{\"Topic\":\"t\",\"body\":1}", "'topic'", "required");
+    BAD_POST("/add", "{\"topic\":1,\"body\":1}", "'topic'", "string");
+    BAD_POST("/add", "{\"topic\":null,\"body\":1}", "'topic'");
+    BAD_POST("/add", "{\"topic\":\"\",\"body\":1}", "'topic'");
+    BAD_POST("/add", "{\"topic\":\"a b\",\"body\":1}", "'topic'");
+    BAD_POST("/add", "{\"topic\":\"a,b\",\"body\":1}", "'topic'");
+    BAD_POST("/add", "{\"topic\":\"caf\xc3\xa9\",\"body\":1}", "'topic'");
+    BAD_POST("/add", "{\"topic\":\"a\\u0000b\",\"body\":1}", "'topic'");
+
+    BAD_POST("/add", "{\"topic\":\"t\",\"id\":42,\"body\":1}", "'id'", "string");
+    BAD_POST("/add", "{\"topic\":\"t\",\"id\":null,\"body\":1}", "'id'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"id\":\"\",\"body\":1}", "'id'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"id\":\"a#b\",\"body\":1}", "'id'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"id\":\"a\\nb\",\"body\":1}", "'id'");
+
+    char *t = rep('t', 128), *i = rep('i', 256);
+    char *b = fmt("{\"topic\":\"%s\",\"id\":\"%s\",\"body\":1}", t, i);
+    OK_POST("/add", b);
+    assert_int_equal(strlen(req.jobs[0].topic), 128);
+    assert_int_equal(strlen(req.jobs[0].id), 256);
+    free(b);
+    b = fmt("{\"topic\":\"%st\",\"id\":\"x\",\"body\":1}", t);
+    BAD_POST("/add", b, "'topic'", "128");
+    free(b);
+    b = fmt("{\"topic\":\"t\",\"id\":\"%si\",\"body\":1}", i);
+    BAD_POST("/add", b, "'id'", "256");
+    free(b);
+    free(t);
+    free(i);
+}
+
+static void test_add_delay_at(void **state)
+{
+    (void)state;
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":0}");
+    assert_int_equal(req.jobs[0].delay_ms, 0);
+    assert_int_equal(req.jobs[0].at_ms, -1);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":1.5}");
+    assert_int_equal(req.jobs[0].delay_ms, 1500);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":2.0006}");
+    assert_int_equal(req.jobs[0].delay_ms, 2001); /* rounded to the millisecond */
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":0.0004}");
+    assert_int_equal(req.jobs[0].delay_ms, 0);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":315532800}");
+    assert_int_equal(req.jobs[0].delay_ms, 315532800000LL);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":1e3}");
+    assert_int_equal(req.jobs[0].delay_ms, 1000000);
+
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":315532800.01}", "'delay'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":1e12}", "'delay'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":-1}", "'delay'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":-0.001}", "'delay'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":\"30\"}", "'delay'", "number");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":true}", "'delay'", "number");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":null}", "'delay'", "number");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":[1]}", "'delay'", "number");
+
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"at\":1700000000.5}");
+    assert_int_equal(req.jobs[0].at_ms, 1700000000500LL);
+    assert_int_equal(req.jobs[0].delay_ms, 0);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"at\":1}"); /* the past: ready now */
+    assert_int_equal(req.jobs[0].at_ms, 1000);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"at\":0}");
+    assert_int_equal(req.jobs[0].at_ms, 0);
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"at\":\"1700000000\"}", "'at'", "number");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"at\":1e300}", "'at'");
+
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":5,\"at\":1700000000}", "'delay'",
+             "'at'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"delay\":0,\"at\":0}", "'delay'", "'at'");
+}
+
+static void test_add_ttr(void **state)
+{
+    (void)state;
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":30}");
+    assert_int_equal(req.jobs[0].ttr_ms, 30000);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":0.001}");
+    assert_int_equal(req.jobs[0].ttr_ms, 1);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":0.0015}");
+    assert_int_equal(req.jobs[0].ttr_ms, 2);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":1.2506}");
+    assert_int_equal(req.jobs[0].ttr_ms, 1251);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":86400}");
+    assert_int_equal(req.jobs[0].ttr_ms, 86400000);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":86400.0}");
+    assert_int_equal(req.jobs[0].ttr_ms, 86400000);
+
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":0}", "'ttr'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":0.0009}", "'ttr'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":-1}", "'ttr'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":86400.001}", "'ttr'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":86401}", "'ttr'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":\"60\"}", "'ttr'", "number");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":null}", "'ttr'", "number");
+
+    /* TTR is a synonym of ttr, with the same rules. */
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"TTR\":45}");
+    assert_int_equal(req.jobs[0].ttr_ms, 45000);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"TTR\":0.001}");
+    assert_int_equal(req.jobs[0].ttr_ms, 1);
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"TTR\":0}", "'TTR'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"TTR\":86401}", "'TTR'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"TTR\":\"5\"}", "'TTR'", "number");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":5,\"TTR\":5}", "'ttr'", "'TTR'");
+    /* Other spellings are just unknown fields. */
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"Ttr\":0}");
+    assert_int_equal(req.jobs[0].ttr_ms, 60000);
+}
+
+static void test_add_retries(void **state)
+{
+    (void)state;
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":0}");
+    assert_int_equal(req.jobs[0].retries, 0);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":5}");
+    assert_int_equal(req.jobs[0].retries, 5);
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":1000000}");
+    assert_int_equal(req.jobs[0].retries, 1000000);
+
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":2.0}", "'retries'", "integer");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":2.5}", "'retries'", "integer");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":1e2}", "'retries'", "integer");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":\"3\"}", "'retries'", "integer");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":null}", "'retries'", "integer");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":true}", "'retries'", "integer");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":-1}", "'retries'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":1000001}", "'retries'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":99999999999999999999}",
+             "'retries'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"retries\":-99999999999999999999}",
+             "'retries'");
+}
+
+static void expect_body(const char *request, const char *want)
+{
+    OK_POST("/add", request);
+    assert_int_equal(req.jobs[0].body_len, strlen(want));
+    assert_memory_equal(req.jobs[0].body, want, strlen(want));
+}
+
+static void test_add_body(void **state)
+{
+    (void)state;
+    BAD_POST("/add", "{\"topic\":\"t\"}", "'body'", "required");
+    BAD_POST("/add", "{\"topic\":\"t\",\"Body\":1}", "'body'", "required");
+
+    /* Kept as compact JSON text: a string stays a string, an object an object. */
+    expect_body("{\"topic\":\"t\",\"body\":\"hello\"}", "\"hello\"");
+    expect_body("{\"topic\":\"t\",\"body\":\"{\\\"a\\\":1}\"}", "\"{\\\"a\\\":1}\"");
+    expect_body("{\"topic\":\"t\",\"body\": { \"a\" : [ 1 , 2 ] , \"b\" : { } } }",
+                "{\"a\":[1,2],\"b\":{}}");
+    expect_body("{\"topic\":\"t\",\"body\":[\"x\", null, true, false]}",
+                "[\"x\",null,true,false]");
+    expect_body("{\"topic\":\"t\",\"body\":null}", "null");
+    expect_body("{\"topic\":\"t\",\"body\":false}", "false");
+    expect_body("{\"topic\":\"t\",\"body\":0}", "0");
+    expect_body("{\"topic\":\"t\",\"body\":-12.5}", "-12.5");
+    expect_body("{\"topic\":\"t\",\"body\":\"\"}", "\"\"");
+    expect_body("{\"topic\":\"t\",\"body\":{}}", "{}");
+    expect_body("{\"topic\":\"t\",\"body\":\"a/b\"}", "\"a/b\"");
+    expect_body("{\"topic\":\"t\",\"body\":\"line\\nnext\\t\\\"q\\\" \\\\\"}",
+                "\"line\\nnext\\t\\\"q\\\" \\\\\"");
+    expect_body("{\"topic\":\"t\",\"body\":\"caf\xc3\xa9 \\u00e9\"}", "\"caf\xc3\xa9 \xc3\xa9\"");
+    expect_body("{\"topic\":\"t\",\"body\":{\"order\":{\"id\":42,\"items\":[{\"sku\":\"a\"}]}}}",
+                "{\"order\":{\"id\":42,\"items\":[{\"sku\":\"a\"}]}}");
+}
+
+static void test_add_body_size(void **state)
+{
+    (void)state;
+    lim.max_body = 10;
+    expect_body("{\"topic\":\"t\",\"body\":\"12345678\"}", "\"12345678\""); /* 10 bytes */
+    expect_body("{\"topic\":\"t\",\"body\":[ 1, 2, 3, 45 ]}", "[1,2,3,45]"); /* 10 compact */
+    expect_body("{\"topic\":\"t\",\"body\":1}", "1");
+}
+
+static void test_add_body_too_large(void **state)
+{
+    (void)state;
+    lim.max_body = 10;
+    LARGE_POST("/add", "{\"topic\":\"t\",\"body\":\"123456789\"}", "'body'", "10");
+    LARGE_POST("/add", "{\"topic\":\"t\",\"body\":{\"a\":\"1234\"}}", "'body'");
+    /* Whitespace does not count: the limit is on the compact text. */
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":{   \"a\"   :   \"12\"   }}");
+    assert_int_equal(req.jobs[0].body_len, 10);
+
+    /* The default 64 KiB. */
+    lim.max_body = 65536;
+    char *s = rep('x', 65534);
+    char *b = fmt("{\"topic\":\"t\",\"body\":\"%s\"}", s);
+    OK_POST("/add", b);
+    assert_int_equal(req.jobs[0].body_len, 65536);
+    free(b);
+    b = fmt("{\"topic\":\"t\",\"body\":\"%sx\"}", s);
+    LARGE_POST("/add", b, "'body'", "65536");
+    free(b);
+    free(s);
+}
+
+/* A batch add of n jobs; job bad_index (if < n) gets extra appended. */
+static char *batch(size_t n, size_t bad_index, const char *extra)
+{
+    dq_buf b;
+    buf_init(&b);
+    buf_puts(&b, "{\"jobs\":[");
+    for (size_t i = 0; i < n; i++) {
+        buf_printf(&b, "%s{\"topic\":\"t%zu\",\"id\":\"j%zu\",\"body\":%zu%s}", i ? "," : "", i, i,
+                   i, i == bad_index ? extra : "");
+    }
+    buf_puts(&b, "]}");
+    return b.data;
+}
+
+static void test_add_batch(void **state)
+{
+    (void)state;
+    OK_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":\"x\",\"delay\":1},"
+                    "{\"topic\":\"b\",\"id\":\"j2\",\"body\":{\"k\":[]},\"TTR\":2,\"retries\":3}]}");
+    assert_int_equal(req.cmd, CMD_ADD);
+    assert_int_equal(req.batch, 1);
+    assert_int_equal(req.njobs, 2);
+    assert_string_equal(req.jobs[0].topic, "a");
+    assert_null(req.jobs[0].id);
+    assert_int_equal(req.jobs[0].delay_ms, 1000);
+    assert_int_equal(req.jobs[0].ttr_ms, 60000);
+    assert_int_equal(req.jobs[0].retries, -1);
+    assert_memory_equal(req.jobs[0].body, "\"x\"", 3);
+    assert_string_equal(req.jobs[1].topic, "b");
+    assert_string_equal(req.jobs[1].id, "j2");
+    assert_int_equal(req.jobs[1].at_ms, -1);
+    assert_int_equal(req.jobs[1].ttr_ms, 2000);
+    assert_int_equal(req.jobs[1].retries, 3);
+    assert_int_equal(req.jobs[1].body_len, 8);
+    assert_memory_equal(req.jobs[1].body, "{\"k\":[]}", 8);
+
+    /* One job is still the batch form. */
+    OK_POST("/", "{\"command\":\"add\",\"jobs\":[{\"topic\":\"a\",\"body\":1}]}");
+    assert_int_equal(req.batch, 1);
+    assert_int_equal(req.njobs, 1);
+
+    /* Top-level job fields are ignored in the batch form. */
+    OK_POST("/add", "{\"topic\":\"bad topic!\",\"ttr\":-5,\"jobs\":[{\"topic\":\"a\",\"body\":1}]}");
+    assert_string_equal(req.jobs[0].topic, "a");
+    assert_int_equal(req.jobs[0].ttr_ms, 60000);
+
+    char *b = batch(1000, 1000, "");
+    OK_POST("/add", b);
+    assert_int_equal(req.njobs, 1000);
+    assert_string_equal(req.jobs[999].topic, "t999");
+    assert_string_equal(req.jobs[999].id, "j999");
+    assert_memory_equal(req.jobs[999].body, "999", 3);
+    free(b);
+}
+
+static void test_add_batch_errors(void **state)
+{
+    (void)state;
+    BAD_POST("/add", "{\"jobs\":[]}", "'jobs'", "1000");
+    BAD_POST("/add", "{\"jobs\":{}}", "'jobs'", "array");
+    BAD_POST("/add", "{\"jobs\":null}", "'jobs'", "array");
+    BAD_POST("/add", "{\"jobs\":\"x\"}", "'jobs'", "array");
+    char *b = batch(1001, 1001, "");
+    BAD_POST("/add", b, "'jobs'", "1000");
+    free(b);
+
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1},7]}", "jobs[1]", "object");
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1},[]]}", "jobs[1]", "object");
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1},{\"body\":1}]}", "jobs[1]",
+             "'jobs[1].topic'");
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\"}]}", "jobs[0]", "'jobs[0].body'");
+
+    b = batch(3, 2, ",\"ttr\":0");
+    BAD_POST("/add", b, "jobs[2]", "jobs[2].ttr'");
+    free(b);
+    b = batch(3, 0, ",\"delay\":\"5\"");
+    BAD_POST("/add", b, "jobs[0]", "jobs[0].delay'");
+    free(b);
+    b = batch(3, 1, ",\"delay\":1,\"at\":2");
+    BAD_POST("/add", b, "jobs[1]", "'delay'", "'at'");
+    free(b);
+    b = batch(3, 1, ",\"retries\":1.0");
+    BAD_POST("/add", b, "jobs[1]", "jobs[1].retries'");
+    free(b);
+    b = batch(3, 1, ",\"ttr\":1,\"TTR\":1");
+    BAD_POST("/add", b, "jobs[1]", "'ttr'", "'TTR'");
+    free(b);
+    b = batch(1000, 999, ",\"retries\":-1");
+    BAD_POST("/add", b, "jobs[999]", "jobs[999].retries'");
+    free(b);
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1},{\"topic\":\"b\",\"id\":\"a b\",\"body\":1}]}",
+             "jobs[1]", "jobs[1].id'");
+
+    /* A body over the limit in a batch: 413 naming the job and the field. */
+    lim.max_body = 4;
+    BAD(DQ_TOO_LARGE, "POST", "/add",
+        NULL, "{\"jobs\":[{\"topic\":\"a\",\"body\":1},{\"topic\":\"a\",\"body\":\"long\"}]}",
+        "jobs[1]", "jobs[1].body'");
+}
+
+/* ------------------------------------------------------------------------ */
+/* pop                                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* "t0,t1,...": n topics. The returned string is owned by the caller. */
+static char *topic_list(size_t n, const char *sep, const char *quote)
+{
+    dq_buf b;
+    buf_init(&b);
+    for (size_t i = 0; i < n; i++)
+        buf_printf(&b, "%s%st%zu%s", i ? sep : "", quote, i, quote);
+    return b.data;
+}
+
+static void test_pop_topic(void **state)
+{
+    (void)state;
+    OK_POST("/pop", "{\"topic\":\"order\"}");
+    assert_int_equal(req.cmd, CMD_POP);
+    assert_int_equal(req.ntopics, 1);
+    assert_string_equal(req.topics[0], "order");
+    assert_int_equal(req.timeout_ms, 0);
+    assert_int_equal(req.count, 0);
+
+    OK_POST("/", "{\"command\":\"pop\",\"topic\":\"a,b.c,d\"}");
+    assert_int_equal(req.ntopics, 3);
+    assert_string_equal(req.topics[0], "a");
+    assert_string_equal(req.topics[1], "b.c");
+    assert_string_equal(req.topics[2], "d");
+
+    BAD_POST("/pop", "{}", "'topic'", "required");
+    BAD_POST("/pop", "{\"topic\":\"\"}", "'topic'");
+    BAD_POST("/pop", "{\"topic\":\"a,,b\"}", "'topic'");
+    BAD_POST("/pop", "{\"topic\":\"a,\"}", "'topic'");
+    BAD_POST("/pop", "{\"topic\":\",a\"}", "'topic'");
+    BAD_POST("/pop", "{\"topic\":\"a, b\"}", "'topic'");
+    BAD_POST("/pop", "{\"topic\":\"a;b\"}", "'topic'");
+    BAD_POST("/pop", "{\"topic\":[\"a\"]}", "'topic'", "string");
+    BAD_POST("/pop", "{\"topic\":7}", "'topic'", "string");
+
+    char *t = rep('t', 129);
+    char *b = fmt("{\"topic\":\"a,%.128s\"}", t);
+    OK_POST("/pop", b);
+    assert_int_equal(strlen(req.topics[1]), 128);
+    free(b);
+    b = fmt("{\"topic\":\"a,%s\"}", t);
+    BAD_POST("/pop", b, "'topic'", "128");
+    free(b);
+    free(t);
+
+    char *list = topic_list(64, ",", "");
+    b = fmt("{\"topic\":\"%s\"}", list);
+    OK_POST("/pop", b);
+    assert_int_equal(req.ntopics, 64);
+    assert_string_equal(req.topics[63], "t63");
+    free(b);
+    free(list);
+    list = topic_list(65, ",", "");
+    b = fmt("{\"topic\":\"%s\"}", list);
+    BAD_POST("/pop", b, "'topic'", "64");
+    free(b);
+    free(list);
+}
+
+static void test_pop_topics_array(void **state)
+{
+    (void)state;
+    OK_POST("/pop", "{\"topics\":[\"a\",\"b\"]}");
+    assert_int_equal(req.ntopics, 2);
+    assert_string_equal(req.topics[0], "a");
+    assert_string_equal(req.topics[1], "b");
+
+    BAD_POST("/pop", "{\"topics\":[]}", "'topics'");
+    BAD_POST("/pop", "{\"topics\":\"a\"}", "'topics'", "array");
+    BAD_POST("/pop", "{\"topics\":[\"a\",1]}", "'topics'", "string");
+    BAD_POST("/pop", "{\"topics\":[\"a\",null]}", "'topics'");
+    BAD_POST("/pop", "{\"topics\":[\"a\",\"\"]}", "'topics'");
+    BAD_POST("/pop", "{\"topics\":[\"a,b\"]}", "'topics'");
+    BAD_POST("/pop", "{\"topics\":[\"a b\"]}", "'topics'");
+
+    char *list = topic_list(64, ",", "\"");
+    char *b = fmt("{\"topics\":[%s]}", list);
+    OK_POST("/pop", b);
+    assert_int_equal(req.ntopics, 64);
+    assert_string_equal(req.topics[63], "t63");
+    free(b);
+    free(list);
+    list = topic_list(65, ",", "\"");
+    b = fmt("{\"topics\":[%s]}", list);
+    BAD_POST("/pop", b, "'topics'", "64");
+    free(b);
+    free(list);
+
+    BAD_POST("/pop", "{\"topic\":\"a\",\"topics\":[\"b\"]}", "'topic'", "'topics'");
+    BAD_POST("/pop", "{\"topic\":\"a\",\"topics\":[\"a\"]}", "'topic'", "'topics'");
+}
+
+static void test_pop_timeout_count(void **state)
+{
+    (void)state;
+    OK_POST("/pop", "{\"topic\":\"t\",\"timeout\":0}");
+    assert_int_equal(req.timeout_ms, 0);
+    OK_POST("/pop", "{\"topic\":\"t\",\"timeout\":0.25}");
+    assert_int_equal(req.timeout_ms, 250);
+    OK_POST("/pop", "{\"topic\":\"t\",\"timeout\":60}");
+    assert_int_equal(req.timeout_ms, 60000);
+    BAD_POST("/pop", "{\"topic\":\"t\",\"timeout\":60.001}", "'timeout'");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"timeout\":61}", "'timeout'");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"timeout\":-1}", "'timeout'");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"timeout\":\"5\"}", "'timeout'", "number");
+
+    OK_POST("/pop", "{\"topic\":\"t\",\"count\":1}");
+    assert_int_equal(req.count, 1); /* present, even 1: the list answer */
+    OK_POST("/pop", "{\"topic\":\"t\",\"count\":100,\"timeout\":1.5}");
+    assert_int_equal(req.count, 100);
+    assert_int_equal(req.timeout_ms, 1500);
+    BAD_POST("/pop", "{\"topic\":\"t\",\"count\":0}", "'count'");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"count\":101}", "'count'");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"count\":-1}", "'count'");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"count\":2.0}", "'count'", "integer");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"count\":\"2\"}", "'count'", "integer");
+}
+
+/* ------------------------------------------------------------------------ */
+/* finish / delete                                                           */
+/* ------------------------------------------------------------------------ */
+
+static char *id_batch(size_t n, size_t bad_index, const char *bad)
+{
+    dq_buf b;
+    buf_init(&b);
+    buf_puts(&b, "{\"ids\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i == bad_index)
+            buf_printf(&b, "%s%s", i ? "," : "", bad);
+        else
+            buf_printf(&b, "%s\"id%zu\"", i ? "," : "", i);
+    }
+    buf_puts(&b, "]}");
+    return b.data;
+}
+
+static void test_finish_delete(void **state)
+{
+    (void)state;
+    static const char *const paths[] = {"/finish", "/delete"};
+    static const dq_command cmds[] = {CMD_FINISH, CMD_DELETE};
+    for (size_t k = 0; k < 2; k++) {
+        const char *p = paths[k];
+        OK_POST(p, "{\"id\":\"order-42\"}");
+        assert_int_equal(req.cmd, cmds[k]);
+        assert_int_equal(req.batch, 0);
+        assert_int_equal(req.nids, 1);
+        assert_string_equal(req.ids[0], "order-42");
+
+        OK_POST(p, "{\"ids\":[\"a\",\"b\"]}");
+        assert_int_equal(req.batch, 1);
+        assert_int_equal(req.nids, 2);
+        assert_string_equal(req.ids[0], "a");
+        assert_string_equal(req.ids[1], "b");
+
+        BAD_POST(p, "{}", "'id'", "required");
+        BAD_POST(p, "{\"id\":1}", "'id'", "string");
+        BAD_POST(p, "{\"id\":\"\"}", "'id'");
+        BAD_POST(p, "{\"id\":\"a b\"}", "'id'");
+        BAD_POST(p, "{\"id\":\"a\",\"ids\":[\"b\"]}", "'id'", "'ids'");
+        BAD_POST(p, "{\"ids\":[]}", "'ids'", "1000");
+        BAD_POST(p, "{\"ids\":\"a\"}", "'ids'", "array");
+        BAD_POST(p, "{\"ids\":null}", "'ids'", "array");
+
+        char *b = id_batch(1000, 1000, "");
+        OK_POST(p, b);
+        assert_int_equal(req.nids, 1000);
+        assert_string_equal(req.ids[999], "id999");
+        free(b);
+        b = id_batch(1001, 1001, "");
+        BAD_POST(p, b, "'ids'", "1000");
+        free(b);
+
+        b = id_batch(5, 3, "\"a b\"");
+        BAD_POST(p, b, "ids[3]");
+        free(b);
+        b = id_batch(5, 0, "\"\"");
+        BAD_POST(p, b, "ids[0]");
+        free(b);
+        b = id_batch(5, 1, "7");
+        BAD_POST(p, b, "ids[1]", "string");
+        free(b);
+        b = id_batch(5, 4, "null");
+        BAD_POST(p, b, "ids[4]");
+        free(b);
+        char *big = rep('i', 257);
+        char *q = fmt("\"%s\"", big);
+        b = id_batch(1000, 999, q);
+        BAD_POST(p, b, "ids[999]");
+        free(b);
+        free(q);
+        q = fmt("\"%.256s\"", big);
+        b = id_batch(3, 2, q);
+        OK_POST(p, b);
+        assert_int_equal(strlen(req.ids[2]), 256);
+        free(b);
+        free(q);
+        free(big);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* get, touch, bury, release                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void test_single_id_commands(void **state)
+{
+    (void)state;
+    static const char *const paths[] = {"/get", "/touch", "/bury", "/release"};
+    static const dq_command cmds[] = {CMD_GET, CMD_TOUCH, CMD_BURY, CMD_RELEASE};
+    for (size_t k = 0; k < 4; k++) {
+        const char *p = paths[k];
+        OK_POST(p, "{\"id\":\"j1\"}");
+        assert_int_equal(req.cmd, cmds[k]);
+        assert_int_equal(req.nids, 1);
+        assert_string_equal(req.ids[0], "j1");
+        BAD_POST(p, "{}", "'id'", "required");
+        BAD_POST(p, "{\"ids\":[\"j1\"]}", "'id'", "required");
+        BAD_POST(p, "{\"id\":[\"j1\"]}", "'id'", "string");
+        BAD_POST(p, "{\"id\":\"j 1\"}", "'id'");
+        BAD_POST(p, "{\"id\":\"\"}", "'id'");
+    }
+}
+
+static void test_release_delay(void **state)
+{
+    (void)state;
+    OK_POST("/release", "{\"id\":\"j1\"}");
+    assert_int_equal(req.delay_ms, 0);
+    OK_POST("/release", "{\"id\":\"j1\",\"delay\":30}");
+    assert_int_equal(req.delay_ms, 30000);
+    OK_POST("/release", "{\"id\":\"j1\",\"delay\":0.5}");
+    assert_int_equal(req.delay_ms, 500);
+    OK_POST("/release", "{\"id\":\"j1\",\"delay\":315532800}");
+    assert_int_equal(req.delay_ms, 315532800000LL);
+    BAD_POST("/release", "{\"id\":\"j1\",\"delay\":-1}", "'delay'");
+    BAD_POST("/release", "{\"id\":\"j1\",\"delay\":315532801}", "'delay'");
+    BAD_POST("/release", "{\"id\":\"j1\",\"delay\":\"30\"}", "'delay'", "number");
+    BAD_POST("/release", "{\"delay\":1}", "'id'", "required");
+}
+
+/* ------------------------------------------------------------------------ */
+/* kick, stats, health, metrics                                              */
+/* ------------------------------------------------------------------------ */
+
+static void test_kick(void **state)
+{
+    (void)state;
+    OK_POST("/kick", "{\"topic\":\"order\"}");
+    assert_int_equal(req.cmd, CMD_KICK);
+    assert_int_equal(req.ntopics, 1);
+    assert_string_equal(req.topics[0], "order");
+    assert_int_equal(req.count, 1); /* default */
+    OK_POST("/kick", "{\"topic\":\"order\",\"count\":10}");
+    assert_int_equal(req.count, 10);
+    OK_POST("/kick", "{\"topic\":\"order\",\"count\":10000}");
+    assert_int_equal(req.count, 10000);
+    BAD_POST("/kick", "{\"topic\":\"order\",\"count\":10001}", "'count'");
+    BAD_POST("/kick", "{\"topic\":\"order\",\"count\":0}", "'count'");
+    BAD_POST("/kick", "{\"topic\":\"order\",\"count\":2.0}", "'count'", "integer");
+    BAD_POST("/kick", "{\"topic\":\"order\",\"count\":\"2\"}", "'count'", "integer");
+    BAD_POST("/kick", "{}", "'topic'", "required");
+    BAD_POST("/kick", "{\"topic\":\"a,b\"}", "'topic'");
+    BAD_POST("/kick", "{\"topic\":\"\"}", "'topic'");
+    BAD_POST("/kick", "{\"topic\":1}", "'topic'", "string");
+}
+
+static void test_stats(void **state)
+{
+    (void)state;
+    OK_POST("/stats", "{}");
+    assert_int_equal(req.cmd, CMD_STATS);
+    assert_int_equal(req.ntopics, 0);
+    OK_POST("/", "{\"command\":\"stats\",\"topic\":\"order\"}");
+    assert_int_equal(req.ntopics, 1);
+    assert_string_equal(req.topics[0], "order");
+    BAD_POST("/stats", "{\"topic\":\"\"}", "'topic'");
+    BAD_POST("/stats", "{\"topic\":\"a b\"}", "'topic'");
+    BAD_POST("/stats", "{\"topic\":[\"a\"]}", "'topic'", "string");
+    BAD_POST("/stats", "{\"topic\":null}", "'topic'");
+}
+
+static void test_health_metrics_ignore_fields(void **state)
+{
+    (void)state;
+    OK_POST("/health", "{\"topic\":\"not a topic\",\"id\":7}");
+    assert_int_equal(req.cmd, CMD_HEALTH);
+    OK_POST("/metrics", "{\"anything\":[1,2,{}]}");
+    assert_int_equal(req.cmd, CMD_METRICS);
+    OK_GET("/health", "x=%41");
+}
+
+static void test_unknown_fields_ignored(void **state)
+{
+    (void)state;
+    OK_POST("/pop", "{\"topic\":\"t\",\"foo\":{\"bar\":[1,\"x\",null]},\"Timeout\":\"x\"}");
+    assert_int_equal(req.timeout_ms, 0);
+    OK_POST("/finish", "{\"id\":\"x\",\"topic\":7,\"ttr\":\"no\"}");
+    assert_string_equal(req.ids[0], "x");
+}
+
+static void test_free_is_reusable(void **state)
+{
+    (void)state;
+    /* request_free leaves a zeroed request; parsing again is fine. */
+    OK_POST("/pop", "{\"topic\":\"a,b\"}");
+    request_free(&req);
+    live = 0;
+    assert_null(req.root);
+    assert_null(req.topics);
+    assert_null(req.scratch);
+    assert_int_equal(req.ntopics, 0);
+    request_free(&req); /* twice is harmless */
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_command_names),
+        T(test_topic_valid),
+        T(test_id_valid),
+        T(test_command_form),
+        T(test_path_form),
+        T(test_path_command_mismatch),
+        T(test_unknown_path),
+        T(test_empty_body),
+        T(test_body_must_be_object),
+        T(test_nesting_in_request),
+        T(test_methods),
+        T(test_get_read_only),
+        T(test_get_other_commands),
+        T(test_get_query_decoding),
+        T(test_get_query_repeated),
+        T(test_get_query_malformed),
+        T(test_add_minimal),
+        T(test_add_topic_and_id),
+        T(test_add_delay_at),
+        T(test_add_ttr),
+        T(test_add_retries),
+        T(test_add_body),
+        T(test_add_body_size),
+        T(test_add_body_too_large),
+        T(test_add_batch),
+        T(test_add_batch_errors),
+        T(test_pop_topic),
+        T(test_pop_topics_array),
+        T(test_pop_timeout_count),
+        T(test_finish_delete),
+        T(test_single_id_commands),
+        T(test_release_delay),
+        T(test_kick),
+        T(test_stats),
+        T(test_health_metrics_ignore_fields),
+        T(test_unknown_fields_ignored),
+        T(test_free_is_reusable),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
