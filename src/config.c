@@ -42,6 +42,7 @@ static const key_spec keys[] = {
     INT_KEY(timer_lease_ms, "5000", 300, 600000),
     INT_KEY(timer_batch, "1000", 1, 100000),
     STR_KEY(log_level, "info"),
+    STR_KEY(auth_file, ""),
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])

@@ -27,6 +27,7 @@ typedef struct {
     int timer_lease_ms;
     int timer_batch;
     char log_level[16];
+    char auth_file[256];
 } dq_config;
 
 /* Fills cfg with the defaults. */

@@ -20,6 +20,7 @@
 #include "util.h"
 
 static const dq_config *config;
+static dq_auth *auth; /* NULL when auth_file is empty */
 static int listen_sock = -1;
 static int active_requests; /* accepted and not yet finished; atomic */
 static int stopping;        /* atomic */
@@ -110,6 +111,7 @@ static void serve_one(thread_state *t)
             write_error(&t->out, res.status, err);
         } else {
             cmd = req.cmd;
+            t->h.authorization = FCGX_GetParam("HTTP_AUTHORIZATION", fr->envp);
             res = handle_request(&t->h, &req, &t->out);
             request_free(&req);
         }
@@ -138,6 +140,14 @@ int front_run_worker(const dq_config *cfg, int listen_fd)
 {
     config = cfg;
     listen_sock = listen_fd;
+    if (cfg->auth_file[0]) {
+        char err[512];
+        auth = auth_load(cfg->auth_file, err, sizeof err);
+        if (!auth) {
+            log_error("%s", err);
+            return 2;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     if (notify_start(cfg) < 0) {
         log_error("cannot start the notification thread");
@@ -153,6 +163,7 @@ int front_run_worker(const dq_config *cfg, int listen_fd)
         t->h.cfg = cfg;
         t->h.store = store_new(cfg);
         t->h.args = malloc(sizeof *t->h.args);
+        t->h.auth = auth;
         buf_init(&t->body);
         buf_init(&t->out);
         pthread_t tid;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "config.h"
 #include "fcgi_front.h"
 #include "log.h"
@@ -54,6 +55,15 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init("delayq-fcgi", cfg.log_level);
+    if (cfg.auth_file[0]) {
+        /* Checked here so a bad tokens file stops start-up, not each worker. */
+        dq_auth *auth = auth_load(cfg.auth_file, err, sizeof err);
+        if (!auth) {
+            fprintf(stderr, "delayq-fcgi: %s\n", err);
+            return 2;
+        }
+        auth_free(auth);
+    }
     if (cfg.listen[0] == '/')
         unlink(cfg.listen); /* a stale socket of an earlier run */
     int listen_fd = front_listen(&cfg);

@@ -533,9 +533,67 @@ static dq_response handle_health(dq_handler_ctx *h, dq_buf *out)
     return (dq_response){DQ_UNAVAILABLE, 0};
 }
 
+/* ------------------------------------------------------------------------ */
+/* Access control                                                            */
+/* ------------------------------------------------------------------------ */
+
+static dq_response deny(dq_buf *out, const char *why, const char *what)
+{
+    return fail(out, DQ_UNAUTHORIZED, "%s%s", why, what);
+}
+
+/* Checks the bearer token against the command and every topic the request
+ * touches; for commands that name only ids, the jobs' topics are looked up.
+ * /health needs no token, so load balancers can probe it. */
+static dq_response authorize(dq_handler_ctx *h, const dq_request *req, dq_buf *out)
+{
+    if (!h->auth || req->cmd == CMD_HEALTH)
+        return ok();
+    const dq_token *t = auth_find(h->auth, h->authorization);
+    if (!t)
+        return deny(out, "missing or unknown bearer token (send Authorization: Bearer <token>)", "");
+    if (!auth_command_allowed(t, req->cmd))
+        return deny(out, "this token may not use the command ", command_name(req->cmd));
+    if (!auth_topic_limited(t))
+        return ok();
+    if (req->cmd == CMD_METRICS)
+        return deny(out, "metrics needs a token that is not limited to topics", "");
+    if (req->cmd == CMD_STATS && !req->ntopics)
+        return deny(out, "a token limited to topics must name a topic in stats", "");
+    for (size_t i = 0; i < req->njobs; i++) {
+        if (!auth_topic_allowed(t, req->jobs[i].topic))
+            return deny(out, "this token may not use the topic ", req->jobs[i].topic);
+    }
+    for (size_t i = 0; i < req->ntopics; i++) {
+        if (!auth_topic_allowed(t, req->topics[i]))
+            return deny(out, "this token may not use the topic ", req->topics[i]);
+    }
+    if (!req->nids)
+        return ok();
+    store_args *a = h->args;
+    args_reset(a);
+    for (size_t i = 0; i < req->nids; i++)
+        args_cstr(a, req->ids[i]);
+    store_reply *r = NULL;
+    dq_status st = store_eval(h->store, SCRIPT_TOPICS, a, 1, &r);
+    if (st != DQ_OK)
+        return store_failure(out, st);
+    dq_response res = ok();
+    for (size_t i = 0; i < req->nids && res.status == DQ_OK; i++) {
+        const char *topic = reply_str(reply_at(r, i), NULL);
+        if (topic && !auth_topic_allowed(t, topic))
+            res = deny(out, "this token may not use the job ", req->ids[i]);
+    }
+    store_reply_free(r);
+    return res;
+}
+
 dq_response handle_request(dq_handler_ctx *h, const dq_request *req, dq_buf *out)
 {
     buf_reset(out);
+    dq_response allowed = authorize(h, req, out);
+    if (allowed.status != DQ_OK)
+        return allowed;
     switch (req->cmd) {
     case CMD_ADD: return handle_add(h, req, out);
     case CMD_POP: return handle_pop(h, req, out);

@@ -3,6 +3,7 @@
 #ifndef DQ_HANDLERS_H
 #define DQ_HANDLERS_H
 
+#include "auth.h"
 #include "buf.h"
 #include "config.h"
 #include "request.h"
@@ -13,6 +14,8 @@ typedef struct {
     const dq_config *cfg;
     dq_store *store;
     store_args *args; /* scratch, reused per request */
+    const dq_auth *auth;       /* NULL: auth is off */
+    const char *authorization; /* this request's Authorization header, or NULL */
 } dq_handler_ctx;
 
 typedef struct {

@@ -10,7 +10,7 @@ static const char *const names[SCRIPT_COUNT] = {
     [SCRIPT_ADD] = "add",         [SCRIPT_POP] = "pop",   [SCRIPT_REMOVE] = "remove",
     [SCRIPT_GET] = "get",         [SCRIPT_TOUCH] = "touch", [SCRIPT_RELEASE] = "release",
     [SCRIPT_BURY] = "bury",       [SCRIPT_KICK] = "kick", [SCRIPT_STATS] = "stats",
-    [SCRIPT_MOVE] = "move",       [SCRIPT_LOCK] = "lock",
+    [SCRIPT_MOVE] = "move",       [SCRIPT_LOCK] = "lock",   [SCRIPT_TOPICS] = "topics",
 };
 
 const char *script_name(dq_script s)

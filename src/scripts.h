@@ -15,6 +15,7 @@ typedef enum {
     SCRIPT_STATS,
     SCRIPT_MOVE,
     SCRIPT_LOCK,
+    SCRIPT_TOPICS,
     SCRIPT_COUNT
 } dq_script;
 

@@ -148,6 +148,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.timer_lease_ms, 5000);
     assert_int_equal(cfg.timer_batch, 1000);
     assert_string_equal(cfg.log_level, "info");
+    assert_string_equal(cfg.auth_file, "");
 }
 
 static void test_key_table(void **state)
@@ -157,7 +158,7 @@ static void test_key_table(void **state)
         "listen", "workers", "threads", "backlog", "redis_host", "redis_port", "redis_socket",
         "redis_username", "redis_password", "redis_db", "redis_connect_timeout_ms",
         "redis_timeout_ms", "prefix", "buckets", "max_body", "max_request", "default_ttr",
-        "timer_lease_ms", "timer_batch", "log_level",
+        "timer_lease_ms", "timer_batch", "log_level", "auth_file",
     };
     size_t n = sizeof expected / sizeof expected[0];
     assert_int_equal(nkeys(), n);
