@@ -21,6 +21,10 @@
 
 static const dq_config *config;
 static dq_auth *auth; /* NULL when auth_file is empty */
+/* Per-thread state lives as long as the process: threads idle on a kept-alive
+ * connection are never joined (see front_run_worker). */
+typedef struct thread_state thread_state;
+static thread_state *threads;
 static int listen_sock = -1;
 static int active_requests; /* accepted and not yet finished; atomic */
 static int stopping;        /* atomic */
@@ -76,12 +80,12 @@ static void send_response(FCGX_Request *fr, dq_status st, int is_text, const dq_
     FCGX_PutStr(out->data ? out->data : "", (int)out->len, fr->out);
 }
 
-typedef struct {
+struct thread_state {
     FCGX_Request fr;
     dq_handler_ctx h;
     dq_buf body;
     dq_buf out;
-} thread_state;
+};
 
 static void serve_one(thread_state *t)
 {
@@ -154,7 +158,7 @@ int front_run_worker(const dq_config *cfg, int listen_fd)
         return 1;
     }
     int n = cfg->threads;
-    thread_state *threads = calloc((size_t)n, sizeof *threads);
+    threads = calloc((size_t)n, sizeof *threads);
     if (!threads)
         return 1;
     for (int i = 0; i < n; i++) {

@@ -80,6 +80,7 @@ static int maintain(timer_state *t)
     }
     if (gained || lost)
         log_info("buckets: %zu held (+%d -%d)", reply_len(r), gained, lost);
+    free(now_held);
     store_reply_free(r);
     t->last_maintained = util_mono_ms();
     return 0;
@@ -128,12 +129,18 @@ static void ensure_subscribed(timer_state *t)
     }
 }
 
-/* "<bucket>:<due ms>": an earlier job arrived in a bucket. */
-static void read_wakeups(timer_state *t)
+/* "<bucket>:<due ms>": an earlier job arrived in a bucket.
+ * "rebalance": a timer joined or gave buckets back; maintain now, so buckets
+ * change hands at once rather than at the next renewal. */
+static void read_wakeups(timer_state *t, int64_t *next_maintain)
 {
     char channel[128], payload[64];
     int r;
     while ((r = store_read_message(t->sub, channel, sizeof channel, payload, sizeof payload)) == 0) {
+        if (strcmp(payload, "rebalance") == 0) {
+            *next_maintain = 0;
+            continue;
+        }
         char *colon = strchr(payload, ':');
         if (!colon)
             continue;
@@ -201,7 +208,7 @@ int timer_run(const dq_config *cfg, int stop_fd)
         if (fds[0].revents)
             break;
         if (nfds == 2 && fds[1].revents)
-            read_wakeups(&t);
+            read_wakeups(&t, &next_maintain);
     }
 
     /* Hand the buckets over at once rather than after a lease. */

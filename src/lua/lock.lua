@@ -6,6 +6,8 @@
 --   bucket numbers, or an error if the deployment uses another bucket count.
 -- op 'release': drops every lock the token holds (compare-and-delete) and
 --   the heartbeat. Returns the number of locks released.
+-- Both publish "rebalance" on P:wake when buckets should change hands (a
+-- timer joined, gave buckets back or left), so the others maintain at once.
 local op, token, lease, nb, start = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]),
     tonumber(ARGV[6])
 local timers = P .. ':timers'
@@ -20,6 +22,7 @@ if op == 'release' then
         end
     end
     redis.call('ZREM', timers, token)
+    redis.call('PUBLISH', P .. ':wake', 'rebalance')
     return released
 end
 
@@ -27,11 +30,12 @@ if not buckets_match(nb) then
     return redis.error_reply('ERR buckets_mismatch: this deployment uses another bucket count')
 end
 local now = now_ms()
-redis.call('ZADD', timers, now + lease, token)
+local joined = redis.call('ZADD', timers, now + lease, token) == 1
 redis.call('ZREMRANGEBYSCORE', timers, '-inf', now)
 local fair = math.ceil(nb / redis.call('ZCARD', timers))
 
 local held = {}
+local gave_back = false
 for i = 0, nb - 1 do
     local k = (start + i) % nb
     if redis.call('GET', lock_key(k)) == token then
@@ -40,6 +44,7 @@ for i = 0, nb - 1 do
             held[#held + 1] = k
         else
             redis.call('DEL', lock_key(k))
+            gave_back = true
         end
     end
 end
@@ -49,5 +54,8 @@ for i = 0, nb - 1 do
     if redis.call('SET', lock_key(k), token, 'NX', 'PX', lease) then
         held[#held + 1] = k
     end
+end
+if joined or gave_back then
+    redis.call('PUBLISH', P .. ':wake', 'rebalance')
 end
 return held

@@ -1,0 +1,259 @@
+"""Concurrency: many consumers never share a job and lose none; long-polling
+consumers do not starve producers."""
+
+import os
+import statistics
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import ClusterTestCase, SLOW, main, unique  # noqa: E402
+
+
+class ConsumersTest(ClusterTestCase):
+    CLUSTER_KW = dict(workers=2, threads=16)
+
+    def test_16_consumers_2000_jobs(self):
+        t = unique("many")
+        all_ids = ["%s-%04d" % (t, i) for i in range(2000)]
+        t0 = time.monotonic()
+        for b in range(0, 2000, 100):
+            st, r = self.c.req("add", jobs=[{"topic": t, "id": j, "body": {"n": j}}
+                                            for j in all_ids[b:b + 100]])
+            self.assertOk(st, r)
+            self.assertTrue(all(x["success"] for x in r["results"]), r)
+        t_add = time.monotonic() - t0
+        st, s = self.c.req("stats", topic=t)
+        self.assertEqual(s["topics"][t]["ready"], 2000)
+
+        got = [[] for _ in range(16)]
+        errors = []
+
+        def consumer(k):
+            conn = self.c.new_http()
+            try:
+                while True:
+                    st, r = self.c.req("pop", conn=conn, topic=t)
+                    if st != 200 or not r.get("success"):
+                        errors.append(("pop", st, r))
+                        return
+                    if r["id"] is None:
+                        return
+                    if r["value"] != {"n": r["id"]}:
+                        errors.append(("value", r))
+                    got[k].append(r["id"])
+                    st, f = self.c.req("finish", conn=conn, id=r["id"])
+                    if st != 200:
+                        errors.append(("finish", r["id"], st, f))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(("exception", repr(e)))
+            finally:
+                conn.close()
+
+        t0 = time.monotonic()
+        ths = [threading.Thread(target=consumer, args=(k,)) for k in range(16)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(120)
+        dt = time.monotonic() - t0
+        print("added 2000 jobs in %.2f s; 16 consumers popped+finished them in %.2f s "
+              "(%.0f jobs/s); per consumer: %s" % (t_add, dt, 2000 / dt,
+                                                  sorted(len(g) for g in got)))
+        self.assertEqual(errors, [])
+        flat = [j for g in got for j in g]
+        self.assertEqual(len(flat), len(set(flat)), "some job was delivered twice")
+        self.assertEqual(set(flat), set(all_ids), "some job was lost")
+        st, s = self.c.req("stats", topic=t)
+        s = s["topics"][t]
+        self.assertEqual((s["ready"], s["reserved"], s["delay"], s["buried"], s["finished"]),
+                         (0, 0, 0, 0, 2000))
+        left = [k for k in self.c.redis("KEYS", "*%s*" % t) if b":s:" not in k]  # stats stay
+        self.assertEqual(left, [], "keys left behind by finished jobs")
+
+    def test_concurrent_batch_pops(self):
+        t = unique("cnt")
+        ids = ["%s-%d" % (t, i) for i in range(500)]
+        for b in range(0, 500, 100):
+            self.assertOk(*self.c.req("add", jobs=[{"topic": t, "id": j, "body": 1}
+                                                   for j in ids[b:b + 100]]))
+        got = []
+        lock = threading.Lock()
+
+        def consumer():
+            conn = self.c.new_http()
+            while True:
+                st, r = self.c.req("pop", conn=conn, topic=t, count=7)
+                if st != 200 or not r["jobs"]:
+                    break
+                mine = [j["id"] for j in r["jobs"]]
+                with lock:
+                    got.extend(mine)
+                self.c.req("finish", conn=conn, ids=mine)
+            conn.close()
+
+        ths = [threading.Thread(target=consumer) for _ in range(8)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(60)
+        self.assertEqual(len(got), len(set(got)))
+        self.assertEqual(set(got), set(ids))
+
+
+class RedeliveryRaceTest(ClusterTestCase):
+    CLUSTER_KW = dict(workers=2, threads=16)
+
+    def test_never_two_consumers_within_ttr(self):
+        """8 consumers, ttr 0.5 s; the first delivery of every third job is
+        abandoned, so TTR redeliveries race with pops and finishes. Every
+        job must be finished exactly once, and no two deliveries of a job
+        may overlap within one TTR window."""
+        t = unique("race")
+        ttr = 0.5
+        ids = ["%s-%03d" % (t, i) for i in range(300)]
+        for b in range(0, 300, 100):
+            self.assertOk(*self.c.req("add", jobs=[{"topic": t, "id": j, "body": j, "ttr": ttr}
+                                                   for j in ids[b:b + 100]]))
+        log = []  # (id, attempts, request start, response time)
+        finished = []
+        errors = []
+        lock = threading.Lock()
+        stop = time.monotonic() + 15 * SLOW
+
+        def consumer():
+            conn = self.c.new_http()
+            try:
+                while time.monotonic() < stop:
+                    with lock:
+                        if len(finished) >= len(ids):
+                            return
+                    s0 = time.monotonic()
+                    st, r = self.c.req("pop", conn=conn, topic=t, timeout=0.2)
+                    s1 = time.monotonic()
+                    if st != 200:
+                        errors.append((st, r))
+                        continue
+                    if r["id"] is None:
+                        continue
+                    with lock:
+                        log.append((r["id"], r["attempts"], s0, s1))
+                    abandon = r["attempts"] == 1 and int(r["id"].rsplit("-", 1)[1]) % 3 == 0
+                    if not abandon:
+                        st, f = self.c.req("finish", conn=conn, id=r["id"])
+                        if st == 200:
+                            with lock:
+                                finished.append(r["id"])
+                        else:
+                            errors.append(("finish", r["id"], st, f))
+            finally:
+                conn.close()
+
+        ths = [threading.Thread(target=consumer) for _ in range(8)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(60)
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(finished), sorted(ids), "each job finished exactly once")
+        by_id = {}
+        for jid, att, s0, s1 in log:
+            by_id.setdefault(jid, []).append((s0, s1, att))
+        overlaps = []
+        for jid, ds in by_id.items():
+            ds.sort()
+            self.assertEqual([d[2] for d in ds], list(range(1, len(ds) + 1)), jid)
+            for (a0, a1, _), (b0, b1, _) in zip(ds, ds[1:]):
+                # the later delivery was answered at b1; the earlier one was
+                # made no earlier than a0: the gap must cover the TTR
+                if b1 - a0 < ttr * 0.95:
+                    overlaps.append((jid, round(b1 - a0, 3)))
+        redelivered = sum(1 for ds in by_id.values() if len(ds) > 1)
+        print("race: %d deliveries of %d jobs, %d redelivered after TTR" %
+              (len(log), len(ids), redelivered))
+        self.assertEqual(overlaps, [], "delivered twice within one TTR window")
+        self.assertEqual(redelivered, len([j for j in ids if int(j.rsplit("-", 1)[1]) % 3 == 0]))
+        st, s = self.c.req("stats", topic=t)
+        s = s["topics"][t]
+        self.assertEqual((s["ready"], s["reserved"], s["delay"], s["finished"], s["redelivered"]),
+                         (0, 0, 0, 300, redelivered))
+
+
+class StarvationTest(ClusterTestCase):
+    CLUSTER_KW = dict(workers=2, threads=64)
+
+    def add_pop_latencies(self, n=200):
+        t = unique("busy")
+        conn = self.c.new_http()
+        lat = []
+        for i in range(n):
+            t0 = time.monotonic()
+            st, r = self.c.req("add", conn=conn, topic=t, body=i)
+            st2, p = self.c.req("pop", conn=conn, topic=t)
+            lat.append(time.monotonic() - t0)
+            self.assertOk(st, r)
+            self.assertOk(st2, p)
+            self.assertEqual(p["id"], r["id"])
+            self.c.req("finish", conn=conn, id=r["id"])
+        conn.close()
+        return statistics.median(lat), max(lat)
+
+    def test_long_polls_do_not_starve_producers(self):
+        idle = unique("idle")
+        self.add_pop_latencies(20)  # warm up
+        base_med, base_max = self.add_pop_latencies()
+        results = [None] * 50
+        started = threading.Barrier(51)
+
+        def waiter(k):
+            conn = self.c.new_http()
+            started.wait()
+            t0 = time.monotonic()
+            try:
+                results[k] = self.c.req("pop", conn=conn, topic=idle, timeout=30) + \
+                    (time.monotonic() - t0,)
+            except Exception as e:  # noqa: BLE001
+                results[k] = (None, repr(e), time.monotonic() - t0)
+            conn.close()
+
+        ths = [threading.Thread(target=waiter, args=(k,)) for k in range(50)]
+        for th in ths:
+            th.start()
+        started.wait()
+        time.sleep(1.0)  # let all 50 long-polls reach the workers
+        self.assertEqual([r for r in results if r is not None], [],
+                         "long-polls answered before any job existed")
+        with_med, with_max = self.add_pop_latencies()
+        print("add+pop median latency: %.2f ms without waiters, %.2f ms with 50 long-polls "
+              "(max %.1f / %.1f ms)" % (base_med * 1000, with_med * 1000, base_max * 1000,
+                                       with_max * 1000))
+        self.assertEqual([r for r in results if r is not None], [],
+                         "long-polls answered early")
+        self.assertLess(with_med, 3 * base_med + 0.005)
+        # now feed the waiters: each gets exactly one job
+        ids = ["%s-%d" % (idle, i) for i in range(50)]
+        t0 = time.monotonic()
+        st, r = self.c.req("add", jobs=[{"topic": idle, "id": j, "body": j} for j in ids])
+        self.assertOk(st, r)
+        for th in ths:
+            th.join(15 * SLOW)
+        dt = time.monotonic() - t0
+        self.assertFalse(any(th.is_alive() for th in ths), "some waiter never returned")
+        got = []
+        for res in results:
+            st, r, _ = res
+            self.assertEqual(st, 200, r)
+            self.assertIsNotNone(r["id"], "a waiter got nothing: %r" % (r,))
+            self.assertEqual(r["value"], r["id"])
+            got.append(r["id"])
+        print("50 waiters all served %.0f ms after the batch add" % (dt * 1000))
+        self.assertEqual(sorted(got), sorted(ids))
+        st, s = self.c.req("stats", topic=idle)
+        self.assertEqual(s["topics"][idle]["reserved"], 50)
+        self.assertEqual(s["topics"][idle]["ready"], 0)
+
+
+if __name__ == "__main__":
+    main()
