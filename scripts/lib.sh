@@ -1,0 +1,70 @@
+# shellcheck shell=bash
+# scripts/lib.sh: helpers shared by scripts/run, scripts/test and .ci/run.
+# Source it (bash); it defines functions and variables only.
+
+# Debian packages delayq needs to build, test and run.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
+    libfcgi-dev libhiredis-dev libjson-c-dev libcmocka-dev
+    nginx redis-server curl python3)
+
+dq_log() {
+    printf '%s: %s\n' "${DQ_NAME:-delayq}" "$*" >&2
+}
+
+dq_die() {
+    dq_log "$*"
+    exit 1
+}
+
+# Run a command as root: directly when we are root, else through sudo.
+dq_as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        dq_die "need root (or sudo) to run: $*"
+    fi
+}
+
+# True when the Debian package is installed (not merely known or removed
+# with its config files left).
+dq_pkg_installed() {
+    dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed$'
+}
+
+# Install those of the given Debian packages that are missing (apt-get
+# update first, once, and only when something is missing).
+dq_ensure_packages() {
+    local p missing=()
+    for p in "$@"; do
+        dq_pkg_installed "$p" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    dq_log "installing missing packages: ${missing[*]}"
+    dq_as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    dq_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+}
+
+# Generate the build system: always (force=1) or only when configure is
+# missing. aclocal needs the m4/ directory that configure.ac names.
+dq_autoreconf() {
+    local force=${1:-0}
+    if [ "$force" = 1 ] || [ ! -x configure ]; then
+        mkdir -p m4
+        dq_log "autoreconf -fi"
+        autoreconf -fi
+    fi
+}
+
+# Configure (when no Makefile yet, or always with force=1) with the
+# arguments given, then build.
+dq_configure() {
+    local force=$1
+    shift
+    if [ "$force" = 1 ] || [ ! -f Makefile ]; then
+        dq_log "./configure $*"
+        ./configure "$@"
+    fi
+}
