@@ -35,6 +35,10 @@ REPO_TOP = os.path.dirname(os.path.dirname(HERE))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or REPO_TOP
 BUILD_DIR = os.environ.get("DELAYQ_BUILD_DIR") or REPO_TOP
 VALGRIND = os.environ.get("DELAYQ_VALGRIND", "") not in ("", "0", "no")
+# Built with --enable-asan/--enable-ubsan: a sanitizer report or a bad exit
+# code of a delayq process fails the test.
+SANITIZED = os.environ.get("DELAYQ_SANITIZE", "") not in ("", "0", "no")
+SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b"runtime error:")
 KEEP = os.environ.get("DELAYQ_KEEP", "") not in ("", "0", "no")
 
 # Everything slows down a lot under valgrind.
@@ -691,18 +695,28 @@ class Cluster:
                 continue
             if rc != exp or (name + "-killed") in self.exit_codes:
                 problems.append("%s exited with %s (expected %s)" % (name, rc, exp))
+        if SANITIZED:
+            for path in self.logs():
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                except OSError:
+                    continue
+                if any(mark in data for mark in SANITIZER_MARKS):
+                    problems.append("sanitizer report in %s" % path)
+        strict = VALGRIND or SANITIZED
         if problems:
             msg = "; ".join(problems)
             print("harness: " + msg, file=sys.stderr)
-            if VALGRIND:
+            if strict:
                 failed = True
         if failed or KEEP:
             if failed:
                 print("\nharness: keeping %s\n%s" % (self.dir, self.log_tails()), file=sys.stderr)
         elif self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-        if problems and VALGRIND:
-            raise ClusterError("valgrind / exit code problems: " + msg)
+        if problems and strict:
+            raise ClusterError("valgrind / sanitizer / exit code problems: " + msg)
 
 
 # --------------------------------------------------------------------------
