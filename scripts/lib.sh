@@ -5,8 +5,11 @@
 # Debian packages delayq needs to build, test and run.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
-    libfcgi-dev libhiredis-dev libjson-c-dev libcmocka-dev
+    libfcgi-dev libhiredis-dev libjson-c-dev libcmocka-dev libcurl4-openssl-dev
     nginx redis-server curl python3)
+# What the tests need beyond that: the PHP client's runtime and PHPUnit.
+# shellcheck disable=SC2034
+DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer)
 
 dq_log() {
     printf '%s: %s\n' "${DQ_NAME:-delayq}" "$*" >&2

@@ -150,7 +150,8 @@ class WorkerCrashUnderLoadTest(ClusterTestCase):
     def test_acknowledged_adds_survive_worker_kills(self):
         """Every add answered 200 while workers were being killed is stored."""
         t, answers, by_status = self.run_load()
-        self.assertGreater(len(by_status.get(200, [])), 100)
+        # Enough adds to mean something (valgrind makes each one ~20x slower).
+        self.assertGreater(len(by_status.get(200, [])), 100 if SLOW == 1 else 10)
         lost = []
         for jid in by_status.get(200, []):
             st, r = self.c.req("get", id=jid)
