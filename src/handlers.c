@@ -71,6 +71,12 @@ static void put_item_error(dq_buf *out, const char *id, dq_status st, const char
     buf_puts(out, "}");
 }
 
+static void args_ids(store_args *a, const dq_request *req)
+{
+    for (size_t i = 0; i < req->nids; i++)
+        args_cstr(a, req->ids[i]);
+}
+
 /* "conflict:<state>" -> "<state>"; NULL if the reply is not a conflict. */
 static const char *conflict_state(const store_reply *r)
 {
@@ -237,8 +243,7 @@ static dq_response handle_remove(dq_handler_ctx *h, const dq_request *req, dq_bu
     store_args *a = h->args;
     args_reset(a);
     args_cstr(a, req->cmd == CMD_FINISH ? "finished" : "deleted");
-    for (size_t i = 0; i < req->nids; i++)
-        args_cstr(a, req->ids[i]);
+    args_ids(a, req);
     store_reply *r = NULL;
     dq_status st = store_eval(h->store, SCRIPT_REMOVE, a, 0, &r);
     if (st != DQ_OK)
@@ -572,8 +577,7 @@ static dq_response authorize(dq_handler_ctx *h, const dq_request *req, dq_buf *o
         return ok();
     store_args *a = h->args;
     args_reset(a);
-    for (size_t i = 0; i < req->nids; i++)
-        args_cstr(a, req->ids[i]);
+    args_ids(a, req);
     store_reply *r = NULL;
     dq_status st = store_eval(h->store, SCRIPT_TOPICS, a, 1, &r);
     if (st != DQ_OK)
