@@ -14,6 +14,7 @@
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
+#define IDLE_CHECK_MS 100 /* check connections idle longer than this */
 
 struct dq_store {
     const dq_config *cfg;
@@ -21,6 +22,7 @@ struct dq_store {
     char prefix[72];
     char sha[SCRIPT_COUNT][41];
     int64_t retry_at;   /* monotonic ms before which we do not reconnect */
+    int64_t last_reply; /* monotonic ms of the last reply on this connection */
     int backoff_ms;
     int subscriber;
 };
@@ -179,9 +181,13 @@ fail:
 static int ensure_connected(dq_store *s)
 {
     if (s->ctx && !s->ctx->err) {
-        /* An idle connection with something to read was closed by Redis
-         * (restart, timeout): find out now, before sending, so the command
-         * is not lost in an unknown state. */
+        /* A connection idle for a while may have been closed by Redis
+         * (restart, client timeout): find out before sending, so a write is
+         * not lost in an unknown state (504) when it could be retried on a
+         * new connection. A busy connection skips the extra syscall. */
+        int64_t now = util_mono_ms();
+        if (now - s->last_reply < IDLE_CHECK_MS)
+            return 0;
         struct pollfd p = {s->ctx->fd, POLLIN, 0};
         if (poll(&p, 1, 0) == 0)
             return 0;
@@ -258,6 +264,7 @@ dq_status store_eval(dq_store *s, dq_script script, store_args *a, int read_only
             break;
         }
         *reply = r;
+        s->last_reply = util_mono_ms();
         break;
     }
     if (!s->ctx && st == DQ_OK)
