@@ -56,8 +56,10 @@ static void *subscriber_main(void *arg)
             backoff_ms = 100;
             announce(ANY_TOPIC); /* messages may have been missed meanwhile */
         }
+        /* No timeout: an idle worker should cost no CPU. A dropped
+         * connection wakes poll (POLLHUP) and is resubscribed above. */
         struct pollfd p = {store_fd(st), POLLIN, 0};
-        if (poll(&p, 1, MAX_WAIT_MS) <= 0)
+        if (poll(&p, 1, -1) <= 0)
             continue;
         char got[128];
         int r;

@@ -29,8 +29,9 @@ for i = 0, njobs - 1 do
     else
         local due = now + delay
         if at >= 0 then due = math.max(at, now) end
-        redis.call('HSET', jk, 't', topic, 'b', body, 'ttr', ttr, 'n', 0, 'r', retries,
+        redis.call('HSET', jk, 't', topic, 'ttr', ttr, 'n', 0, 'r', retries,
             'kb', 0, 'c', num(now), 'k', k)
+        redis.call('SET', body_key(id), body)
         redis.call('SADD', P .. ':topics', topic)
         count(topic, 'added', 1)
         if due <= now then
@@ -44,5 +45,5 @@ for i = 0, njobs - 1 do
         out[#out + 1] = 'ok'
     end
 end
-publish_ready()
+flush()
 return out

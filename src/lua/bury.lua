@@ -7,4 +7,5 @@ if j[1] ~= 'reserved' then return 'conflict:' .. j[1] end
 redis.call('ZREM', bucket_key(j[3]), id)
 bury(id, j[2])
 move_count(j[2], 'reserved', 'buried')
+flush()
 return 'ok'

@@ -1,9 +1,12 @@
 -- common.lua: helpers prepended to every delayq script (src/lua/embed.sh).
 -- ARGV[1] is always the key prefix with its hash tag, e.g. "{dq}": every key
 -- of a deployment shares that tag, so each script touches one hash slot.
--- Job hash fields: t topic, b body (JSON text), ttr (ms), n deliveries so far,
--- r retries (-1 unlimited), kb deliveries at the last kick, c created (ms),
--- s state, d due (ms, while delay or reserved), k bucket, g ready generation.
+-- Job hash fields: t topic, ttr (ms), n deliveries so far, r retries (-1
+-- unlimited), kb deliveries at the last kick, c created (ms), s state, d due
+-- (ms, while delay or reserved), k bucket, g list generation. The body is a
+-- string key of its own (P:v:<id>): inside the hash, a body over 64 bytes
+-- would turn Redis' compact listpack encoding into a hash table, tripling the
+-- memory a job costs.
 local P = ARGV[1]
 local TEN_YEARS_MS = 3652 * 86400 * 1000
 
@@ -17,13 +20,28 @@ local function num(x)
 end
 
 local function job_key(id) return P .. ':j:' .. id end
+local function body_key(id) return P .. ':v:' .. id end
 local function bucket_key(k) return P .. ':b:' .. k end
 local function ready_key(topic) return P .. ':r:' .. topic end
 local function buried_key(topic) return P .. ':x:' .. topic end
 local function stats_key(topic) return P .. ':s:' .. topic end
 
+-- Counters and list appends are gathered during a script and written once
+-- per topic by flush(), so moving a thousand jobs costs a handful of
+-- commands beyond the per-job reads and writes. Every script that changes
+-- state ends with flush().
+local counters = {}   -- topic -> {field -> delta}
+local appends = {}    -- list key -> {entries...}, in order
+local append_order = {}
+local ready_topics = {}
+
 local function count(topic, field, by)
-    redis.call('HINCRBY', stats_key(topic), field, by)
+    local c = counters[topic]
+    if not c then
+        c = {}
+        counters[topic] = c
+    end
+    c[field] = (c[field] or 0) + by
 end
 
 local function move_count(topic, from, to)
@@ -31,12 +49,29 @@ local function move_count(topic, from, to)
     count(topic, to, 1)
 end
 
+local function append(key, entry)
+    local list = appends[key]
+    if not list then
+        list = {}
+        appends[key] = list
+        append_order[#append_order + 1] = key
+    end
+    list[#list + 1] = entry
+end
+
 -- A list entry is "<generation>:<id>". The generation changes every time the
 -- job enters a list, so an entry left behind by finish/delete (lists are not
 -- searched, to keep finish O(1)) or by an earlier state is recognised as
--- stale and skipped.
+-- stale and skipped. One INCR per script call; jobs of the same call get
+-- "<call>.<n>".
+local call_seq
+local call_n = 0
 local function next_generation()
-    return num(redis.call('INCR', P .. ':seq'))
+    if not call_seq then
+        call_seq = num(redis.call('INCR', P .. ':seq'))
+    end
+    call_n = call_n + 1
+    return call_seq .. '.' .. call_n
 end
 
 local function split_entry(e)
@@ -44,29 +79,41 @@ local function split_entry(e)
     return string.sub(e, 1, sep - 1), string.sub(e, sep + 1)
 end
 
-local ready_topics = {}
-
 -- Makes a job ready: new generation, appended to its topic's ready list.
 local function make_ready(id, topic)
     local g = next_generation()
     redis.call('HSET', job_key(id), 's', 'ready', 'g', g, 'd', -1)
-    redis.call('RPUSH', ready_key(topic), g .. ':' .. id)
+    append(ready_key(topic), g .. ':' .. id)
     ready_topics[topic] = true
-end
-
--- Tells waiting long-polls which topics got jobs (once per topic per call).
-local function publish_ready()
-    for topic in pairs(ready_topics) do
-        redis.call('PUBLISH', P .. ':ready', topic)
-    end
 end
 
 -- Sets a job aside; pop never sees it, kick brings it back.
 local function bury(id, topic)
     local g = next_generation()
     redis.call('HSET', job_key(id), 's', 'buried', 'g', g, 'd', -1)
-    redis.call('RPUSH', buried_key(topic), g .. ':' .. id)
+    append(buried_key(topic), g .. ':' .. id)
     count(topic, 'buries', 1)
+end
+
+-- Writes the gathered list appends and counters, then tells waiting
+-- long-polls which topics got jobs (once per topic per call).
+local function flush()
+    for _, key in ipairs(append_order) do
+        local list = appends[key]
+        for i = 1, #list, 1000 do -- unpack() has a stack limit
+            redis.call('RPUSH', key, unpack(list, i, math.min(i + 999, #list)))
+        end
+    end
+    for topic, c in pairs(counters) do
+        for field, by in pairs(c) do
+            if by ~= 0 then
+                redis.call('HINCRBY', stats_key(topic), field, by)
+            end
+        end
+    end
+    for topic in pairs(ready_topics) do
+        redis.call('PUBLISH', P .. ':ready', topic)
+    end
 end
 
 -- Puts a job in its bucket at `due`. When it becomes the bucket's earliest

@@ -17,5 +17,5 @@ while kicked < want do
         kicked = kicked + 1
     end
 end
-publish_ready()
+flush()
 return kicked

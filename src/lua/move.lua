@@ -29,7 +29,7 @@ for _, id in ipairs(ids) do
     end
     -- Any other state (job gone) leaves nothing to do: the entry was stale.
 end
-publish_ready()
+flush()
 local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
 local earliest = -1
 if head[2] then earliest = tonumber(head[2]) end

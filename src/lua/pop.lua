@@ -15,19 +15,20 @@ for ti = 3, #ARGV do
         if not e then break end
         local g, id = split_entry(e)
         local jk = job_key(id)
-        local j = redis.call('HMGET', jk, 's', 'g', 'b', 'n', 'ttr', 'k')
+        local j = redis.call('HMGET', jk, 's', 'g', 'n', 'ttr', 'k')
         if j[1] == 'ready' and j[2] == g then
-            local n = tonumber(j[4]) + 1
-            local due = now + tonumber(j[5])
+            local n = tonumber(j[3]) + 1
+            local due = now + tonumber(j[4])
             redis.call('HSET', jk, 's', 'reserved', 'n', n, 'd', num(due))
-            schedule(id, j[6], due)
+            schedule(id, j[5], due)
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
-            out[#out + 1] = {id, topic, j[3], n, tonumber(j[5])}
+            out[#out + 1] = {id, topic, redis.call('GET', body_key(id)), n, tonumber(j[4])}
         else
             skipped = skipped + 1
         end
     end
     if #out >= want then break end
 end
+flush()
 return out

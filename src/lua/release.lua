@@ -12,16 +12,18 @@ redis.call('ZREM', bucket_key(k), id)
 if retries_spent(j[4], j[5], j[6]) then
     bury(id, topic)
     move_count(topic, 'reserved', 'buried')
+    flush()
     return 'buried'
 end
 if delay <= 0 then
     make_ready(id, topic)
     move_count(topic, 'reserved', 'ready')
-    publish_ready()
+    flush()
     return 'ready'
 end
 local due = now_ms() + delay
 redis.call('HSET', jk, 's', 'delay', 'd', num(due))
 schedule(id, k, due)
 move_count(topic, 'reserved', 'delay')
+flush()
 return 'delay'

@@ -15,8 +15,9 @@ for i = 3, #ARGV do
         end
         count(j[2], j[1], -1)
         count(j[2], kind, 1)
-        redis.call('DEL', jk)
+        redis.call('DEL', jk, body_key(id))
         out[#out + 1] = 1
     end
 end
+flush()
 return out
