@@ -1,0 +1,183 @@
+"""Consistency check of a delayq deployment's Redis state, run as one Lua
+script so that it sees an atomic snapshot even while the service is busy.
+
+check(resp, prefix="{dq}") -> dict with
+  jobs           number of job hashes
+  states         {state: count}
+  by_topic       {topic: {state: count}}
+  stats          {topic: {field: int}} (the P:s:<topic> hashes)
+  stale_ready    ready-list entries that no longer name a ready job
+  stale_buried   buried-list entries that no longer name a buried job
+  bucket_entries total bucket zset members
+  problems       list of strings (empty when every invariant holds)
+
+Invariants:
+  - every job hash has a known state s (delay, ready, reserved, buried),
+    a topic t and a bucket k;
+  - a delay or reserved job is a member of exactly one bucket zset, its own
+    P:b:<k>, scored by its due time d;
+  - a ready or buried job is in no bucket, and the list of its state
+    (P:r:<t> or P:x:<t>) holds its entry "<g>:<id>" exactly once;
+  - every bucket member is a delay or reserved job (no orphan entries);
+  - every topic with a job is in P:topics; the gauges delay/ready/reserved/
+    buried of P:s:<t> equal the counts of job hashes by state, and
+    added - finished - deleted equals their sum.
+"""
+
+SCRIPT = r"""
+local P = ARGV[1]
+local problems = {}
+local nproblems = 0
+local function bad(msg)
+    nproblems = nproblems + 1
+    if #problems < 200 then problems[#problems + 1] = msg end
+end
+local plen = #P + 4  -- strlen("{dq}:j:")
+
+local inb = {}
+local bucket_entries = 0
+for _, bk in ipairs(redis.call('KEYS', P .. ':b:*')) do
+    local k = string.sub(bk, plen)
+    local m = redis.call('ZRANGE', bk, 0, -1, 'WITHSCORES')
+    for i = 1, #m, 2 do
+        bucket_entries = bucket_entries + 1
+        local e = inb[m[i]]
+        if e then
+            e.n = e.n + 1
+            e.ks = e.ks .. ',' .. k
+        else
+            inb[m[i]] = {k = k, s = m[i + 1], n = 1, ks = k, seen = false}
+        end
+    end
+end
+
+local entries = {}
+local nentries = {r = 0, x = 0}
+for _, kind in ipairs({'r', 'x'}) do
+    for _, lk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
+        local topic = string.sub(lk, plen)
+        for _, e in ipairs(redis.call('LRANGE', lk, 0, -1)) do
+            local key = kind .. '|' .. topic .. '|' .. e
+            entries[key] = (entries[key] or 0) + 1
+            nentries[kind] = nentries[kind] + 1
+        end
+    end
+end
+
+local counts = {}
+local states = {}
+local live = {r = 0, x = 0}
+local njobs = 0
+for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
+    local id = string.sub(jk, plen)
+    local j = redis.call('HMGET', jk, 's', 'k', 'g', 't', 'd')
+    local s, k, g, t, d = j[1], j[2], j[3], j[4], j[5]
+    njobs = njobs + 1
+    if not s or not t or not k then
+        bad('job ' .. id .. ': missing field s/t/k')
+    else
+        states[s] = (states[s] or 0) + 1
+        counts[t] = counts[t] or {}
+        counts[t][s] = (counts[t][s] or 0) + 1
+        local e = inb[id]
+        if e then e.seen = true end
+        if s == 'delay' or s == 'reserved' then
+            if not e then
+                bad('job ' .. id .. ' (' .. s .. ') is in no bucket')
+            elseif e.n > 1 then
+                bad('job ' .. id .. ' (' .. s .. ') is in buckets ' .. e.ks)
+            elseif e.k ~= k then
+                bad('job ' .. id .. ' (' .. s .. ') is in bucket ' .. e.k .. ', its own is ' .. k)
+            elseif tonumber(e.s) ~= tonumber(d) then
+                bad('job ' .. id .. ' (' .. s .. ') scored ' .. e.s .. ' in its bucket, d=' .. tostring(d))
+            end
+        elseif s == 'ready' or s == 'buried' then
+            if e then
+                bad('job ' .. id .. ' (' .. s .. ') is also in bucket(s) ' .. e.ks)
+            end
+            local kind = (s == 'ready') and 'r' or 'x'
+            local c = entries[kind .. '|' .. t .. '|' .. tostring(g) .. ':' .. id]
+            if not c then
+                bad('job ' .. id .. ' (' .. s .. ', g=' .. tostring(g) .. ') has no entry in ' .. P .. ':' .. kind .. ':' .. t)
+            else
+                live[kind] = live[kind] + 1
+                if c > 1 then
+                    bad('job ' .. id .. ' (' .. s .. ') has ' .. c .. ' entries in its list')
+                end
+            end
+        else
+            bad('job ' .. id .. ': unknown state ' .. s)
+        end
+    end
+end
+for id, e in pairs(inb) do
+    if not e.seen then
+        bad('bucket ' .. e.ks .. ' holds ' .. id .. ', which has no job hash')
+    end
+end
+
+local topics = {}
+for _, t in ipairs(redis.call('SMEMBERS', P .. ':topics')) do topics[t] = true end
+for t, _ in pairs(counts) do
+    if not topics[t] then bad('topic ' .. t .. ' has jobs but is not in ' .. P .. ':topics') end
+end
+local stats = {}
+local GAUGES = {'delay', 'ready', 'reserved', 'buried'}
+local FIELDS = {'delay', 'ready', 'reserved', 'buried', 'added', 'popped', 'finished',
+                'deleted', 'redelivered', 'buries', 'kicked'}
+for t, _ in pairs(topics) do
+    local v = redis.call('HMGET', P .. ':s:' .. t, unpack(FIELDS))
+    local row = {}
+    for i, f in ipairs(FIELDS) do row[#row + 1] = f; row[#row + 1] = tonumber(v[i] or 0) end
+    stats[#stats + 1] = {t, row}
+    local sum = 0
+    for i, f in ipairs(GAUGES) do
+        local have = tonumber(v[i] or 0)
+        local want = (counts[t] and counts[t][f]) or 0
+        sum = sum + have
+        if have ~= want then
+            bad('stats ' .. t .. ': gauge ' .. f .. ' = ' .. have .. ' but ' .. want .. ' job hashes are ' .. f)
+        end
+    end
+    local added, finished, deleted = tonumber(v[5] or 0), tonumber(v[7] or 0), tonumber(v[8] or 0)
+    if added - finished - deleted ~= sum then
+        bad('stats ' .. t .. ': added ' .. added .. ' - finished ' .. finished .. ' - deleted ' ..
+            deleted .. ' ~= gauges ' .. sum)
+    end
+end
+
+local st = {}
+for s, n in pairs(states) do st[#st + 1] = s; st[#st + 1] = n end
+local bt = {}
+for t, c in pairs(counts) do
+    local row = {}
+    for s, n in pairs(c) do row[#row + 1] = s; row[#row + 1] = n end
+    bt[#bt + 1] = {t, row}
+end
+return {njobs, st, bt, stats, nentries['r'] - live['r'], nentries['x'] - live['x'],
+        bucket_entries, nproblems, problems}
+"""
+
+
+def _pairs(flat):
+    return {(a.decode() if isinstance(a, bytes) else a): b for a, b in zip(flat[0::2], flat[1::2])}
+
+
+def _s(x):
+    return x.decode("utf-8", "replace") if isinstance(x, bytes) else x
+
+
+def check(resp, prefix="{dq}"):
+    r = resp("EVAL", SCRIPT, 0, prefix)
+    njobs, st, bt, stats, stale_r, stale_x, bentries, nproblems, problems = r
+    return {
+        "jobs": njobs,
+        "states": _pairs(st),
+        "by_topic": {_s(t): _pairs(row) for t, row in bt},
+        "stats": {_s(t): _pairs(row) for t, row in stats},
+        "stale_ready": stale_r,
+        "stale_buried": stale_x,
+        "bucket_entries": bentries,
+        "nproblems": nproblems,
+        "problems": [_s(p) for p in problems],
+    }

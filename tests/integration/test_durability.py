@@ -1,0 +1,231 @@
+"""Durability across Redis restarts (docs/OPERATIONS.md, "what survives what").
+
+With AOF `appendfsync everysec` and with `always`: several threads add jobs
+(and a consumer pops and finishes some) while redis-server is killed with -9
+in the middle; Redis is started again from the same dir. Then:
+  - every add answered 200 is stored (OPERATIONS.md: a process kill loses
+    nothing acknowledged in either mode, since Redis write()s the AOF before
+    it replies and the page cache survives a process crash);
+  - every finish answered 200 stays finished (the job is not back);
+  - every add answered 503 wrote nothing; adds answered 504 may or may not
+    be stored (counted);
+  - no job is in two states or two buckets, and the stats gauges equal the
+    job hashes by state (tests/faults/invariants.py).
+The same after a clean SHUTDOWN. The figures are printed.
+"""
+
+import os
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(os.path.dirname(HERE), "faults"))
+from harness import (Cluster, ClusterError, ClusterTestCase, RedisError, Resp, SLOW,  # noqa: E402
+                     main, tail, unique)
+import invariants  # noqa: E402  (tests/faults/invariants.py)
+
+
+class AofCluster(Cluster):
+    """The harness' cluster with AOF on and a chosen appendfsync policy."""
+
+    def __init__(self, appendfsync="everysec", **kw):
+        self.appendfsync = appendfsync
+        kw["appendonly"] = True
+        super().__init__(**kw)
+
+    def start_redis(self):
+        argv = ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--daemonize", "no",
+                "--appendonly", "yes", "--appendfsync", self.appendfsync]
+        self.redis_proc = self._popen(argv, self.path("redis.log"))
+        if self._resp:
+            self._resp.close()
+        self._resp = None
+        deadline = time.monotonic() + 30
+        while True:
+            if self.redis_proc.poll() is not None:
+                raise ClusterError("redis-server exited with %s\n%s" %
+                                   (self.redis_proc.returncode, tail(self.path("redis.log"))))
+            probe = Resp(self.redis_port, timeout=1)
+            try:
+                if probe("PING") == "PONG":
+                    return
+            except (OSError, ConnectionError, RedisError):
+                pass
+            finally:
+                probe.close()
+            if time.monotonic() > deadline:
+                raise ClusterError("redis-server did not answer PING\n" +
+                                   tail(self.path("redis.log")))
+            time.sleep(0.02)
+
+
+class DurabilityBase(ClusterTestCase):
+    FSYNC = "everysec"
+    CLUSTER_KW = dict(workers=2, threads=32)
+    PRODUCERS = 6
+
+    @classmethod
+    def setUpClass(cls):
+        cls._class_failed = False
+        cls.cluster = AofCluster(appendfsync=cls.FSYNC, **cls.CLUSTER_KW)
+        cls.cluster.start()
+
+    def load_and_break(self, how):
+        """Adds from PRODUCERS threads and pops/finishes from one consumer;
+        breaks Redis (`how`: kill9 or shutdown) ~1 s in; stops the load; starts
+        Redis again. Returns the ledger."""
+        c = self.c
+        t = unique("dur")
+        stop = threading.Event()
+        broken = threading.Event()
+        lock = threading.Lock()
+        adds = {}      # id -> list of (status, t_recv)
+        finishes = {}  # id -> statuses of its finish attempts
+        pops = []      # ids delivered
+
+        def producer(p):
+            conn = c.new_http()
+            n = 0
+            while not stop.is_set():
+                jid = "%s-%d-%d" % (t, p, n)
+                n += 1
+                delay = (0, 0, 0, 0.5, 3600)[n % 5]
+                fields = dict(topic=t, id=jid, body={"n": n}, delay=delay, ttr=60)
+                try:
+                    st, r = c.req("add", conn=conn, **fields)
+                except Exception as e:  # noqa: BLE001  transport error: outcome unknown
+                    st, r = None, repr(e)
+                    conn.close()
+                with lock:
+                    adds.setdefault(jid, []).append((st, r if st not in (200,) else None,
+                                                     broken.is_set()))
+                if st != 200:
+                    time.sleep(0.02)
+            conn.close()
+
+        def consumer():
+            conn = c.new_http()
+            while not stop.is_set():
+                try:
+                    st, r = c.req("pop", conn=conn, topic=t, count=5)
+                except Exception:  # noqa: BLE001
+                    conn.close()
+                    continue
+                if st != 200:
+                    time.sleep(0.02)
+                    continue
+                for j in r["jobs"]:
+                    with lock:
+                        pops.append(j["id"])
+                    if j["id"].endswith(("0", "2", "4", "6")):
+                        try:
+                            st2, r2 = c.req("finish", conn=conn, id=j["id"])
+                        except Exception:  # noqa: BLE001
+                            st2 = None
+                            conn.close()
+                        with lock:
+                            finishes.setdefault(j["id"], []).append(st2)
+            conn.close()
+
+        ths = [threading.Thread(target=producer, args=(p,)) for p in range(self.PRODUCERS)]
+        ths.append(threading.Thread(target=consumer))
+        for th in ths:
+            th.start()
+        time.sleep(1.2 * SLOW)
+        t_break = time.monotonic()
+        if how == "kill9":
+            c.redis_proc.kill()
+            c.redis_proc.wait(10)
+        else:
+            s = Resp(c.redis_port)
+            try:
+                s("SHUTDOWN")
+            except (OSError, ConnectionError):
+                pass  # SHUTDOWN closes the connection without a reply
+            finally:
+                s.close()
+            c.redis_proc.wait(20)
+        broken.set()
+        time.sleep(0.5)
+        stop.set()
+        for th in ths:
+            th.join(30)
+        down_for = time.monotonic() - t_break
+        c.start_redis()
+        t0 = time.monotonic()
+        while c.get("/health")[0] != 200:
+            self.assertLess(time.monotonic() - t0, 10 * SLOW, "health did not come back")
+            time.sleep(0.05)
+        return t, adds, finishes, pops, down_for
+
+    def check(self, how):
+        c = self.c
+        t, adds, finishes, pops, down_for = self.load_and_break(how)
+        acked = [j for j, a in adds.items() if any(st == 200 for st, _, _ in a)]
+        unknown = [j for j, a in adds.items() if j not in acked and
+                   any(st not in (200, 503) for st, _, _ in a)]
+        refused = [j for j, a in adds.items() if all(st == 503 for st, _, _ in a)]
+        present = {}
+        for jid in list(adds):
+            present[jid] = c.redis("HGET", "{dq}:j:" + jid, "s")
+        # gone legitimately: a finish answered 200, or one with an unknown outcome
+        lost = [j for j in acked if present[j] is None and
+                not set(finishes.get(j, [])) - {503}]
+        finished_ok = [j for j, sts in finishes.items() if 200 in sts]
+        resurrected = [j for j in finished_ok if present[j] is not None]
+        written_on_503 = [j for j in refused if present[j] is not None]
+        unknown_stored = [j for j in unknown if present[j] is not None]
+        states = {}
+        for j in acked:
+            s = present[j]
+            k = s.decode() if s else "gone"
+            states[k] = states.get(k, 0) + 1
+        r = Resp(c.redis_port, timeout=30)
+        try:
+            inv = invariants.check(r)
+        finally:
+            r.close()
+        print("AOF appendfsync %s, %s of redis-server (down %.2f s): %d adds answered 200 "
+              "before it, %d stored after the restart, %d lost; by state %s; %d finishes "
+              "answered 200, %d came back; %d adds with an unknown outcome (%d stored); %d "
+              "answered 503 (%d stored); %d deliveries; invariants: %d jobs, %d problems" %
+              (self.FSYNC, how, down_for, len(acked), len(acked) - len(lost), len(lost), states,
+               len(finished_ok), len(resurrected), len(unknown), len(unknown_stored),
+               len(refused), len(written_on_503), len(pops), inv["jobs"], inv["nproblems"]))
+        self.assertGreater(len(acked), 200, "too little load to mean anything")
+        self.assertTrue(adds and any(a[-1][2] for a in adds.values()),
+                        "no add was attempted after the break")
+        self.assertEqual(lost, [], "acknowledged adds lost by a %s of redis-server" % how)
+        self.assertEqual(resurrected, [], "acknowledged finishes undone by a %s" % how)
+        self.assertEqual(written_on_503, [], "adds answered 503 were stored")
+        self.assertEqual(inv["problems"], [], "a job in two states/buckets, or stats off")
+        # service works on the restarted Redis
+        jid = unique("after")
+        self.assertOk(*c.req("add", topic=jid, id=jid, body=1))
+        st, r = c.req("pop", topic=jid)
+        self.assertEqual(r.get("id"), jid)
+        self.assertOk(*c.req("finish", id=jid))
+
+    def test_kill9(self):
+        self.check("kill9")
+
+    def test_shutdown(self):
+        self.check("shutdown")
+
+
+class EverysecTest(DurabilityBase):
+    FSYNC = "everysec"
+
+
+class AlwaysTest(DurabilityBase):
+    FSYNC = "always"
+
+
+del DurabilityBase
+
+if __name__ == "__main__":
+    main()
