@@ -14,7 +14,6 @@
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
-#define IDLE_CHECK_MS 100 /* check connections idle longer than this */
 
 struct dq_store {
     const dq_config *cfg;
@@ -22,10 +21,13 @@ struct dq_store {
     char prefix[72];
     char sha[SCRIPT_COUNT][41];
     int64_t retry_at;   /* monotonic ms before which we do not reconnect */
-    int64_t last_reply; /* monotonic ms of the last reply on this connection */
+    int64_t failed_at;  /* monotonic ms of the last failed connect */
     int backoff_ms;
     int subscriber;
 };
+
+/* Monotonic ms of the latest successful connect by any thread. */
+static int64_t last_connect_ok;
 
 /* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
@@ -181,13 +183,9 @@ fail:
 static int ensure_connected(dq_store *s)
 {
     if (s->ctx && !s->ctx->err) {
-        /* A connection idle for a while may have been closed by Redis
-         * (restart, client timeout): find out before sending, so a write is
-         * not lost in an unknown state (504) when it could be retried on a
-         * new connection. A busy connection skips the extra syscall. */
-        int64_t now = util_mono_ms();
-        if (now - s->last_reply < IDLE_CHECK_MS)
-            return 0;
+        /* A connection Redis has closed (stop, restart, client timeout)
+         * shows a pending EOF: find out before sending, so the command gets
+         * a clean 503 on a new connection rather than an unknown outcome. */
         struct pollfd p = {s->ctx->fd, POLLIN, 0};
         if (poll(&p, 1, 0) == 0)
             return 0;
@@ -195,10 +193,15 @@ static int ensure_connected(dq_store *s)
     }
     store_disconnect(s);
     int64_t now = util_mono_ms();
-    if (now < s->retry_at)
+    /* Back off, unless another thread of this process has connected since
+     * our last failure: then Redis is back and waiting helps nobody. */
+    if (now < s->retry_at && __atomic_load_n(&last_connect_ok, __ATOMIC_RELAXED) <= s->failed_at)
         return -1;
-    if (connect_now(s) == 0)
+    if (connect_now(s) == 0) {
+        __atomic_store_n(&last_connect_ok, util_mono_ms(), __ATOMIC_RELAXED);
         return 0;
+    }
+    s->failed_at = now;
     s->retry_at = now + s->backoff_ms;
     s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
     return -1;
@@ -264,7 +267,6 @@ dq_status store_eval(dq_store *s, dq_script script, store_args *a, int read_only
             break;
         }
         *reply = r;
-        s->last_reply = util_mono_ms();
         break;
     }
     if (!s->ctx && st == DQ_OK)
