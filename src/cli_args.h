@@ -1,0 +1,51 @@
+/* cli_args: the delayq command line's flags. Pure: turns argv into a
+ * cli_args and knows nothing of commands, HTTP or JSON. */
+#ifndef DQ_CLI_ARGS_H
+#define DQ_CLI_ARGS_H
+
+#include <stddef.h>
+
+/* Flags that become (or supply) a protocol field, named after it. */
+typedef enum {
+    CLI_F_TOPIC,
+    CLI_F_ID,
+    CLI_F_IDS,
+    CLI_F_DELAY,
+    CLI_F_AT,
+    CLI_F_TTR,
+    CLI_F_RETRIES,
+    CLI_F_TIMEOUT,
+    CLI_F_COUNT,
+    CLI_F_BODY,
+    CLI_F_BODY_STRING,
+    CLI_F_BODY_FILE,
+    CLI_F_BODY_STRING_FILE,
+    CLI_F_COUNT_OF
+} cli_field;
+
+#define CLI_BIT(f) (1u << (f))
+#define CLI_BODY_FLAGS                                                                      \
+    (CLI_BIT(CLI_F_BODY) | CLI_BIT(CLI_F_BODY_STRING) | CLI_BIT(CLI_F_BODY_FILE) |          \
+     CLI_BIT(CLI_F_BODY_STRING_FILE))
+
+typedef struct {
+    const char *command;              /* first word that is not a flag, or NULL */
+    const char *help_command;          /* "help CMD": the CMD, else NULL */
+    const char *value[CLI_F_COUNT_OF]; /* NULL unless given; point into argv */
+    unsigned given;                    /* CLI_BIT(f) for each field flag given */
+    const char *url;                   /* --url, else NULL */
+    const char *token;                 /* --token, else NULL */
+    int json;                          /* --json */
+    int help;                          /* --help or -h */
+    int version;                       /* --version */
+} cli_args;
+
+/* Parses argv[1..argc). Flags may come before or after the command, as
+ * `--flag value` or `--flag=value`. Returns 0, or -1 with a sentence in err
+ * (an unknown flag, a missing value, a flag given twice, a stray word). */
+int cli_args_parse(int argc, char **argv, cli_args *a, char *err, size_t errlen);
+
+/* The flag's name without dashes ("topic", "body-file"). */
+const char *cli_field_flag(cli_field f);
+
+#endif

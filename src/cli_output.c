@@ -1,0 +1,242 @@
+/* cli_output: answers -> text for people. Scripts use --json, which prints
+ * the server's answer as it came; this output may change between releases. */
+#include "cli_output.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------- helpers */
+
+static json_object *field(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v;
+}
+
+static const char *field_str(json_object *o, const char *key, const char *def)
+{
+    json_object *v = field(o, key);
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : def;
+}
+
+/* A JSON value as compact JSON text; strings keep their quotes so a body
+ * "42" and a body 42 read differently. The text is owned by v. */
+static const char *json_text(json_object *v)
+{
+    if (!v)
+        return "null";
+    return json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+/* Unix milliseconds -> "2026-01-01T00:00:00.000Z" into out (>= 32 bytes);
+ * "-" for null. */
+static const char *iso_time(json_object *v, char *out, size_t len)
+{
+    if (!json_object_is_type(v, json_type_int)) {
+        snprintf(out, len, "-");
+        return out;
+    }
+    int64_t ms = json_object_get_int64(v);
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms < 0 || !gmtime_r(&secs, &tm)) {
+        snprintf(out, len, "%" PRId64, ms);
+        return out;
+    }
+    char day[24];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, len, "%s.%03dZ", day, (int)(ms % 1000));
+    return out;
+}
+
+/* One "name   value" line of a key/value block. */
+static void kv(FILE *out, const char *name, const char *value)
+{
+    fprintf(out, "%-9s %s\n", name, value);
+}
+
+/* ---------------------------------------------------------------- printers */
+
+void cli_out_id(FILE *out, json_object *ans, const char *verb)
+{
+    const char *id = field_str(ans, "id", "?");
+    if (verb)
+        fprintf(out, "%s %s\n", verb, id);
+    else
+        fprintf(out, "%s\n", id);
+}
+
+static void print_job(FILE *out, json_object *job)
+{
+    kv(out, "id", field_str(job, "id", "?"));
+    kv(out, "topic", field_str(job, "topic", "?"));
+    kv(out, "attempts", json_text(field(job, "attempts")));
+    kv(out, "ttr", json_text(field(job, "ttr")));
+    kv(out, "value", json_text(field(job, "value")));
+}
+
+void cli_out_pop(FILE *out, json_object *ans)
+{
+    json_object *jobs = field(ans, "jobs");
+    if (json_object_is_type(jobs, json_type_array)) {
+        size_t n = json_object_array_length(jobs);
+        if (n == 0)
+            fprintf(out, "no job\n");
+        for (size_t i = 0; i < n; i++) {
+            if (i > 0)
+                fprintf(out, "\n");
+            print_job(out, json_object_array_get_idx(jobs, i));
+        }
+        return;
+    }
+    if (!json_object_is_type(field(ans, "id"), json_type_string)) {
+        fprintf(out, "no job\n");
+        return;
+    }
+    print_job(out, ans);
+}
+
+void cli_out_get(FILE *out, json_object *ans)
+{
+    char t[48];
+    json_object *retries = field(ans, "retries");
+    kv(out, "id", field_str(ans, "id", "?"));
+    kv(out, "topic", field_str(ans, "topic", "?"));
+    kv(out, "state", field_str(ans, "state", "?"));
+    kv(out, "attempts", json_text(field(ans, "attempts")));
+    kv(out, "retries", retries ? json_text(retries) : "unlimited");
+    kv(out, "ttr", json_text(field(ans, "ttr")));
+    kv(out, "due", iso_time(field(ans, "due"), t, sizeof t));
+    kv(out, "created", iso_time(field(ans, "created"), t, sizeof t));
+    kv(out, "value", json_text(field(ans, "value")));
+}
+
+const char *cli_out_results(FILE *out, json_object *ans, const char *verb)
+{
+    const char *first_failure = NULL;
+    json_object *results = field(ans, "results");
+    size_t n = json_object_is_type(results, json_type_array) ? json_object_array_length(results) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(results, i);
+        const char *id = field_str(r, "id", "?");
+        if (json_object_get_boolean(field(r, "success"))) {
+            fprintf(out, "%s %s\n", verb, id);
+            continue;
+        }
+        const char *code = field_str(r, "code", "error");
+        fprintf(out, "failed %s: %s (%s)\n", id, field_str(r, "error", "?"), code);
+        if (!first_failure)
+            first_failure = code;
+    }
+    return first_failure;
+}
+
+void cli_out_touch(FILE *out, json_object *ans)
+{
+    char t[48];
+    fprintf(out, "touched %s, deadline %s\n", field_str(ans, "id", "?"),
+            iso_time(field(ans, "due"), t, sizeof t));
+}
+
+void cli_out_release(FILE *out, json_object *ans)
+{
+    fprintf(out, "released %s, now %s\n", field_str(ans, "id", "?"), field_str(ans, "state", "?"));
+}
+
+void cli_out_kick(FILE *out, json_object *ans)
+{
+    fprintf(out, "kicked %s\n", json_text(field(ans, "kicked")));
+}
+
+void cli_out_health(FILE *out, json_object *ans)
+{
+    fprintf(out, "ok (redis %s)\n", field_str(ans, "redis", "?"));
+}
+
+void cli_out_error(FILE *out, json_object *ans)
+{
+    fprintf(out, "delayq: %s (%s)\n", field_str(ans, "error", "request failed"),
+            field_str(ans, "code", "unknown"));
+}
+
+/* ---------------------------------------------------------------- stats */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Writes one row: label left-aligned, each column of total's keys right-aligned. */
+static void stats_row(FILE *out, const char *label, json_object *counts, json_object *columns,
+                      const int *width, int label_width)
+{
+    fprintf(out, "%-*s", label_width, label);
+    int i = 0;
+    json_object_object_foreach(columns, name, unused) {
+        (void)unused;
+        json_object *v = field(counts, name);
+        fprintf(out, "  %*s", width[i++], v ? json_text(v) : "0");
+    }
+    fprintf(out, "\n");
+}
+
+void cli_out_stats(FILE *out, json_object *ans)
+{
+    json_object *topics = field(ans, "topics");
+    json_object *total = field(ans, "total");
+    const char **names = NULL;
+    int *width = NULL;
+    if (!json_object_is_type(total, json_type_object))
+        return;
+    size_t ntopics = json_object_is_type(topics, json_type_object) ? (size_t)json_object_object_length(topics) : 0;
+    size_t ncols = (size_t)json_object_object_length(total);
+    names = calloc(ntopics + 1, sizeof *names);
+    width = calloc(ncols + 1, sizeof *width);
+    if (!names || !width)
+        goto out;
+
+    /* Columns are total's keys in the server's order, so a counter added
+     * to the protocol shows up without a change here. */
+    int label_width = (int)strlen("total");
+    size_t n = 0;
+    if (ntopics) {
+        json_object_object_foreach(topics, topic, counts) {
+            (void)counts;
+            names[n++] = topic;
+            if ((int)strlen(topic) > label_width)
+                label_width = (int)strlen(topic);
+        }
+    }
+    qsort(names, n, sizeof *names, by_name);
+    int col = 0;
+    json_object_object_foreach(total, name, tv) {
+        width[col] = (int)strlen(name);
+        if ((int)strlen(json_text(tv)) > width[col])
+            width[col] = (int)strlen(json_text(tv));
+        for (size_t i = 0; i < n; i++) {
+            json_object *v = field(field(topics, names[i]), name);
+            if (v && (int)strlen(json_text(v)) > width[col])
+                width[col] = (int)strlen(json_text(v));
+        }
+        col++;
+    }
+
+    fprintf(out, "%-*s", label_width, "topic");
+    col = 0;
+    json_object_object_foreach(total, hname, hv) {
+        (void)hv;
+        fprintf(out, "  %*s", width[col++], hname);
+    }
+    fprintf(out, "\n");
+    for (size_t i = 0; i < n; i++)
+        stats_row(out, names[i], field(topics, names[i]), total, width, label_width);
+    stats_row(out, "total", total, total, width, label_width);
+
+out:
+    free(names);
+    free(width);
+}

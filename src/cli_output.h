@@ -1,0 +1,29 @@
+/* cli_output: the delayq command line's human-readable output, one printer
+ * per shape of answer. Each takes a parsed success answer (borrowed, not
+ * freed) and writes to out; --json output bypasses this module. */
+#ifndef DQ_CLI_OUTPUT_H
+#define DQ_CLI_OUTPUT_H
+
+#include <json-c/json.h>
+#include <stdio.h>
+
+/* "added ID" style: the answer's id after a verb; add prints the bare id. */
+void cli_out_id(FILE *out, json_object *ans, const char *verb);
+/* A pop answer, one job or "jobs": id, topic, attempts, ttr, value; "no job"
+ * when empty. */
+void cli_out_pop(FILE *out, json_object *ans);
+/* A get answer: every field, times as UTC ISO 8601. */
+void cli_out_get(FILE *out, json_object *ans);
+/* A batch answer ("results"): one line per id. Returns the code of the first
+ * item that failed (borrowed from ans), or NULL when all succeeded. */
+const char *cli_out_results(FILE *out, json_object *ans, const char *verb);
+void cli_out_touch(FILE *out, json_object *ans);
+void cli_out_release(FILE *out, json_object *ans);
+void cli_out_kick(FILE *out, json_object *ans);
+/* A stats answer as a table: one row per topic (sorted), then "total". */
+void cli_out_stats(FILE *out, json_object *ans);
+void cli_out_health(FILE *out, json_object *ans);
+/* A failure answer: "delayq: <error> (<code>)". */
+void cli_out_error(FILE *out, json_object *ans);
+
+#endif

@@ -1,0 +1,207 @@
+/* cli_request: flags -> request JSON. Every value is written as the user
+ * gave it once it is known to be the right kind of JSON, so a number keeps
+ * its digits and a body its exact text. */
+#include "cli_request.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json_strict.h"
+
+/* Bodies are at most 64 KiB by default (max_body) and a request at most
+ * 1 MiB; reading a little past that lets the server answer 413 itself. */
+#define CLI_BODY_FILE_MAX (16u * 1024 * 1024)
+
+/* The protocol field each field flag fills (the body flags all fill "body"). */
+static const char *const field_names[CLI_F_COUNT_OF] = {
+    [CLI_F_TOPIC] = "topic",   [CLI_F_ID] = "id",
+    [CLI_F_IDS] = "ids",       [CLI_F_DELAY] = "delay",
+    [CLI_F_AT] = "at",         [CLI_F_TTR] = "ttr",
+    [CLI_F_RETRIES] = "retries", [CLI_F_TIMEOUT] = "timeout",
+    [CLI_F_COUNT] = "count",   [CLI_F_BODY] = "body",
+    [CLI_F_BODY_STRING] = "body", [CLI_F_BODY_FILE] = "body",
+    [CLI_F_BODY_STRING_FILE] = "body",
+};
+
+static void put_key(dq_buf *out, const char *key, int *first)
+{
+    if (!*first)
+        buf_puts(out, ",");
+    *first = 0;
+    buf_put_json_string(out, key, strlen(key));
+    buf_puts(out, ":");
+}
+
+static int put_string(dq_buf *out, cli_field f, const char *s, size_t n, char *err, size_t errlen)
+{
+    /* The server rejects invalid UTF-8 too, but as "body is not valid
+     * JSON", which would not name the flag. */
+    if (!json_utf8_valid(s, n)) {
+        snprintf(err, errlen, "--%s is not valid UTF-8", cli_field_flag(f));
+        return -1;
+    }
+    buf_put_json_string(out, s, n);
+    return 0;
+}
+
+/* A JSON number as typed ("30", "1.5", "1e3"); its range is the server's
+ * business. */
+static int put_number(dq_buf *out, cli_field f, const char *s, char *err, size_t errlen)
+{
+    json_object *v = NULL;
+    char why[256];
+    int rc = -1;
+    if (json_parse_strict(s, strlen(s), &v, why, sizeof why) < 0 ||
+        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double))) {
+        snprintf(err, errlen, "--%s needs a number of %s, not '%s'", cli_field_flag(f),
+                 f == CLI_F_RETRIES || f == CLI_F_COUNT ? "times" : "seconds", s);
+        goto out;
+    }
+    /* Leading/trailing blanks are valid JSON around a number; drop them. */
+    size_t start = strspn(s, " \t\r\n");
+    size_t end = strlen(s);
+    while (end > start && strchr(" \t\r\n", s[end - 1]))
+        end--;
+    buf_append(out, s + start, end - start);
+    rc = 0;
+out:
+    json_object_put(v);
+    return rc;
+}
+
+/* "a,b,c" -> ["a","b","c"]; empty items are kept so the server names them. */
+static int put_list(dq_buf *out, cli_field f, const char *s, char *err, size_t errlen)
+{
+    buf_puts(out, "[");
+    for (const char *p = s;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (p != s)
+            buf_puts(out, ",");
+        if (put_string(out, f, p, n, err, errlen) < 0)
+            return -1;
+        if (!comma)
+            break;
+        p = comma;
+    }
+    buf_puts(out, "]");
+    return 0;
+}
+
+/* Reads all of path ("-": stdin) into text. */
+static int read_file(const char *path, cli_field f, dq_buf *text, char *err, size_t errlen)
+{
+    int rc = -1;
+    int is_stdin = strcmp(path, "-") == 0;
+    FILE *in = is_stdin ? stdin : fopen(path, "rb");
+    if (!in) {
+        snprintf(err, errlen, "--%s: cannot open %s: %s", cli_field_flag(f), path, strerror(errno));
+        return -1;
+    }
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, in)) > 0) {
+        if (text->len + n > CLI_BODY_FILE_MAX) {
+            snprintf(err, errlen, "--%s: %s is larger than %u bytes", cli_field_flag(f), path,
+                     CLI_BODY_FILE_MAX);
+            goto out;
+        }
+        buf_append(text, chunk, n);
+    }
+    if (ferror(in)) {
+        snprintf(err, errlen, "--%s: cannot read %s: %s", cli_field_flag(f), path, strerror(errno));
+        goto out;
+    }
+    if (!text->data)
+        buf_append(text, "", 0); /* an empty file: data must not stay NULL */
+    rc = 0;
+out:
+    if (!is_stdin)
+        fclose(in);
+    return rc;
+}
+
+/* A JSON value as typed; must parse as strict JSON, since it is copied into
+ * the request as it is. */
+static int put_json(dq_buf *out, cli_field f, const char *s, size_t n, char *err, size_t errlen)
+{
+    json_object *v = NULL;
+    char why[256];
+    if (json_parse_strict(s, n, &v, why, sizeof why) < 0) {
+        /* why starts "body is not valid JSON: ..." */
+        snprintf(err, errlen, "--%s: %s (use --body-string for a plain string)", cli_field_flag(f),
+                 why);
+        return -1;
+    }
+    json_object_put(v);
+    buf_append(out, s, n);
+    return 0;
+}
+
+static int put_body(dq_buf *out, const cli_args *a, cli_field f, char *err, size_t errlen)
+{
+    const char *v = a->value[f];
+    dq_buf text;
+    int rc = -1;
+    buf_init(&text);
+    switch (f) {
+    case CLI_F_BODY:
+        rc = put_json(out, f, v, strlen(v), err, errlen);
+        break;
+    case CLI_F_BODY_STRING:
+        rc = put_string(out, f, v, strlen(v), err, errlen);
+        break;
+    case CLI_F_BODY_FILE:
+        if (read_file(v, f, &text, err, errlen) == 0)
+            rc = put_json(out, f, text.data, text.len, err, errlen);
+        break;
+    case CLI_F_BODY_STRING_FILE:
+        if (read_file(v, f, &text, err, errlen) == 0)
+            rc = put_string(out, f, text.data, text.len, err, errlen);
+        break;
+    default:
+        snprintf(err, errlen, "internal error: --%s is not a body flag", cli_field_flag(f));
+        break;
+    }
+    buf_free(&text);
+    return rc;
+}
+
+int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
+{
+    int first = 1;
+    buf_puts(out, "{");
+    for (int i = 0; i < CLI_F_COUNT_OF; i++) {
+        cli_field f = (cli_field)i;
+        if (!(a->given & CLI_BIT(f)))
+            continue;
+        put_key(out, field_names[f], &first);
+        int rc;
+        switch (f) {
+        case CLI_F_TOPIC:
+        case CLI_F_ID:
+            rc = put_string(out, f, a->value[f], strlen(a->value[f]), err, errlen);
+            break;
+        case CLI_F_IDS:
+            rc = put_list(out, f, a->value[f], err, errlen);
+            break;
+        case CLI_F_DELAY:
+        case CLI_F_AT:
+        case CLI_F_TTR:
+        case CLI_F_RETRIES:
+        case CLI_F_TIMEOUT:
+        case CLI_F_COUNT:
+            rc = put_number(out, f, a->value[f], err, errlen);
+            break;
+        default:
+            rc = put_body(out, a, f, err, errlen);
+            break;
+        }
+        if (rc < 0)
+            return -1;
+    }
+    buf_puts(out, "}");
+    return 0;
+}
