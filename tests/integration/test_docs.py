@@ -1,8 +1,9 @@
-"""Every curl example in README.md and docs/PROTOCOL.md runs against a real
-deployment and answers what the docs say it answers.
+"""Every curl and ./delayq example in README.md and docs/PROTOCOL.md runs
+against a real deployment and answers what the docs say it answers.
 
-A code block's lines starting with `curl` are run in order, with
-localhost:8080 pointed at the test's nginx. A following line `# {...}` is the
+A code block's lines starting with `curl` or `./delayq` are run in order
+(in the build directory), with localhost:8080 and DELAYQ_URL pointed at the
+test's nginx. A following line `# {...}` is the
 documented answer: both are parsed as JSON and compared, except for values
 that differ on every run (`created`, `due`)."""
 
@@ -12,7 +13,7 @@ import re
 import subprocess
 import unittest
 
-from harness import SRC_DIR, ClusterTestCase, main
+from harness import BUILD_DIR, SRC_DIR, ClusterTestCase, main
 
 VOLATILE = {"created", "due"}
 
@@ -25,7 +26,7 @@ def examples(path):
     for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         lines = block.splitlines()
         for i, line in enumerate(lines):
-            if not line.startswith("curl "):
+            if not line.startswith(("curl ", "./delayq ")):
                 continue
             nxt = lines[i + 1] if i + 1 < len(lines) else ""
             expected = nxt[2:] if nxt.startswith("# {") else None
@@ -52,7 +53,9 @@ class DocExamples(ClusterTestCase):
         checked = 0
         for cmd, expected in found:
             shell = cmd.replace("localhost:8080", "127.0.0.1:" + port)
-            r = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=30)
+            env = dict(os.environ, DELAYQ_URL="http://127.0.0.1:" + port)
+            r = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=30,
+                               cwd=BUILD_DIR, env=env)
             self.assertEqual(r.returncode, 0, "%s failed: %s" % (cmd, r.stderr))
             if expected is None:
                 continue
