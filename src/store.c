@@ -13,7 +13,7 @@
 #include "util.h"
 
 #define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 1000
+#define BACKOFF_MAX_MS 250
 
 struct dq_store {
     const dq_config *cfg;

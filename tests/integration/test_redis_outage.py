@@ -175,6 +175,9 @@ class RedisStoppedTest(ClusterTestCase):
         after = c.snapshot()
         self.assertEqual(after, before, "a request answered 503 changed Redis")
         self.assertEqual(c.fcgi_pids(), pids, "delayq-fcgi processes changed")
+        # A thread whose last connect failed retries once its back-off (at
+        # most 250 ms) has passed, or as soon as another thread reconnected.
+        time.sleep(0.3 * SLOW)
         slowest = roundtrip_burst(self, 24, unique("after"))
         print("service back %.2f s after Redis started; 24 parallel round trips, slowest "
               "%.3f s; worker pids unchanged" % (back, slowest))
@@ -395,7 +398,7 @@ class BlackHoleTest(ClusterTestCase):
 
         # connect timeout: a listener that never completes the handshake
         self.proxy.make_deaf()
-        time.sleep(1.2)  # let every thread's back-off (<= 1 s) lapse
+        time.sleep(0.5)  # let every thread's back-off (<= 250 ms) lapse
         deaf = []
         for name, method, path, body, is_read in command_table(t, ids)[:8]:
             st, r, dt = timed(c, method, path, body)
@@ -414,6 +417,9 @@ class BlackHoleTest(ClusterTestCase):
         st, r = c.req("add", topic=t, id=t + "-new", body=1)
         self.assertOk(st, r, "the add answered 504 never reached Redis: a retry answers 200")
         self.assertEqual(c.fcgi_pids(), pids, "delayq-fcgi processes changed")
+        # A thread whose last connect failed retries once its back-off (at
+        # most 250 ms) has passed, or as soon as another thread reconnected.
+        time.sleep(0.3 * SLOW)
         slowest = roundtrip_burst(self, 24, unique("bhafter"))
         print("service back %.2f s after the proxy forwards again; 24 parallel round trips, "
               "slowest %.3f s; worker pids unchanged" % (back, slowest))
