@@ -1,7 +1,9 @@
 /* fcgi_front: request threads of a worker process. */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include "fcgi_front.h"
 
 #include <fcgiapp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -124,6 +126,16 @@ static void serve_one(thread_state *t)
     metrics_observe(cmd, res.status, (double)(util_mono_ms() - start) / 1000.0);
 }
 
+/* nginx closes the FastCGI connection when its client aborts a request. */
+static int client_gone(void *arg)
+{
+    FCGX_Request *fr = arg;
+    struct pollfd p = {fr->ipcFd, POLLIN | POLLRDHUP, 0};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
+}
+
 static void *thread_main(void *arg)
 {
     thread_state *t = arg;
@@ -168,6 +180,8 @@ int front_run_worker(const dq_config *cfg, int listen_fd)
         t->h.store = store_new(cfg);
         t->h.args = malloc(sizeof *t->h.args);
         t->h.auth = auth;
+        t->h.client_gone = client_gone;
+        t->h.client_arg = &t->fr;
         buf_init(&t->body);
         buf_init(&t->out);
         pthread_t tid;

@@ -215,6 +215,8 @@ static dq_response handle_pop(dq_handler_ctx *h, const dq_request *req, dq_buf *
         store_reply_free(r);
         r = NULL;
         notify_wait(req->topics, req->ntopics, &gen, deadline);
+        if (h->client_gone && h->client_gone(h->client_arg))
+            break; /* nobody to hand a job to: leave it ready */
     }
     if (req->count > 0) {
         buf_puts(out, "{\"success\":true,\"jobs\":[");

@@ -16,6 +16,11 @@ typedef struct {
     store_args *args; /* scratch, reused per request */
     const dq_auth *auth;       /* NULL: auth is off */
     const char *authorization; /* this request's Authorization header, or NULL */
+    /* Asks the front whether the client went away (nginx closed the
+     * connection), so a long-poll stops instead of reserving a job for
+     * nobody. NULL: never. */
+    int (*client_gone)(void *arg);
+    void *client_arg;
 } dq_handler_ctx;
 
 typedef struct {

@@ -1,7 +1,9 @@
 """Job lifecycle over time: TTR redelivery, retries -> buried -> kick,
 release with delay, touch, delay precision and long-polling."""
 
+import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -253,6 +255,25 @@ class LifecycleTest(ClusterTestCase):
         print("long-poll on a delayed job (0.5 s) answered after %.3f s" % dt)
         self.assertGreaterEqual(dt, 0.4)
         self.assertLess(dt, 0.7 * SLOW)
+
+    def test_abandoned_long_poll_takes_no_job(self):
+        """A client that disconnects during a long-poll leaves no waiting pop
+        behind to reserve a job for nobody."""
+        t = unique("ghost")
+        s = socket.create_connection(("127.0.0.1", self.c.http_port))
+        body = json.dumps({"topic": t, "timeout": 5}).encode()
+        s.sendall(b"POST /pop HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" %
+                  (len(body), body))
+        time.sleep(0.3)
+        s.close()
+        time.sleep(1.5 * SLOW)  # a waiting pop notices within a second
+        self.assertOk(*self.c.req("add", topic=t, id=t, body=1))
+        time.sleep(0.2)
+        st, r = self.c.req("get", id=t)
+        self.assertOk(st, r)
+        self.assertEqual(r["state"], "ready", "an abandoned long-poll reserved the job")
+        st, r = self.c.req("pop", topic=t)
+        self.assertEqual(r.get("id"), t)
 
     def test_long_poll_empty_timeout(self):
         t = unique("lpe")

@@ -1,0 +1,481 @@
+"""The delayq HTTP client: one keep-alive connection, every command.
+
+Standard library only. A Client is safe to share between threads (its calls
+take turns on the one connection), but a long-poll `pop` holds the
+connection for its whole wait: give each consumer thread its own Client.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import socket
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union)
+
+from .errors import (Conflict, ConnectFailed, ConnectionLost, DelayqError, ServerError,
+                     error_for)
+
+__all__ = ["Client", "Job", "JobInfo", "Result", "DEFAULT_URL", "Topics", "Seconds", "When"]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+USER_AGENT = "delayq-python/0.1.0"
+
+#: One topic, a comma-separated list ("a,b"), or a sequence of topics.
+Topics = Union[str, Sequence[str]]
+#: A duration: seconds (fractions allowed) or a timedelta.
+Seconds = Union[int, float, timedelta]
+#: A point in time: Unix seconds or a datetime (a naive one is local time).
+When = Union[int, float, datetime]
+
+# Commands whose resend cannot change anything beyond what the first send
+# did, and whose answer means the same either way: after a keep-alive
+# connection was dropped under a request, these are sent once more.
+_RESEND_SAFE = frozenset(["get", "stats", "touch", "health", "metrics"])
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job handed out by pop: it is now reserved for `ttr` seconds."""
+
+    id: str
+    topic: str
+    body: Any
+    """The body exactly as added: a str stays a str, JSON values decoded."""
+    attempts: int
+    """Deliveries so far, this one included (1 on the first delivery)."""
+    ttr: float
+    """Seconds to finish, delete, touch or release it before it is
+    delivered again."""
+
+    @property
+    def value(self) -> Any:
+        """The protocol's name for `body`."""
+        return self.body
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What `get` tells about a live job."""
+
+    id: str
+    topic: str
+    state: str
+    """"delay", "ready", "reserved" or "buried"."""
+    body: Any
+    due: Optional[int]
+    """Unix milliseconds: the due time while "delay", the TTR deadline while
+    "reserved"; None while "ready" or "buried"."""
+    ttr: float
+    attempts: int
+    retries: Optional[int]
+    """The job's redelivery limit; None means unlimited."""
+    created: int
+    """Unix milliseconds."""
+
+    @property
+    def value(self) -> Any:
+        return self.body
+
+
+@dataclass(frozen=True)
+class Result:
+    """One element of a batch answer (add_many, finish_many, delete_many)."""
+
+    id: str
+    success: bool
+    code: Optional[str] = None
+    error: Optional[str] = None
+
+    def exception(self) -> Optional[DelayqError]:
+        """The exception this result stands for, None on success."""
+        if self.success:
+            return None
+        return error_for(None, self.code, self.error or "job %r failed" % self.id)
+
+
+class _Interrupted(Exception):
+    """A request cut short by Client._interrupt() (used by Worker.stop)."""
+
+
+def _seconds(v: Seconds) -> float:
+    if isinstance(v, timedelta):
+        return v.total_seconds()
+    return v
+
+
+def _unix(v: When) -> float:
+    if isinstance(v, datetime):
+        return v.timestamp()
+    return v
+
+
+def _job_fields(topic: str, body: Any, id: Optional[str] = None, delay: Optional[Seconds] = None,
+                at: Optional[When] = None, ttr: Optional[Seconds] = None,
+                retries: Optional[int] = None) -> Dict[str, Any]:
+    job: Dict[str, Any] = {"topic": topic, "body": body}
+    if id is not None:
+        job["id"] = id
+    if delay is not None:
+        job["delay"] = _seconds(delay)
+    if at is not None:
+        job["at"] = _unix(at)
+    if ttr is not None:
+        job["ttr"] = _seconds(ttr)
+    if retries is not None:
+        job["retries"] = retries
+    return job
+
+
+def _topic_fields(topics: Topics) -> Dict[str, Any]:
+    if isinstance(topics, str):
+        return {"topic": topics}
+    return {"topics": list(topics)}
+
+
+def _job(d: Mapping[str, Any]) -> Job:
+    return Job(id=d["id"], topic=d["topic"], body=d.get("value"), attempts=d["attempts"],
+               ttr=d["ttr"])
+
+
+def _results(answer: Mapping[str, Any]) -> List[Result]:
+    return [Result(id=r.get("id"), success=bool(r.get("success")), code=r.get("code"),
+                   error=r.get("error")) for r in answer.get("results", [])]
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """True when an idle keep-alive socket was closed by the server (it is
+    readable: EOF, a reset, or bytes nobody asked for)."""
+    try:
+        if hasattr(select, "poll"):
+            p = select.poll()
+            p.register(sock, select.POLLIN)
+            return bool(p.poll(0))
+        r, _, _ = select.select([sock], [], [], 0)
+        return bool(r)
+    except (OSError, ValueError):
+        return True
+
+
+# Failures that mean the server closed the connection before answering.
+_DROPPED = (http.client.RemoteDisconnected, ConnectionResetError, ConnectionAbortedError,
+            BrokenPipeError)
+
+
+class Client:
+    """A delayq client over HTTP/1.1 with one keep-alive connection.
+
+    url:     the server, e.g. "http://127.0.0.1:8080" (a path prefix such as
+             "https://host/delayq" is kept); default: $DELAYQ_URL, else
+             http://127.0.0.1:8080.
+    token:   sent as "Authorization: Bearer <token>"; default:
+             $DELAYQ_TOKEN, else none.
+    timeout: seconds to wait for connecting and for each answer; a long-poll
+             pop waits that long on top of its own timeout.
+    """
+
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
+                 timeout: float = 30.0) -> None:
+        url = url or os.environ.get("DELAYQ_URL") or DEFAULT_URL
+        if "://" not in url:
+            url = "http://" + url
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("delayq url must be http://host[:port][/prefix] or https://..., "
+                             "not %r" % url)
+        self.url = url
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path.rstrip("/")
+        if token is None:
+            token = os.environ.get("DELAYQ_TOKEN") or None
+        self.token = token
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
+        self.timeout = float(timeout)
+        self._conn: Optional[http.client.HTTPConnection] = None
+        self._lock = threading.Lock()
+        self._interrupted = False
+
+    def __repr__(self) -> str:
+        return "Client(%r)" % self.url
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection (the next call opens a new one)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # ------------------------------------------------------------ commands
+
+    def add(self, topic: str, body: Any, id: Optional[str] = None,
+            delay: Optional[Seconds] = None, at: Optional[When] = None,
+            ttr: Optional[Seconds] = None, retries: Optional[int] = None) -> str:
+        """Adds a job; returns its id (the server makes one when id is None).
+
+        body: a str or any JSON value; pop returns it as given.
+        delay: seconds until it is due (or `at`: when it is due; not both).
+        ttr: seconds a consumer has to finish it once popped (server default 60).
+        retries: redeliveries allowed before the job is buried (None: no limit).
+        Raises Conflict when a live job has this id.
+        """
+        fields = _job_fields(topic, body, id, delay, at, ttr, retries)
+        status, data, resent = self._send("POST", "add", self._json(fields), resend=id is not None)
+        try:
+            answer = self._decode(status, data)
+        except Conflict:
+            if resent and id is not None:
+                # The first send reached the server and took.
+                return id
+            raise
+        return str(answer["id"])
+
+    def add_many(self, jobs: Iterable[Mapping[str, Any]]) -> List[Result]:
+        """Adds 1..1000 jobs in one request. Each job is a mapping with the
+        keyword arguments of add (topic and body required). An invalid job
+        raises BadRequest naming its index and adds nothing; otherwise every
+        job is added on its own and its Result says how it went, in order."""
+        batch = [_job_fields(**dict(j)) for j in jobs]
+        if not batch:
+            return []
+        return _results(self._call("add", {"jobs": batch}))
+
+    def pop(self, topics: Topics, timeout: Seconds = 0) -> Optional[Job]:
+        """Reserves the next ready job of the first non-empty topic, waiting
+        up to `timeout` seconds (0..60) for one; None when there is none."""
+        fields = _topic_fields(topics)
+        wait = _seconds(timeout)
+        if wait:
+            fields["timeout"] = wait
+        answer = self._call("pop", fields, wait=wait)
+        if answer.get("id") is None:
+            return None
+        return _job(answer)
+
+    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0) -> List[Job]:
+        """Reserves up to `count` (1..100) jobs, from the first topic first;
+        waits up to `timeout` seconds for the first one."""
+        fields = _topic_fields(topics)
+        fields["count"] = count
+        wait = _seconds(timeout)
+        if wait:
+            fields["timeout"] = wait
+        answer = self._call("pop", fields, wait=wait)
+        return [_job(j) for j in answer.get("jobs", [])]
+
+    def finish(self, id: str) -> None:
+        """Removes a job (done), whatever its state. NotFound if unknown."""
+        self._call("finish", {"id": id})
+
+    def finish_many(self, ids: Iterable[str]) -> List[Result]:
+        """Finishes 1..1000 jobs; one Result per id, in order."""
+        ids = list(ids)
+        if not ids:
+            return []
+        return _results(self._call("finish", {"ids": ids}))
+
+    def delete(self, id: str) -> None:
+        """Removes a job (cancelled), whatever its state. NotFound if unknown."""
+        self._call("delete", {"id": id})
+
+    def delete_many(self, ids: Iterable[str]) -> List[Result]:
+        """Deletes 1..1000 jobs; one Result per id, in order."""
+        ids = list(ids)
+        if not ids:
+            return []
+        return _results(self._call("delete", {"ids": ids}))
+
+    def get(self, id: str) -> JobInfo:
+        """What the server knows about a live job. NotFound if none."""
+        a = self._call("get", {"id": id})
+        return JobInfo(id=a["id"], topic=a["topic"], state=a["state"], body=a.get("value"),
+                       due=a.get("due"), ttr=a["ttr"], attempts=a["attempts"],
+                       retries=a.get("retries"), created=a["created"])
+
+    def touch(self, id: str) -> int:
+        """Restarts a reserved job's TTR clock; returns the new deadline in
+        Unix milliseconds. Conflict if it is not reserved."""
+        return int(self._call("touch", {"id": id})["due"])
+
+    def release(self, id: str, delay: Seconds = 0) -> str:
+        """Gives a reserved job back, due again in `delay` seconds; returns
+        its new state: "ready", "delay", or "buried" (its retries were used
+        up). Conflict if it is not reserved."""
+        return str(self._call("release", {"id": id, "delay": _seconds(delay)})["state"])
+
+    def bury(self, id: str) -> None:
+        """Sets a reserved job aside: pop skips it until kick. Conflict if it
+        is not reserved."""
+        self._call("bury", {"id": id})
+
+    def kick(self, topic: str, count: int = 1) -> int:
+        """Makes up to `count` buried jobs of the topic ready; returns how many."""
+        return int(self._call("kick", {"topic": topic, "count": count})["kicked"])
+
+    def stats(self, topic: Optional[str] = None) -> Dict[str, Any]:
+        """Counters: {"topics": {name: {...}}, "total": {...}}, for one topic
+        or all of them."""
+        answer = self._call("stats", {"topic": topic} if topic is not None else {})
+        answer.pop("success", None)
+        return answer
+
+    def health(self) -> bool:
+        """True when delayq answers and reaches Redis; False when it answers
+        503 or cannot be reached at all (any 5xx or connection failure)."""
+        try:
+            self._decode(*self._send("GET", "health", None)[:2])
+        except ServerError:
+            return False
+        return True
+
+    def metrics(self) -> str:
+        """The Prometheus text exposition of /metrics."""
+        status, data, _ = self._send("GET", "metrics", None)
+        if status != 200:
+            self._decode(status, data)
+        return data.decode("utf-8")
+
+    # ------------------------------------------------------------ transport
+
+    @staticmethod
+    def _json(fields: Mapping[str, Any]) -> bytes:
+        return json.dumps(fields, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode("utf-8")
+
+    def _call(self, command: str, fields: Mapping[str, Any], wait: float = 0.0) -> Dict[str, Any]:
+        status, data, _ = self._send("POST", command, self._json(fields), wait=wait)
+        return self._decode(status, data)
+
+    @staticmethod
+    def _decode(status: int, data: bytes) -> Dict[str, Any]:
+        try:
+            obj = json.loads(data.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            obj = None
+        if isinstance(obj, dict):
+            if obj.get("success") is True and status == 200:
+                return obj
+            if obj.get("success") is False or status != 200:
+                msg = obj.get("error")
+                if not isinstance(msg, str) or not msg:
+                    msg = "request failed with HTTP %d" % status
+                code = obj.get("code")
+                raise error_for(status, code if isinstance(code, str) else None, msg, obj)
+        text = data[:200].decode("utf-8", "replace").strip()
+        if status == 200:
+            raise ServerError("the server answered 200 without a delayq JSON object: %r" % text,
+                              code="internal", status=status)
+        raise error_for(status, None, "HTTP %d: %s" % (status, text or "(empty body)"))
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection
+        if self._https:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        try:
+            conn.connect()
+        except OSError as e:
+            conn.close()
+            raise ConnectFailed("cannot connect to delayq at %s: %s" % (self.url, e)) from e
+        try:
+            # Headers and body go out in two writes: do not let Nagle hold
+            # the second one back.
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
+        return conn
+
+    def _send(self, method: str, command: str, body: Optional[bytes], wait: float = 0.0,
+              resend: bool = False) -> Tuple[int, bytes, bool]:
+        """One request -> (HTTP status, body bytes, whether it was sent twice).
+
+        A keep-alive connection the server closed while idle is noticed
+        before sending and replaced. If it still breaks under the request
+        (the server closed it at that very moment), the request is sent once
+        more on a new connection only when that cannot do harm: the bytes
+        never fully left, or the command is read-only/idempotent (or an add
+        with an explicit id, `resend`). Otherwise: ConnectionLost."""
+        resend = resend or command in _RESEND_SAFE
+        path = self._prefix + "/" + command
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        timeout = self.timeout + max(0.0, wait)
+        with self._lock:
+            resent = False
+            for attempt in (0, 1):
+                if self._interrupted:
+                    raise _Interrupted()
+                conn = self._conn
+                if conn is not None and (conn.sock is None or _dropped(conn.sock)):
+                    self.close()
+                    conn = None
+                reused = conn is not None
+                if conn is None:
+                    conn = self._conn = self._connect(timeout)
+                else:
+                    conn.sock.settimeout(timeout)
+                if self._interrupted:
+                    raise _Interrupted()
+                stage = "send"
+                try:
+                    conn.request(method, path, body=body, headers=headers)
+                    stage = "answer"
+                    resp = conn.getresponse()
+                    stage = "body"
+                    data = resp.read()
+                except (OSError, http.client.HTTPException) as e:
+                    self.close()
+                    if self._interrupted:
+                        raise _Interrupted() from e
+                    if isinstance(e, socket.timeout):
+                        raise ConnectionLost("no answer from delayq within %.1f s; the outcome "
+                                             "of the request is unknown" % timeout) from e
+                    # Not all of the request left: the server cannot have
+                    # acted on it. Nothing answered at all on a reused
+                    # connection: the classic keep-alive race.
+                    again = stage == "send" or (
+                        reused and stage == "answer" and resend and isinstance(e, _DROPPED))
+                    if again and attempt == 0:
+                        resent = resent or stage != "send"
+                        continue
+                    if stage == "send" and not reused:
+                        raise ConnectFailed("cannot send to delayq at %s: %s"
+                                            % (self.url, e)) from e
+                    raise ConnectionLost("the connection to delayq failed (%s: %s); the outcome "
+                                         "of the request is unknown"
+                                         % (type(e).__name__, e)) from e
+                if resp.will_close:
+                    self.close()
+                return resp.status, data, resent
+        raise AssertionError("unreachable")
+
+    # Used by Worker.stop() and its signal handlers: never takes the lock.
+    def _interrupt(self) -> None:
+        self._interrupted = True
+        conn = self._conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _clear_interrupt(self) -> None:
+        self._interrupted = False
+

@@ -1,0 +1,809 @@
+"""Tests of the delayq Python client and Worker.
+
+Most run against a real deployment (tests/integration/harness.py: Redis,
+delayq-fcgi, delayq-timer and nginx in a temp dir, bearer-token auth on),
+one Cluster for the whole module. What the real server cannot be made to do
+on demand (504, 500, a page that is not JSON, a keep-alive connection
+dropped under a request) comes from a small scripted HTTP server.
+
+Run from the repository top:
+  DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. python3 tests/clients/test_python_client.py
+or on its own: python3 clients/python/tests/test_client.py [TestClass.test_name ...]
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from datetime import datetime, timedelta
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENT_DIR = os.path.dirname(HERE)
+SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(CLIENT_DIR))
+for _p in (os.path.join(SRC_DIR, "tests", "integration"), CLIENT_DIR):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from harness import SLOW, Cluster, free_port, unique  # noqa: E402
+
+import delayq  # noqa: E402
+from delayq import (BadRequest, Client, ClientError, Conflict, ConnectFailed,  # noqa: E402
+                    ConnectionLost, Job, JobInfo, NotFound, Result, ServerError,
+                    Timeout, TooLarge, Unauthorized, Unavailable, Worker)
+
+TOKEN = "client-test-token-0123456789"
+
+CLUSTER = None  # type: Cluster | None
+URL = ""
+_TOKEN_DIR = ""
+
+
+def setUpModule():
+    global CLUSTER, URL, _TOKEN_DIR
+    _TOKEN_DIR = tempfile.mkdtemp(prefix="delayq-pyclient-")
+    os.chmod(_TOKEN_DIR, 0o755)
+    tokens = os.path.join(_TOKEN_DIR, "tokens")
+    with open(tokens, "w") as f:
+        f.write("%s\n" % TOKEN)
+    CLUSTER = Cluster(workers=1, threads=8,
+                      fcgi_flags={"auth_file": tokens, "redis_connect_timeout_ms": 300})
+    CLUSTER.start()
+    URL = "http://127.0.0.1:%d" % CLUSTER.http_port
+
+
+def tearDownModule():
+    global CLUSTER
+    c, CLUSTER = CLUSTER, None
+    if c is not None:
+        c.stop(failed=_FAILED[0])
+    shutil.rmtree(_TOKEN_DIR, ignore_errors=True)
+
+
+_FAILED = [False]
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(URL, token=TOKEN, timeout=10)
+        self.addCleanup(self.client.close)
+
+    def run(self, result=None):
+        if result is None:
+            return super().run(result)
+        before = len(result.failures) + len(result.errors)
+        try:
+            return super().run(result)
+        finally:
+            if len(result.failures) + len(result.errors) > before:
+                _FAILED[0] = True  # keep the cluster's dir and logs
+
+    def assertGone(self, id):
+        with self.assertRaises(NotFound):
+            self.client.get(id)
+
+
+# --------------------------------------------------------------------------
+# every command against the real server
+# --------------------------------------------------------------------------
+
+class Commands(Base):
+    def test_add_get_and_conflict(self):
+        c = self.client
+        t, id = unique("add"), unique("add-id")
+        before = time.time()
+        self.assertEqual(c.add(t, {"n": 1}, id=id, delay=30, ttr=12.5, retries=3), id)
+        info = c.get(id)
+        self.assertIsInstance(info, JobInfo)
+        self.assertEqual((info.id, info.topic, info.state, info.body, info.ttr, info.attempts,
+                          info.retries), (id, t, "delay", {"n": 1}, 12.5, 0, 3))
+        self.assertAlmostEqual(info.due / 1000.0, before + 30, delta=5)
+        self.assertAlmostEqual(info.created / 1000.0, before, delta=5)
+        with self.assertRaises(Conflict) as cm:
+            c.add(t, "again", id=id)
+        e = cm.exception
+        self.assertEqual((e.code, e.status), ("conflict", 409))
+        self.assertIn(id, e.message)
+        self.assertIsInstance(e, ClientError)
+        self.assertNotIsInstance(e, ServerError)
+        self.assertEqual(c.get(id).body, {"n": 1}, "a conflicting add changed the job")
+        gen = c.add(t, "no id")
+        self.assertRegex(gen, r"^[0-9a-f]{24}$")
+        info = c.get(gen)
+        self.assertEqual((info.state, info.retries, info.due), ("ready", None, None))
+        # a finished id may be used again
+        c.finish(id)
+        self.assertEqual(c.add(t, 2, id=id), id)
+
+    def test_bodies_round_trip(self):
+        c = self.client
+        t = unique("bodies")
+        bodies = ["plain text", "", '{"looks":"like json"}', "42", "h\u00e9llo \u2713 \U0001f600",
+                  {"a": [1, 2.5, None, True, {"b": "c"}]}, [1, "two"], 7, -1.25, 0, True, False,
+                  None, {}, []]
+        ids = [c.add(t, b) for b in bodies]
+        jobs = c.pop_many(t, 100)
+        self.assertEqual([j.id for j in jobs], ids)
+        for b, j in zip(bodies, jobs):
+            self.assertEqual(j.body, b)
+            self.assertIs(type(j.body), type(b), "body %r came back as %r" % (b, j.body))
+            self.assertEqual(j.value, b)
+        self.assertEqual(c.get(ids[2]).body, '{"looks":"like json"}')
+        self.assertEqual(c.get(ids[5]).body, bodies[5])
+        self.assertEqual(c.finish_many(ids), [Result(id=i, success=True) for i in ids])
+
+    def test_delay_at_and_timedelta(self):
+        c = self.client
+        t = unique("when")
+        now = time.time()
+        a = c.add(t, "a", delay=timedelta(minutes=2))
+        b = c.add(t, "b", at=datetime.fromtimestamp(now + 3600))
+        d = c.add(t, "d", at=now - 10)  # in the past: ready now
+        self.assertAlmostEqual(c.get(a).due / 1000.0, now + 120, delta=3)
+        self.assertAlmostEqual(c.get(b).due / 1000.0, now + 3600, delta=3)
+        self.assertEqual(c.get(d).state, "ready")
+        e = c.add(t, "e", delay=0.3)
+        self.assertEqual(c.pop(t).id, d)
+        job = c.pop(t, timeout=5 * SLOW)
+        self.assertEqual(job.id, e)
+        self.assertGreaterEqual(time.time() - now, 0.3)
+        with self.assertRaises(BadRequest):
+            c.add(t, "x", delay=1, at=now)
+        c.delete_many([a, b, d, e])
+
+    def test_pop_forms(self):
+        c = self.client
+        t1, t2 = unique("p1"), unique("p2")
+        self.assertIsNone(c.pop(t1))
+        self.assertEqual(c.pop_many([t1, t2], 10), [])
+        ids2 = [c.add(t2, i) for i in range(2)]
+        ids1 = [c.add(t1, i, ttr=7) for i in range(2)]
+        job = c.pop("%s,%s" % (t1, t2))
+        self.assertIsInstance(job, Job)
+        self.assertEqual((job.id, job.topic, job.body, job.attempts, job.ttr), (ids1[0], t1, 0, 1, 7))
+        jobs = c.pop_many([t2, t1], 2)
+        self.assertEqual([j.id for j in jobs], ids2)
+        jobs = c.pop_many((t1,), 1)
+        self.assertEqual([j.id for j in jobs], ids1[1:])
+        self.assertEqual(c.get(ids1[1]).state, "reserved")
+        c.finish_many(ids1 + ids2)
+
+    def test_long_poll_times_out_and_wakes(self):
+        c = self.client
+        t = unique("poll")
+        t0 = time.monotonic()
+        self.assertIsNone(c.pop(t, timeout=0.5))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.45)
+        self.assertEqual(c.pop_many(t, 3, timeout=0.3), [])
+        other = Client(URL, token=TOKEN)
+        self.addCleanup(other.close)
+        timer = threading.Timer(0.5, lambda: other.add(t, {"woke": True}, id=t + "-w"))
+        timer.start()
+        self.addCleanup(timer.cancel)
+        t0 = time.monotonic()
+        job = c.pop(t, timeout=30)  # longer than the client's own 10 s timeout
+        waited = time.monotonic() - t0
+        self.assertEqual(job.id, t + "-w")
+        self.assertGreaterEqual(waited, 0.4)
+        self.assertLess(waited, 3 * SLOW, "the long-poll did not wake up when the job came")
+        # a delayed job wakes it too, through the timer
+        other.add(t, 2, id=t + "-d", delay=0.4)
+        t0 = time.monotonic()
+        jobs = c.pop_many([t], 5, timeout=30)
+        self.assertEqual([j.id for j in jobs], [t + "-d"])
+        self.assertLess(time.monotonic() - t0, 3 * SLOW)
+        c.finish_many([t + "-w", t + "-d"])
+
+    def test_touch_release_bury_kick(self):
+        c = self.client
+        t = unique("life")
+        id = c.add(t, "x", ttr=100)
+        with self.assertRaises(Conflict):
+            c.touch(id)  # ready, not reserved
+        with self.assertRaises(Conflict):
+            c.release(id)
+        with self.assertRaises(Conflict):
+            c.bury(id)
+        job = c.pop(t)
+        due = c.touch(id)
+        self.assertIsInstance(due, int)
+        self.assertAlmostEqual(due / 1000.0, time.time() + 100, delta=5)
+        self.assertEqual(c.release(id), "ready")
+        job = c.pop(t)
+        self.assertEqual(job.attempts, 2)
+        self.assertEqual(c.release(id, delay=60), "delay")
+        self.assertAlmostEqual(c.get(id).due / 1000.0, time.time() + 60, delta=5)
+        self.assertIsNone(c.pop(t))
+        # bury and kick
+        b = c.add(t + "-b", "b")
+        self.assertEqual(c.pop(t + "-b").id, b)
+        self.assertIsNone(c.bury(b))
+        self.assertEqual(c.get(b).state, "buried")
+        self.assertIsNone(c.pop(t + "-b"))
+        self.assertEqual(c.kick(t + "-b", count=10), 1)
+        self.assertEqual(c.kick(t + "-b"), 0)
+        self.assertEqual(c.pop(t + "-b").attempts, 2)
+        # retries used up: release buries
+        r = c.add(t + "-r", "r", retries=0)
+        c.pop(t + "-r")
+        self.assertEqual(c.release(r, delay=1), "buried")
+        for unknown in (c.touch, c.release, c.bury, c.finish, c.delete, c.get):
+            with self.assertRaises(NotFound):
+                unknown(unique("nope"))
+        c.delete_many([id, b, r])
+
+    def test_batches(self):
+        c = self.client
+        t = unique("batch")
+        taken = c.add(t, "first", id=t + "-2")
+        self.assertEqual(c.add_many([]), [])
+        results = c.add_many([
+            {"topic": t, "body": "one", "id": t + "-1", "ttr": 5},
+            {"topic": t, "body": "two", "id": taken},
+            {"topic": t, "body": {"three": 3}, "delay": timedelta(seconds=30)},
+        ])
+        self.assertEqual(len(results), 3)
+        self.assertEqual(results[0], Result(id=t + "-1", success=True))
+        self.assertEqual((results[1].id, results[1].success, results[1].code),
+                         (taken, False, "conflict"))
+        self.assertIsInstance(results[1].error, str)
+        self.assertIsInstance(results[1].exception(), Conflict)
+        self.assertIsNone(results[0].exception())
+        self.assertTrue(results[2].success)
+        self.assertRegex(results[2].id, r"^[0-9a-f]{24}$")
+        self.assertEqual(c.get(taken).body, "first")
+        self.assertEqual(c.get(results[2].id).state, "delay")
+        # an invalid job: 400 naming it, nothing added
+        with self.assertRaises(BadRequest) as cm:
+            c.add_many([{"topic": t, "body": 1, "id": t + "-x"}, {"topic": "bad topic", "body": 2}])
+        self.assertIn("jobs[1]", cm.exception.message)
+        self.assertGone(t + "-x")
+        with self.assertRaises(TypeError):
+            c.add_many([{"topic": t, "body": 1, "colour": "red"}])
+        # finish_many / delete_many
+        fin = c.finish_many([t + "-1", "nope-" + t])
+        self.assertEqual(fin[0], Result(id=t + "-1", success=True))
+        self.assertEqual((fin[1].success, fin[1].code), (False, "not_found"))
+        self.assertIsInstance(fin[1].exception(), NotFound)
+        dele = c.delete_many([taken, results[2].id, taken])
+        self.assertEqual([r.success for r in dele], [True, True, False])
+        self.assertEqual(c.finish_many([]), [])
+        self.assertEqual(c.delete_many(iter([])), [])
+        with self.assertRaises(BadRequest):
+            c.finish_many(["ok", "bad id"])
+        st = c.stats(t)["topics"][t]
+        self.assertEqual((st["added"], st["finished"], st["deleted"]), (3, 1, 2))
+
+    def test_finish_and_delete_count_separately(self):
+        c = self.client
+        t = unique("fd")
+        a, b = c.add(t, "a"), c.add(t, "b", delay=100)
+        c.pop(t)
+        self.assertIsNone(c.finish(a))
+        self.assertIsNone(c.delete(b))  # any state
+        self.assertGone(a)
+        self.assertGone(b)
+        with self.assertRaises(NotFound) as cm:
+            c.finish(a)
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
+        st = c.stats(t)
+        self.assertEqual(set(st), {"topics", "total"})
+        self.assertEqual((st["topics"][t]["finished"], st["topics"][t]["deleted"]), (1, 1))
+
+    def test_stats_health_metrics(self):
+        c = self.client
+        t = unique("st")
+        c.add(t, 1, delay=100)
+        c.add(t, 2)
+        st = c.stats(t)["topics"][t]
+        for k in ("delay", "ready", "reserved", "buried", "finished", "deleted", "redelivered"):
+            self.assertIn(k, st)
+        self.assertEqual((st["delay"], st["ready"]), (1, 1))
+        everything = c.stats()
+        self.assertIn(t, everything["topics"])
+        self.assertGreaterEqual(everything["total"]["delay"], 1)
+        self.assertIs(c.health(), True)
+        self.assertIs(Client(URL).health(), True)  # needs no token
+        text = c.metrics()
+        self.assertIsInstance(text, str)
+        self.assertIn('delayq_jobs{topic="%s",state="delay"} 1' % t, text)
+
+    def test_command_errors(self):
+        c = self.client
+        with self.assertRaises(BadRequest) as cm:
+            c.add("bad topic", 1)
+        e = cm.exception
+        self.assertEqual((e.status, e.code), (400, "bad_request"))
+        self.assertIn("topic", e.message)
+        self.assertEqual(e.response["success"], False)
+        self.assertIn("bad_request", str(e))
+        for bad in (lambda: c.add("t", 1, ttr=0), lambda: c.add("t", 1, retries=-1),
+                    lambda: c.pop("t", timeout=61), lambda: c.pop_many("t", 0),
+                    lambda: c.kick("t", count=0), lambda: c.get("x" * 300)):
+            with self.assertRaises(BadRequest):
+                bad()
+        with self.assertRaises(ValueError):
+            c.add("t", float("nan"))  # not JSON: refused before sending
+        # too large: the job body (delayq's limit) and the whole request (nginx's)
+        t = unique("big")
+        with self.assertRaises(TooLarge) as cm:
+            c.add(t, "x" * (65 * 1024))
+        self.assertEqual((cm.exception.status, cm.exception.code), (413, "too_large"))
+        self.assertIn("body", cm.exception.message)
+        with self.assertRaises(TooLarge):
+            c.add_many([{"topic": t, "body": "y" * 60000} for _ in range(20)])
+        self.assertEqual(c.stats(t)["topics"][t]["added"], 0)
+        self.assertEqual(c.add(t, "fits"), c.pop(t).id)  # the connection still works
+
+    def test_unauthorized(self):
+        t = unique("auth")
+        for token in ("wrong-token-0123456789", None):
+            with Client(URL, token=token) as bad:
+                with self.assertRaises(Unauthorized) as cm:
+                    bad.add(t, 1)
+                self.assertEqual((cm.exception.status, cm.exception.code), (401, "unauthorized"))
+                self.assertIsInstance(cm.exception, ClientError)
+                with self.assertRaises(Unauthorized):
+                    bad.metrics()
+        self.assertEqual(self.client.stats(t)["topics"][t]["added"], 0)
+
+    def test_env_defaults(self):
+        old = {k: os.environ.get(k) for k in ("DELAYQ_URL", "DELAYQ_TOKEN")}
+        self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else
+                                 os.environ.__setitem__(k, v) for k, v in old.items()])
+        os.environ["DELAYQ_URL"] = URL
+        os.environ["DELAYQ_TOKEN"] = TOKEN
+        with Client() as c:
+            self.assertEqual(c.url, URL)
+            t = unique("env")
+            self.assertEqual(c.pop(t, timeout=0.1), None)
+        os.environ.pop("DELAYQ_URL")
+        self.assertEqual(Client().url, delayq.DEFAULT_URL)
+        self.assertEqual(Client("127.0.0.1:1").url, "http://127.0.0.1:1")
+        with self.assertRaises(ValueError):
+            Client("ftp://example.com/")
+
+    def test_connect_failed(self):
+        c = Client("http://127.0.0.1:%d" % free_port(), timeout=2)
+        with self.assertRaises(ConnectFailed) as cm:
+            c.add("t", 1)
+        e = cm.exception
+        self.assertIsInstance(e, Unavailable)
+        self.assertIsInstance(e, ServerError)
+        self.assertIsNone(e.status)
+        self.assertIs(c.health(), False)
+
+    def test_redis_down_is_unavailable(self):
+        c = self.client
+        t = unique("down")
+        id = c.add(t, "kept?")
+        CLUSTER.stop_redis()
+        try:
+            for call in (lambda: c.add(t, 1), lambda: c.pop(t), lambda: c.get(id),
+                         lambda: c.finish(id), lambda: c.stats(t), lambda: c.finish_many([id])):
+                with self.assertRaises(Unavailable) as cm:
+                    call()
+                e = cm.exception
+                self.assertEqual((e.status, e.code), (503, "unavailable"))
+                self.assertIsInstance(e, ServerError)
+                self.assertNotIsInstance(e, ClientError)
+                self.assertNotIsInstance(e, Timeout)
+            self.assertIs(c.health(), False)
+        finally:
+            CLUSTER.start_redis()
+        deadline = time.monotonic() + 15 * SLOW
+        while not c.health():
+            self.assertLess(time.monotonic(), deadline, "health never came back")
+            time.sleep(0.1)
+        # the same client (and its connection) carries on
+        self.assertEqual(c.add(t, "after", id=t + "-after"), t + "-after")
+        self.assertEqual(c.pop(t).id, t + "-after")
+        c.finish(t + "-after")
+
+
+# --------------------------------------------------------------------------
+# the Worker against the real server
+# --------------------------------------------------------------------------
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout * SLOW
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+class Workers(Base):
+    def start(self, worker):
+        th = threading.Thread(target=worker.run, daemon=True)
+        th.start()
+
+        def stop():
+            worker.stop()
+            th.join(10)
+            worker.client.close()
+        self.addCleanup(stop)
+        return th
+
+    def test_success_path(self):
+        t = unique("w-ok")
+        seen = []
+        w = Worker(Client(URL, token=TOKEN), t, lambda job: seen.append((job.id, job.body)),
+                   poll_timeout=5)
+        th = self.start(w)
+        ids = [self.client.add(t, {"n": i}) for i in range(3)]
+        wait_for(lambda: len(seen) == 3, 10, "3 jobs handled")
+        self.assertEqual(seen, [(ids[i], {"n": i}) for i in range(3)])
+        wait_for(lambda: self.client.stats(t)["topics"][t]["finished"] == 3, 5, "3 finished")
+        # stop() cuts the 5 s long-poll short
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        w.stop()
+        th.join(10)
+        self.assertFalse(th.is_alive())
+        self.assertLess(time.monotonic() - t0, 2 * SLOW)
+        self.assertTrue(w.stopping)
+        for id in ids:
+            self.assertGone(id)
+        # nothing was reserved by the cut-short poll
+        self.assertEqual(self.client.stats(t)["topics"][t]["reserved"], 0)
+
+    def test_release_with_backoff(self):
+        t = unique("w-retry")
+        times = []
+
+        def handler(job):
+            times.append((job.attempts, time.monotonic()))
+            if job.attempts < 3:
+                raise RuntimeError("simulated failure %d" % job.attempts)
+
+        w = Worker(Client(URL, token=TOKEN), [t], handler, backoff=[0.2, 0.4], poll_timeout=5)
+        self.assertEqual([w.backoff_for(n) for n in (1, 2, 3, 9)], [0.2, 0.4, 0.4, 0.4])
+        self.start(w)
+        id = self.client.add(t, "flaky", ttr=30)
+        wait_for(lambda: len(times) == 3, 10, "3 attempts")
+        wait_for(lambda: self.client.stats(t)["topics"][t]["finished"] == 1, 5, "finished")
+        self.assertEqual([a for a, _ in times], [1, 2, 3])
+        gaps = [times[1][1] - times[0][1], times[2][1] - times[1][1]]
+        for gap, step in zip(gaps, (0.2, 0.4)):
+            self.assertGreaterEqual(gap, step - 0.02, gaps)
+            self.assertLess(gap, step + 0.5 * SLOW, gaps)
+        self.assertGone(id)
+        st = self.client.stats(t)["topics"][t]
+        self.assertEqual((st["redelivered"], st["popped"]), (0, 3))  # releases, not TTR expiries
+
+    def test_last_step_repeats_and_max_attempts_buries(self):
+        t = unique("w-bury")
+        attempts = []
+
+        def handler(job):
+            attempts.append(job.attempts)
+            raise ValueError("always")
+
+        w = Worker(Client(URL, token=TOKEN), t, handler, backoff=[0.1], max_attempts=3,
+                   poll_timeout=5)
+        self.start(w)
+        id = self.client.add(t, "doomed")
+        wait_for(lambda: self.client.get(id).state == "buried", 10, "the job buried")
+        self.assertEqual(attempts, [1, 2, 3])
+        self.assertEqual(self.client.get(id).attempts, 3)
+        self.assertEqual(Worker(self.client, t, handler, backoff=[]).backoff_for(4), 0.0)
+        self.client.delete(id)
+
+    def test_run_once(self):
+        t = unique("w-once")
+        got = []
+        w = Worker(self.client, t, got.append, poll_timeout=0.2)
+        self.assertFalse(w.run_once())
+        self.client.add(t, "x", id=t + "-1")
+        self.assertTrue(w.run_once())
+        self.assertEqual([j.id for j in got], [t + "-1"])
+        self.assertGone(t + "-1")
+
+    def test_poll_errors_pause_and_continue(self):
+        w = Worker(Client("http://127.0.0.1:%d" % free_port()), "t", lambda j: None,
+                   error_pause=0.05)
+        t0 = time.monotonic()
+        self.assertFalse(w.run_once())  # ConnectFailed: logged, paused
+        self.assertFalse(w.run_once())
+        self.assertGreaterEqual(time.monotonic() - t0, 0.1)
+        with self.assertRaises(ValueError):
+            Worker(self.client, "t", lambda j: None, poll_timeout=61)
+        bad = Worker(self.client, "bad topic", lambda j: None)
+        with self.assertRaises(BadRequest):
+            bad.run()
+
+
+# The worker of the signal tests, run as its own process.
+CHILD = r"""
+import logging, sys, time
+sys.path.insert(0, sys.argv[1])
+from delayq import Client, Worker
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+mode = sys.argv[3]
+
+def handler(job):
+    print("handling", job.id, flush=True)
+    time.sleep(1.0)
+    if mode == "fail":
+        raise RuntimeError("handler failed")
+    print("handled", job.id, flush=True)
+
+Worker(Client(), sys.argv[2], handler, backoff=[30], poll_timeout=5).run()
+print("exited cleanly", flush=True)
+"""
+
+
+class WorkerSignals(Base):
+    def child(self, topic, mode):
+        env = dict(os.environ, DELAYQ_URL=URL, DELAYQ_TOKEN=TOKEN, PYTHONDONTWRITEBYTECODE="1")
+        p = subprocess.Popen([sys.executable, "-c", CHILD, CLIENT_DIR, topic, mode],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+    def wait_line(self, p, prefix):
+        line = p.stdout.readline().decode()
+        self.assertTrue(line.startswith(prefix), "child said %r, stderr: %s" %
+                        (line, p.stderr.read().decode() if p.poll() is not None else ""))
+        return line
+
+    def finish(self, p, sig, within):
+        t0 = time.monotonic()
+        p.send_signal(sig)
+        try:
+            out, err = p.communicate(timeout=10 * SLOW)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            self.fail("the worker did not exit on %s: %s" % (sig, err.decode()))
+        took = time.monotonic() - t0
+        self.assertEqual(p.returncode, 0, err.decode())
+        self.assertLess(took, within * SLOW, "took %.2f s to stop" % took)
+        return out.decode(), err.decode()
+
+    def test_sigterm_mid_job_finishes_it(self):
+        t = unique("sig-ok")
+        p = self.child(t, "ok")
+        id = self.client.add(t, "in flight")
+        self.wait_line(p, "handling " + id)
+        out, err = self.finish(p, signal.SIGTERM, 3)
+        self.assertIn("handled " + id, out)
+        self.assertIn("exited cleanly", out)
+        self.assertGone(id)
+        self.assertEqual(self.client.stats(t)["topics"][t]["finished"], 1)
+
+    def test_sigterm_mid_job_failure_releases_it(self):
+        t = unique("sig-fail")
+        p = self.child(t, "fail")
+        id = self.client.add(t, "in flight", ttr=60)
+        self.wait_line(p, "handling " + id)
+        out, err = self.finish(p, signal.SIGTERM, 3)
+        self.assertIn("exited cleanly", out)
+        info = self.client.get(id)
+        self.assertEqual((info.state, info.attempts), ("delay", 1), err)
+        self.assertAlmostEqual(info.due / 1000.0, time.time() + 30, delta=5)
+        self.client.delete(id)
+
+    def test_signal_while_polling_stops_at_once(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            t = unique("sig-idle")
+            p = self.child(t, "ok")
+            # wait until it is in its long-poll: a job added now is handled
+            id = self.client.add(t, "first")
+            self.wait_line(p, "handling " + id)
+            self.wait_line(p, "handled " + id)
+            wait_for(lambda: self.client.stats(t)["topics"][t]["finished"] == 1, 5, "finish")
+            time.sleep(0.3)
+            out, err = self.finish(p, sig, 1.5)
+            self.assertIn("exited cleanly", out)
+            self.assertEqual(self.client.stats(t)["topics"][t]["reserved"], 0)
+
+
+# --------------------------------------------------------------------------
+# transport details against a scripted server
+# --------------------------------------------------------------------------
+
+class Scripted(http.server.ThreadingHTTPServer):
+    """Answers each request with script(conn_no, n_in_conn, method, path,
+    body): (status, body bytes, close_after) or None to drop the connection
+    without answering. Records every request it read."""
+
+    daemon_threads = True
+
+    def __init__(self, script):
+        self.script = script
+        self.requests = []
+        self.conns = 0
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), ScriptedHandler)
+        self.url = "http://127.0.0.1:%d" % self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def paths(self):
+        return [(c, r["path"]) for c, r in self.requests]
+
+    def handle_error(self, request, client_address):
+        pass  # a client that gave up (timeout tests) breaks the pipe: expected
+
+
+class ScriptedHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def setup(self):
+        super().setup()
+        with self.server.lock:
+            self.server.conns += 1
+            self.conn_no = self.server.conns
+        self.n = 0
+
+    def _any(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        self.n += 1
+        with self.server.lock:
+            self.server.requests.append((self.conn_no, {
+                "method": self.command, "path": self.path, "body": body,
+                "headers": {k.lower(): v for k, v in self.headers.items()}}))
+        action = self.server.script(self.conn_no, self.n, self.command, self.path, body)
+        if action is None:
+            self.close_connection = True
+            return
+        status, data, close = action
+        if isinstance(data, float):  # a pause before answering
+            time.sleep(data)
+            data = b'{"success":true,"id":null,"value":null}'
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+        if close:  # close without saying so (an idle timeout)
+            self.close_connection = True
+
+    do_GET = do_POST = _any
+
+
+OK = b'{"success":true,"id":"j1"}'
+POPPED = b'{"success":true,"id":"j1","topic":"t","value":"v","attempts":1,"ttr":60}'
+
+
+class Transport(unittest.TestCase):
+    def serve(self, script):
+        s = Scripted(script)
+        self.addCleanup(s.server_close)
+        self.addCleanup(s.shutdown)
+        return s
+
+    def test_request_shape(self):
+        s = self.serve(lambda c, n, m, p, b: (200, OK, False))
+        with Client(s.url + "/prefix/", token="tok") as c:
+            self.assertEqual(c.add("t", {"b": "\u00e9"}, id="j1", delay=1.5, ttr=timedelta(seconds=2)),
+                             "j1")
+            c.finish("j1")
+        (conn, r), (conn2, r2) = s.requests
+        self.assertEqual(conn, conn2, "not one keep-alive connection")
+        self.assertEqual((r["method"], r["path"], r2["path"]), ("POST", "/prefix/add",
+                                                                "/prefix/finish"))
+        self.assertEqual(r["headers"]["authorization"], "Bearer tok")
+        self.assertEqual(r["headers"]["content-type"], "application/json")
+        self.assertEqual(json.loads(r["body"].decode("utf-8")),
+                         {"topic": "t", "body": {"b": "\u00e9"}, "id": "j1", "delay": 1.5, "ttr": 2.0})
+        with Client(s.url) as c:
+            c.health()
+        self.assertNotIn("authorization", s.requests[-1][1]["headers"])
+        self.assertEqual(s.requests[-1][1]["method"], "GET")
+
+    def test_server_errors(self):
+        answers = {
+            "/add": (504, b'{"success":false,"code":"timeout","error":"no answer from redis"}'),
+            "/get": (500, b'{"success":false,"code":"internal","error":"impossible state"}'),
+            "/stats": (502, b"<html>Bad Gateway</html>"),
+            "/finish": (200, b"not json"),
+            "/delete": (418, b'{"success":false,"code":"teapot","error":"short and stout"}'),
+            "/touch": (503, b""),
+        }
+        s = self.serve(lambda c, n, m, p, b: answers[p] + (False,))
+        c = Client(s.url)
+        with self.assertRaises(Timeout) as cm:
+            c.add("t", 1, id="x")
+        self.assertEqual((cm.exception.status, cm.exception.code), (504, "timeout"))
+        self.assertIsInstance(cm.exception, ServerError)
+        with self.assertRaises(ServerError) as cm:
+            c.get("x")
+        self.assertEqual((type(cm.exception), cm.exception.code), (ServerError, "internal"))
+        with self.assertRaises(ServerError) as cm:
+            c.stats()
+        self.assertEqual((cm.exception.status, cm.exception.code), (502, "http_502"))
+        self.assertIn("Bad Gateway", cm.exception.message)
+        with self.assertRaises(ServerError):
+            c.finish("x")
+        with self.assertRaises(ClientError) as cm:
+            c.delete("x")
+        self.assertEqual((type(cm.exception), cm.exception.code), (ClientError, "teapot"))
+        with self.assertRaises(Unavailable):
+            c.touch("x")
+        self.assertEqual(len({conn for conn, _ in s.requests}), 1)
+
+    def test_idle_connection_closed_by_server(self):
+        # every answer is followed by a silent close, as an idle timeout does
+        s = self.serve(lambda c, n, m, p, b: (200, POPPED if p == "/pop" else OK, True))
+        c = Client(s.url)
+        for _ in range(3):
+            self.assertEqual(c.pop("t").id, "j1")
+            time.sleep(0.2)  # the close has arrived by now
+        self.assertEqual(s.paths(), [(1, "/pop"), (2, "/pop"), (3, "/pop")])
+
+    def test_dropped_under_a_request(self):
+        # the 2nd request of every connection is read and then dropped
+        s = self.serve(lambda c, n, m, p, b: None if n == 2 else
+                       (200, POPPED if p == "/pop" else OK, False))
+        c = Client(s.url)
+
+        def fresh():
+            c.close()
+            c.health()  # request 1 of a new connection
+            del s.requests[:]
+
+        # read-only or idempotent: sent once more on a new connection
+        fresh()
+        self.assertEqual(c.stats(), {"id": "j1"})
+        self.assertEqual([p for _, p in s.paths()], ["/stats", "/stats"])
+        # add with an explicit id: resent (and a 409 then means it took)
+        fresh()
+        self.assertEqual(c.add("t", 1, id="j1"), "j1")
+        self.assertEqual([p for _, p in s.paths()], ["/add", "/add"])
+        # pop, add without id, finish, release: never sent twice
+        for call in (lambda: c.pop("t"), lambda: c.add("t", 1), lambda: c.finish("j1"),
+                     lambda: c.release("j1"), lambda: c.kick("t")):
+            fresh()
+            with self.assertRaises(ConnectionLost) as cm:
+                call()
+            self.assertIsInstance(cm.exception, Timeout)
+            self.assertIsNone(cm.exception.status)
+            self.assertEqual(len(s.requests), 1, s.paths())
+
+    def test_resent_add_conflict_means_it_took(self):
+        def script(c, n, m, p, b):
+            if c == 3:
+                return (409, b'{"success":false,"code":"conflict","error":"exists"}', False)
+            if n == 2:
+                return None
+            return (200, OK, False)
+        s = self.serve(script)
+        c = Client(s.url)
+        c.health()  # connection 1
+        c.close()
+        c.health()  # connection 2; its 2nd request is dropped, the resend gets 409
+        self.assertEqual(c.add("t", 1, id="k1"), "k1")
+        self.assertEqual([p for _, p in s.paths()], ["/health", "/health", "/add", "/add"])
+        with self.assertRaises(Conflict):
+            c.add("t", 1, id="k1")  # a first send answered 409 is a real conflict
+
+    def test_http_timeout_covers_the_long_poll(self):
+        s = self.serve(lambda c, n, m, p, b: (200, 0.8, False))
+        c = Client(s.url, timeout=0.4)
+        t0 = time.monotonic()
+        self.assertIsNone(c.pop("t", timeout=1))  # waits 0.8 s: within 1 + 0.4
+        self.assertGreaterEqual(time.monotonic() - t0, 0.75)
+        with self.assertRaises(ConnectionLost) as cm:
+            c.get("x")  # 0.8 s is over the 0.4 s timeout
+        self.assertIsInstance(cm.exception, Timeout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
