@@ -455,7 +455,7 @@ class CliAuthTest(ClusterTestCase):
         cls.tokens = tempfile.NamedTemporaryFile("w", prefix="delayq-cli-tokens-", delete=False)
         cls.tokens.write("%s\n%s commands=add\n" % (cls.TOKEN, cls.ADD_ONLY))
         cls.tokens.close()
-        cls.CLUSTER_KW = dict(workers=1, threads=4, fcgi_flags={"auth_file": cls.tokens.name})
+        cls.CLUSTER_KW = dict(workers=1, threads=8, fcgi_flags={"auth_file": cls.tokens.name})
         super().setUpClass()
 
     @classmethod

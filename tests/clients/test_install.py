@@ -155,7 +155,7 @@ class InstallTest(unittest.TestCase):
             self.assertTrue(os.path.isfile(self.p("docdir", name)), name)
 
     def test_installed_binaries_serve_the_installed_cli(self):
-        cluster = Cluster(workers=1, threads=4)
+        cluster = Cluster(workers=1, threads=8)
         cluster.fcgi_bin = self.p("sbindir", "delayq-fcgi")
         cluster.timer_bin = self.p("sbindir", "delayq-timer")
         with cluster as c:

@@ -21,7 +21,7 @@ os.chmod(TOKENS_DIR, 0o755)
 
 
 class Auth(ClusterTestCase):
-    CLUSTER_KW = {"workers": 1, "threads": 4, "fcgi_flags": {"auth_file": TOKENS}}
+    CLUSTER_KW = {"workers": 1, "threads": 8, "fcgi_flags": {"auth_file": TOKENS}}
 
     def call(self, cmd, token=None, **fields):
         headers = {"Authorization": "Bearer " + token} if token else {}

@@ -43,7 +43,7 @@ def normalise(value):
 
 
 class DocExamples(ClusterTestCase):
-    CLUSTER_KW = {"workers": 1, "threads": 4}
+    CLUSTER_KW = {"workers": 1, "threads": 8}
 
     def run_examples(self, relpath):
         path = os.path.join(SRC_DIR, relpath)

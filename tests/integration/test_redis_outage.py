@@ -512,7 +512,7 @@ class AuthCluster(Cluster):
 class AuthTestBase(ClusterTestCase):
     AUTH = {}        # AuthCluster arguments
     DELAYQ = {}      # delayq flags (both binaries)
-    CLUSTER_KW = dict(workers=1, threads=4)
+    CLUSTER_KW = dict(workers=1, threads=8)
 
     @classmethod
     def setUpClass(cls):

@@ -1,0 +1,1027 @@
+#!/usr/bin/env python3
+"""delayq benchmarks: one subcommand per workload, or `all` for one run of
+everything (figures and ratios measured in the same run).
+
+    bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|peers [options]
+
+Each run starts its own redis-server, delayq-fcgi, delayq-timer, nginx (and
+the peers: beanstalkd, BullMQ with its own redis-server) in a temp dir on
+127.0.0.1, stops them by pid, and prints one line per figure:
+
+    FIGURE <key> <value> <unit>
+
+`--json FILE` also writes every figure as JSON (docs/PERFORMANCE.md and the
+plots are made from it by bench/report.py). `--quick` is the smoke profile
+(small counts); the default is the full profile.
+
+Builds: the delayq binaries come from the top directory (make there first);
+bench/loadgen and bench/ceiling/ceiling-fcgi are built by `make -C bench`.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+from harness import Resp, free_port  # noqa: E402
+
+LOADGEN = os.path.join(HERE, "loadgen")
+# The delayq binaries are copied here at start, so that a rebuild in the
+# tree during a run cannot mix two versions in one set of figures.
+BIN_DIR = TOP
+CEILING = os.path.join(HERE, "ceiling", "ceiling-fcgi")
+BULLMQ_DIR = os.path.join(HERE, "peers", "bullmq")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+FULL = dict(w1_jobs=100000, w2_jobs=50000, w3_jobs=10000, w3_spread=10, big=1000000,
+            idle_s=30, w7_base=10000000, ceil_reqs=100000, tune_jobs=40000)
+QUICK = dict(w1_jobs=10000, w2_jobs=5000, w3_jobs=2000, w3_spread=4, big=100000,
+             idle_s=5, w7_base=100000, ceil_reqs=10000, tune_jobs=5000)
+
+FIGS = {}
+LOADS = {}  # workload -> (1-min load average at its start, at its end)
+ARGS = None
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def timed(name, fn, *a):
+    """Runs one workload, noting the machine's load average around it (other
+    work on a shared machine shows up there)."""
+    l0 = loadavg()
+    try:
+        return fn(*a)
+    finally:
+        LOADS[name] = (l0, loadavg())
+        note("%s: load average %.2f -> %.2f" % (name, l0, LOADS[name][1]))
+
+
+def fig(key, value, unit=""):
+    FIGS[key] = {"value": value, "unit": unit}
+    if isinstance(value, float):
+        v = "%.4g" % value if abs(value) < 1000 else "%.0f" % value
+    else:
+        v = str(value)
+    print("FIGURE %s %s %s" % (key, v, unit), flush=True)
+
+
+def note(msg):
+    print("# " + msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------
+
+def cpu_seconds(pid):
+    """CPU time of a process (all its live threads), in seconds: the sum of
+    /proc/<pid>/task/*/schedstat run times (nanoseconds), or utime + stime
+    from /proc/<pid>/stat (10 ms ticks) where schedstat is missing."""
+    try:
+        total = 0
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def children(pid):
+    kids = []
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                kids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def tree_cpu(pid):
+    return cpu_seconds(pid) + sum(cpu_seconds(k) for k in children(pid))
+
+
+def wait_port(port, proc, what, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("%s exited with %s" % (what, proc.returncode))
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError("%s did not listen on %d" % (what, port))
+
+
+class Stack:
+    """redis-server + delayq-fcgi + delayq-timer(s) + nginx (with a static
+    `return 200` location and the one-EVALSHA ceiling backend) in a temp dir."""
+
+    def __init__(self, workers=4, threads=32, timers=1, redis_unix=False, nginx_workers=2,
+                 keepalive=16, with_ceiling=True):
+        self.workers, self.threads = workers, threads
+        self.n_timers = timers
+        self.redis_unix = redis_unix
+        self.nginx_workers = nginx_workers
+        self.keepalive = keepalive
+        self.with_ceiling = with_ceiling
+        self.dir = tempfile.mkdtemp(prefix="delayq-bench-")
+        os.chmod(self.dir, 0o755)
+        self.procs = []
+        self.timers = []
+        self.redis_port = free_port()
+        self.http_port = free_port()
+        self.redis_sock = os.path.join(self.dir, "redis.sock")
+        self._r = None
+
+    def path(self, *p):
+        return os.path.join(self.dir, *p)
+
+    def popen(self, argv, log):
+        out = open(self.path(log), "ab")
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, cwd=self.dir,
+                                 preexec_fn=lambda: os.umask(0))
+        finally:
+            out.close()
+        self.procs.append(p)
+        return p
+
+    def start(self):
+        self.start_redis()
+        self.fcgi = self.popen(self.fcgi_argv(), "fcgi.log")
+        for _ in range(self.n_timers):
+            self.start_timer()
+        if self.with_ceiling:
+            argv = [CEILING, "--listen", self.path("ceil.sock"), "--workers", str(self.workers),
+                    "--threads", str(self.threads)]
+            argv += (["--redis-socket", self.redis_sock] if self.redis_unix
+                     else ["--redis-port", str(self.redis_port)])
+            self.ceiling = self.popen(argv, "ceiling.log")
+        self.start_nginx()
+        self.wait_healthy()
+        return self
+
+    def redis_argv(self, extra=()):
+        argv = ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--appendonly", "no", "--daemonize", "no"]
+        if self.redis_unix:
+            argv += ["--unixsocket", self.redis_sock, "--unixsocketperm", "777"]
+        return argv + list(extra)
+
+    def start_redis(self):
+        self.redis_proc = self.popen(self.redis_argv(), "redis.log")
+        wait_port(self.redis_port, self.redis_proc, "redis-server")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if Resp(self.redis_port)("PING") == "PONG":
+                    return
+            except Exception:
+                time.sleep(0.05)
+        raise RuntimeError("redis did not answer PING")
+
+    def redis_flags(self):
+        if self.redis_unix:
+            return ["--redis-socket=%s" % self.redis_sock]
+        return ["--redis-port=%d" % self.redis_port]
+
+    def fcgi_argv(self):
+        return ["%s/delayq-fcgi" % BIN_DIR, "--listen=%s" % self.path("fcgi.sock"),
+                "--workers=%d" % self.workers, "--threads=%d" % self.threads, "--prefix=dq",
+                "--log-level=warn"] + self.redis_flags()
+
+    def start_timer(self):
+        p = self.popen(["%s/delayq-timer" % BIN_DIR, "--prefix=dq", "--log-level=warn"] +
+                       self.redis_flags(), "timer%d.log" % len(self.timers))
+        self.timers.append(p)
+        return p
+
+    def stop_timers(self):
+        for p in self.timers:
+            stop_proc(p)
+        self.timers = []
+
+    def start_nginx(self):
+        nd = self.path("nginx")
+        subprocess.run([os.path.join(TOP, "scripts", "nginx-conf"), "--dir", nd, "--port",
+                        str(self.http_port), "--backend", "unix:%s" % self.path("fcgi.sock")],
+                       check=True, stdout=subprocess.DEVNULL)
+        conf = os.path.join(nd, "nginx.conf")
+        text = open(conf).read()
+        text = text.replace("worker_processes 2;", "worker_processes %d;" % self.nginx_workers)
+        text = text.replace("access_log %s/access.log;" % nd, "access_log off;")
+        up = open(os.path.join(nd, "delayq-upstream.conf")).read()
+        up = up.replace("keepalive 16;", "keepalive %d;" % self.keepalive)
+        open(os.path.join(nd, "delayq-upstream.conf"), "w").write(up)
+        extra_http = ""
+        extra_loc = ("    location = /static {\n        default_type application/json;\n"
+                     "        return 200 '{\"success\":true}';\n    }\n")
+        if self.with_ceiling:
+            # The ceiling gets the same FastCGI settings as delayq's location /.
+            loc = open(os.path.join(nd, "delayq-locations.conf")).read()
+            start = loc.index("location / {")
+            block = loc[start:loc.index("\n}\n", start) + 2]
+            block = block.replace("location / {", "location /ceil/ {")
+            block = block.replace("fastcgi_pass delayq_backends;", "fastcgi_pass ceiling_backends;")
+            extra_loc += block + "\n"
+            extra_http = ("    upstream ceiling_backends {\n        server unix:%s;\n"
+                          "        keepalive %d;\n        keepalive_timeout 30s;\n    }\n"
+                          % (self.path("ceil.sock"), self.keepalive))
+        inc = "include %s/delayq-locations.conf;" % nd
+        text = text.replace(inc, inc + "\n" + extra_loc)
+        upinc = "include %s/delayq-upstream.conf;" % nd
+        text = text.replace(upinc, upinc + "\n" + extra_http)
+        # Long benchmark connections: do not close them every 1000 requests.
+        text = text.replace("keepalive_timeout 75s;", "keepalive_timeout 75s;\n    keepalive_requests 1000000;")
+        open(conf, "w").write(text)
+        self.nginx = self.popen(["nginx", "-p", nd, "-c", conf, "-e", os.path.join(nd, "error.log"),
+                                 "-g", "daemon off;"], "nginx.log")
+        wait_port(self.http_port, self.nginx, "nginx")
+
+    def wait_healthy(self, timeout=15):
+        import http.client
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=2)
+                c.request("GET", "/health")
+                r = c.getresponse()
+                r.read()
+                c.close()
+                if r.status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("delayq /health did not answer 200; see %s" % self.dir)
+
+    def redis(self, *args):
+        if self._r is None:
+            self._r = Resp(self.redis_port, timeout=60)
+        return self._r(*args)
+
+    def flush(self):
+        self.redis("FLUSHALL")
+
+    def used_memory(self):
+        info = self.redis("INFO", "memory").decode()
+        for line in info.splitlines():
+            if line.startswith("used_memory:"):
+                return int(line.split(":")[1])
+        return 0
+
+    def stat(self, topic, field):
+        v = self.redis("HGET", "{dq}:s:%s" % topic, field)
+        return int(v) if v else 0
+
+    def stop(self):
+        if self._r:
+            self._r.close()
+        for p in reversed(self.procs):
+            stop_proc(p)
+        if ARGS and ARGS.keep:
+            note("kept %s" % self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def stop_proc(p, grace=20):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def loadgen(port, mode, **kw):
+    argv = [LOADGEN, "--mode", mode, "--port", str(port)]
+    for k, v in kw.items():
+        k = "--" + k.replace("_", "-")
+        if v is True:
+            argv.append(k)
+        elif v is not None and v is not False:
+            argv += [k, str(v)]
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError("loadgen failed: %s\n%s" % (" ".join(argv), r.stderr.decode()))
+    err = r.stderr.decode().strip()
+    if err:
+        note("loadgen: " + err[:400])
+    out = {}
+    for tok in r.stdout.decode().split():
+        k, _, v = tok.partition("=")
+        try:
+            out[k] = float(v)
+        except ValueError:
+            out[k] = v
+    note("%s -> %s" % (" ".join(argv[1:]), r.stdout.decode().strip()))
+    return out
+
+
+# --------------------------------------------------------------------------
+# delayq workloads
+# --------------------------------------------------------------------------
+
+def ceiling(s, P):
+    n = P["ceil_reqs"]
+    r = loadgen(s.http_port, "fixed", conns=32, jobs=n, method="GET", path="/static")
+    fig("ceiling.static200.req_s", r["req_per_s"], "req/s")
+    body = json.dumps({"topic": "w1", "id": "ceil-0000001", "delay": 1800.5, "ttr": 60,
+                       "body": "x" * 198})
+    r = loadgen(s.http_port, "fixed", conns=32, jobs=n, method="POST", path="/ceil/add", body=body)
+    fig("ceiling.evalsha.req_s", r["req_per_s"], "req/s")
+
+
+def w1(s, P, prefix="w1", topic="w1"):
+    n = P["w1_jobs"]
+    s.flush()
+    r = loadgen(s.http_port, "add", conns=32, jobs=n, delay_min=600, delay_max=3600, ttr=60,
+                body_size=200, topic=topic, tag="a")
+    fig("%s.delayq.add.jobs_s" % prefix, r["jobs_per_s"], "jobs/s")
+    fig("%s.delayq.add.p99_ms" % prefix, r["req_p99_ms"], "ms")
+    check_errors(r, "w1 single")
+    s.flush()
+    r = loadgen(s.http_port, "add", conns=32, jobs=n, batch=100, delay_min=600, delay_max=3600,
+                ttr=60, body_size=200, topic=topic, tag="b")
+    fig("%s.delayq.add_batch100.jobs_s" % prefix, r["jobs_per_s"], "jobs/s")
+    check_errors(r, "w1 batch")
+    s.flush()
+
+
+def check_errors(r, what):
+    if r.get("errors", 0):
+        note("WARNING: %s had %d errors" % (what, r["errors"]))
+
+
+def preload_ready(s, n, topic, tag):
+    r = loadgen(s.http_port, "add", conns=8, jobs=n, batch=500, delay_min=0, delay_max=0,
+                ttr=60, body_size=200, topic=topic, tag=tag)
+    check_errors(r, "preload")
+    ready = s.stat(topic, "ready")
+    if ready != n:
+        note("WARNING: preloaded %d ready jobs, wanted %d" % (ready, n))
+
+
+def w2(s, P):
+    n = P["w2_jobs"]
+    s.flush()
+    preload_ready(s, n, "w2", "p")
+    r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2")
+    fig("w2.delayq.drain.jobs_s", r["jobs_per_s"], "jobs/s")
+    fig("w2.delayq.drain.req_s", r["req_per_s"], "req/s")
+    check_errors(r, "w2 single")
+    s.flush()
+    preload_ready(s, n, "w2", "q")
+    r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2", count=100, batch_finish=True)
+    fig("w2.delayq.drain_count100.jobs_s", r["jobs_per_s"], "jobs/s")
+    check_errors(r, "w2 batch")
+    s.flush()
+
+
+def late_figs(name, r):
+    fig("w3.%s.late_p50_ms" % name, r["late_p50_ms"], "ms")
+    fig("w3.%s.late_p99_ms" % name, r["late_p99_ms"], "ms")
+    fig("w3.%s.late_max_ms" % name, r["late_max_ms"], "ms")
+    fig("w3.%s.missed" % name, int(r["missed"]), "jobs")
+
+
+def w3(s, P, outdir):
+    s.flush()
+    time.sleep(2)  # the timer takes its bucket locks again after the flush
+    t = s.timers[0].pid
+    c0 = cpu_seconds(t)
+    r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"], spread=P["w3_spread"],
+                delay_min=2, ttr=60, topic="w3", tag="l",
+                lateness_out=os.path.join(outdir, "lateness-delayq.txt"))
+    late_figs("delayq", r)
+    fig("w3.delayq.timer_cpu_s", cpu_seconds(t) - c0, "CPU-s")
+    s.flush()
+
+
+def load_delayed(s, n, topic, tag, delay=3600, at=None):
+    t0 = time.monotonic()
+    r = loadgen(s.http_port, "add", conns=16, jobs=n, batch=1000, delay_min=delay,
+                delay_max=delay, ttr=60, body_size=200, topic=topic, tag=tag, at=at)
+    check_errors(r, "load")
+    return time.monotonic() - t0, r
+
+
+def idle_cpu(pids_fn, seconds):
+    a = pids_fn()
+    time.sleep(seconds)
+    b = pids_fn()
+    return {k: b[k] - a[k] for k in a}
+
+
+def w4_w6(s, P):
+    """W6 memory and W4 idle CPU share one load of `big` delayed jobs."""
+    n = P["big"]
+    s.flush()
+    time.sleep(2)
+    m0 = s.used_memory()
+    secs, r = load_delayed(s, n, "w4", "i")
+    fig("w4.delayq.load_batch1000.jobs_s", r["jobs_per_s"], "jobs/s")
+    m1 = s.used_memory()
+    per_job = (m1 - m0) / n
+    fig("w6.delayq.bytes_per_job", per_job, "bytes")
+    fig("w6.delayq.bytes_per_job_minus_body", per_job - 200, "bytes")
+    time.sleep(3)  # let the load's aftermath settle
+
+    def pids():
+        return {"timer": sum(cpu_seconds(p.pid) for p in s.timers),
+                "fcgi": tree_cpu(s.fcgi.pid), "redis": cpu_seconds(s.redis_proc.pid)}
+    d = idle_cpu(pids, P["idle_s"])
+    scale = 30.0 / P["idle_s"]
+    fig("w4.delayq.idle_timer_cpu_s", d["timer"] * scale, "CPU-s/30s")
+    fig("w4.delayq.idle_fcgi_cpu_s", d["fcgi"] * scale, "CPU-s/30s")
+    fig("w4.delayq.idle_timer_plus_fcgi_cpu_s", (d["timer"] + d["fcgi"]) * scale, "CPU-s/30s")
+    fig("w4.delayq.idle_redis_cpu_s", d["redis"] * scale, "CPU-s/30s")
+    s.flush()
+    # The same load with job hashes small enough for Redis' compact listpack
+    # encoding (the 200-byte body is above the default 64-byte limit).
+    old = s.redis("CONFIG", "GET", "hash-max-listpack-value")[1]
+    s.redis("CONFIG", "SET", "hash-max-listpack-value", "1024")
+    time.sleep(1)
+    m0 = s.used_memory()
+    load_delayed(s, n, "w4", "j")
+    per_job = (s.used_memory() - m0) / n
+    fig("w6.delayq_listpack1024.bytes_per_job", per_job, "bytes")
+    fig("w6.delayq_listpack1024.bytes_per_job_minus_body", per_job - 200, "bytes")
+    s.redis("CONFIG", "SET", "hash-max-listpack-value", old)
+    s.flush()
+    return n / secs
+
+
+def w5(s, P, load_rate):
+    n = P["big"]
+    for ntimers in (1, 2):
+        s.stop_timers()
+        s.flush()
+        for _ in range(ntimers):
+            s.start_timer()
+        # Let the timers settle their fair shares (maintain every lease/3).
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            owners = {}
+            for k in range(16):
+                o = s.redis("GET", "{dq}:lock:%d" % k)
+                owners[o] = owners.get(o, 0) + 1
+            if None not in owners and len(owners) == ntimers and max(owners.values()) <= 16 // ntimers:
+                break
+            time.sleep(0.2)
+        note("w5: bucket owners %s" % sorted(owners.values()))
+        est = n / load_rate
+        at = time.time() + est * 1.5 + 5
+        load_delayed(s, n, "w5", "u%d" % ntimers, at=at)
+        if time.time() > at:
+            note("WARNING: w5 load finished after the due time")
+        ready_early = s.stat("w5", "ready")
+        while time.time() < at:
+            time.sleep(0.001)
+        rc0 = cpu_seconds(s.redis_proc.pid)
+        tc0 = sum(cpu_seconds(p.pid) for p in s.timers)
+        t_end = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if s.stat("w5", "ready") >= n:
+                t_end = time.time()
+                break
+            time.sleep(0.005)
+        if t_end is None:
+            note("WARNING: w5 not all ready in 300 s")
+            t_end = time.time()
+        secs = t_end - at
+        fig("w5.delayq.timers%d.redis_cpu_us_per_job" % ntimers,
+            (cpu_seconds(s.redis_proc.pid) - rc0) * 1e6 / n, "us")
+        fig("w5.delayq.timers%d.timer_cpu_us_per_job" % ntimers,
+            (sum(cpu_seconds(p.pid) for p in s.timers) - tc0) * 1e6 / n, "us")
+        fig("w5.delayq.timers%d.seconds" % ntimers, secs, "s")
+        fig("w5.delayq.timers%d.jobs_s" % ntimers, n / secs, "jobs/s")
+        if ready_early:
+            note("w5: %d jobs were ready before their due time" % ready_early)
+    s.stop_timers()
+    s.flush()
+    s.start_timer()
+
+
+def w7(s, P):
+    base = P["w7_base"]
+    small = 10000
+    n1 = P["w1_jobs"]
+    n2 = P["w2_jobs"]
+    res = {}
+    # About 1.2 kB of Redis memory per stored job (W6): fall back to 1M jobs
+    # rather than push a shared machine into swap or the OOM killer.
+    avail = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    if base * 1200 * 1.5 > avail and base > 1000000:
+        note("w7: %d stored jobs need ~%.1f GB, %.1f GB available: using 1M" %
+             (base, base * 1200 / 1e9, avail / 1e9))
+        base = 1000000
+    for label, stored in (("10k", small), ("big", base)):
+        s.flush()
+        time.sleep(2)
+        load_delayed(s, stored, "w7base", "z")
+        r = loadgen(s.http_port, "add", conns=32, jobs=n1, delay_min=600, delay_max=3600, ttr=60,
+                    body_size=200, topic="w7", tag="a")
+        res[label, "add"] = r["jobs_per_s"]
+        preload_ready(s, n2, "w7d", "p")
+        r = loadgen(s.http_port, "drain", conns=32, jobs=n2, topic="w7d")
+        res[label, "drain"] = r["jobs_per_s"]
+        note("w7 %s stored: used_memory %.0f MB" % (label, s.used_memory() / 1e6))
+    fig("w7.stored_big", base, "jobs")
+    for w in ("add", "drain"):
+        fig("w7.delayq.%s.jobs_s_10k" % w, res["10k", w], "jobs/s")
+        fig("w7.delayq.%s.jobs_s_big" % w, res["big", w], "jobs/s")
+        fig("w7.delayq.%s.ratio_big_to_10k" % w, res["big", w] / res["10k", w], "")
+    s.flush()
+
+
+# --------------------------------------------------------------------------
+# beanstalkd
+# --------------------------------------------------------------------------
+
+class Beanstalkd:
+    """A fresh beanstalkd on 127.0.0.1 in a temp dir (binlog in it with -b)."""
+
+    def __init__(self, binlog):
+        self.dir = tempfile.mkdtemp(prefix="delayq-bench-bs-")
+        self.port = free_port()
+        argv = ["beanstalkd", "-l", "127.0.0.1", "-p", str(self.port)]
+        if binlog:
+            os.makedirs(os.path.join(self.dir, "binlog"))
+            argv += ["-b", os.path.join(self.dir, "binlog")]
+        log = open(os.path.join(self.dir, "beanstalkd.log"), "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT)
+        log.close()
+
+    def __enter__(self):
+        wait_port(self.port, self.proc, "beanstalkd")
+        return self
+
+    def __exit__(self, *exc):
+        stop_proc(self.proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+
+def beanstalkd(P, binlog, outdir):
+    """Each workload on a fresh beanstalkd, as delayq's run on a flushed Redis."""
+    name = "beanstalkd_binlog" if binlog else "beanstalkd"
+    with Beanstalkd(binlog) as b:
+        r = loadgen(b.port, "bs-put", conns=32, jobs=P["w1_jobs"], delay_min=600, delay_max=3600,
+                    ttr=60, body_size=200, topic="w1")
+        fig("w1.%s.add.jobs_s" % name, r["jobs_per_s"], "jobs/s")
+    with Beanstalkd(binlog) as b:
+        loadgen(b.port, "bs-put", conns=8, jobs=P["w2_jobs"], delay_min=0, delay_max=0, ttr=60,
+                body_size=200, topic="w2")
+        r = loadgen(b.port, "bs-drain", conns=32, jobs=P["w2_jobs"], topic="w2")
+        fig("w2.%s.drain.jobs_s" % name, r["jobs_per_s"], "jobs/s")
+    with Beanstalkd(binlog) as b:
+        c0 = cpu_seconds(b.proc.pid)
+        r = loadgen(b.port, "bs-late", conns=20, producers=4, jobs=P["w3_jobs"], spread=P["w3_spread"],
+                    delay_min=2, ttr=60, topic="w3",
+                    lateness_out=os.path.join(outdir, "lateness-%s.txt" % name))
+        late_figs(name, r)
+        fig("w3.%s.server_cpu_s" % name, cpu_seconds(b.proc.pid) - c0, "CPU-s")
+    with Beanstalkd(binlog) as b:
+        loadgen(b.port, "bs-put", conns=16, jobs=P["big"], delay_min=3600, delay_max=3600, ttr=60,
+                body_size=200, topic="w4")
+        time.sleep(3)
+        c0 = cpu_seconds(b.proc.pid)
+        time.sleep(P["idle_s"])
+        fig("w4.%s.idle_cpu_s" % name, (cpu_seconds(b.proc.pid) - c0) * 30.0 / P["idle_s"],
+            "CPU-s/30s")
+
+
+# --------------------------------------------------------------------------
+# BullMQ
+# --------------------------------------------------------------------------
+
+def bullmq(P, outdir):
+    if not os.path.isdir(os.path.join(BULLMQ_DIR, "node_modules", "bullmq")):
+        note("BullMQ not installed: run `npm install` in bench/peers/bullmq; skipping")
+        return
+    d = tempfile.mkdtemp(prefix="delayq-bench-bull-")
+    port = free_port()
+    rp = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                           "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction"],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, rp, "redis-server (BullMQ)")
+        r = Resp(port)
+
+        def node(cmd, **kw):
+            argv = ["node", os.path.join(BULLMQ_DIR, "bench.js"), cmd, "--port", str(port)]
+            for k, v in kw.items():
+                argv += ["--" + k, str(v)]
+            res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=1800)
+            if res.returncode != 0:
+                raise RuntimeError("bullmq %s failed: %s" % (cmd, res.stderr.decode()[-2000:]))
+            out = json.loads(res.stdout.decode().strip().splitlines()[-1])
+            note("bullmq %s -> %s" % (cmd, out))
+            return out
+        o = node("add", jobs=P["w1_jobs"], conc=32)
+        fig("w1.bullmq.add.jobs_s", o["jobs_per_s"], "jobs/s")
+        r("FLUSHALL")
+        o = node("drain", jobs=P["w2_jobs"], conc=32)
+        fig("w2.bullmq.drain.jobs_s", o["jobs_per_s"], "jobs/s")
+        r("FLUSHALL")
+        c0 = cpu_seconds(rp.pid)
+        o = node("late", jobs=P["w3_jobs"], spread=P["w3_spread"], conc=16,
+                 out=os.path.join(outdir, "lateness-bullmq.txt"))
+        late_figs("bullmq", o)
+        fig("w3.bullmq.redis_cpu_s", cpu_seconds(rp.pid) - c0, "CPU-s")
+        fig("w3.bullmq.worker_cpu_s", o["cpu_s"], "CPU-s")
+        r("FLUSHALL")
+        o = node("idle", jobs=P["big"], idle=P["idle_s"], redispid=rp.pid)
+        fig("w4.bullmq.idle_worker_cpu_s", o["worker_cpu_s"] * 30.0 / P["idle_s"], "CPU-s/30s")
+        fig("w4.bullmq.idle_redis_cpu_s", o["redis_cpu_s"] * 30.0 / P["idle_s"], "CPU-s/30s")
+        fig("w6.bullmq.bytes_per_job", o["bytes_per_job"], "bytes")
+        r.close()
+    finally:
+        stop_proc(rp)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tune(P):
+    """Knobs that need no code change, each in a fresh stack: single-job W1
+    and W2 and the ceiling, as ratios within each stack."""
+    settings = [
+        ("default 4x32 nginx2 ka16 tcp", {}),
+        ("redis unix socket", dict(redis_unix=True)),
+        ("workers 2 x threads 32", dict(workers=2)),
+        ("workers 8 x threads 16", dict(workers=8, threads=16)),
+        ("nginx worker_processes 1", dict(nginx_workers=1)),
+        ("upstream keepalive 32", dict(keepalive=32, workers=4, threads=32)),
+        ("unix + nginx 1 + workers 2", dict(redis_unix=True, nginx_workers=1, workers=2)),
+    ]
+    n = P["tune_jobs"]
+    # Two rounds, settings interleaved, so that a burst of load from other
+    # work on the machine does not land on one setting only.
+    res = {}
+    for rnd in range(2):
+        for i, (label, kw) in enumerate(settings):
+            s = Stack(**kw)
+            try:
+                s.start()
+                r1 = loadgen(s.http_port, "add", conns=32, jobs=n, delay_min=600, delay_max=3600,
+                             ttr=60, body_size=200, topic="t", tag="a")
+                preload_ready(s, n // 2, "d", "p")
+                r2 = loadgen(s.http_port, "drain", conns=32, jobs=n // 2, topic="d")
+                body = json.dumps({"topic": "w1", "id": "ceil-0000001", "delay": 1800.5,
+                                   "ttr": 60, "body": "x" * 198})
+                r3 = loadgen(s.http_port, "fixed", conns=32, jobs=n, method="POST",
+                             path="/ceil/add", body=body)
+                for k, r, f in (("w1_add_jobs_s", r1, "jobs_per_s"), ("w2_drain_jobs_s", r2, "jobs_per_s"),
+                                ("ceiling_req_s", r3, "req_per_s")):
+                    res.setdefault((i, k), []).append(r[f])
+            finally:
+                s.stop()
+    for i, (label, kw) in enumerate(settings):
+        for k, unit in (("w1_add_jobs_s", "jobs/s"), ("w2_drain_jobs_s", "jobs/s"),
+                        ("ceiling_req_s", "req/s")):
+            v = res[i, k]
+            fig("tune.%d.%s" % (i, k), sum(v) / len(v),
+                "%s  [%s] (mean of %s)" % (unit, label, ", ".join("%.0f" % x for x in v)))
+
+
+def commandstats(s):
+    out = {}
+    for line in s.redis("INFO", "commandstats").decode().splitlines():
+        if line.startswith("cmdstat_"):
+            name, _, rest = line.partition(":")
+            kv = dict(x.split("=") for x in rest.split(","))
+            out[name[8:]] = (int(kv["calls"]), float(kv["usec"]))
+    return out
+
+
+def profile(P):
+    """Where a request's time goes: per phase, Redis-side microseconds per
+    script call (INFO commandstats) and CPU microseconds per request of each
+    process (nginx, delayq-fcgi or the ceiling, Redis, timer), from
+    /proc/<pid>/stat. Each phase mostly runs one script."""
+    n = P["tune_jobs"]
+    s = Stack()
+    try:
+        s.start()
+        nginx_pids = lambda: [s.nginx.pid] + children(s.nginx.pid)  # noqa: E731
+
+        def cpu():
+            return {"nginx": sum(cpu_seconds(p) for p in nginx_pids()),
+                    "fcgi": tree_cpu(s.fcgi.pid), "ceiling": tree_cpu(s.ceiling.pid),
+                    "redis": cpu_seconds(s.redis_proc.pid),
+                    "timer": sum(cpu_seconds(p.pid) for p in s.timers)}
+
+        def phase(name, fn, units):
+            s.redis("CONFIG", "RESETSTAT")
+            c0 = cpu()
+            fn()
+            c1 = cpu()
+            cs = commandstats(s)
+            calls, usec = cs.get("evalsha", (0, 0.0))
+            fig("profile.%s.redis_usec_per_evalsha" % name, usec / calls if calls else 0.0, "us")
+            fig("profile.%s.evalsha_per_unit" % name, calls / units, "calls")
+            for k in c0:
+                fig("profile.%s.%s_cpu_us_per_unit" % (name, k), (c1[k] - c0[k]) * 1e6 / units, "us")
+        body = json.dumps({"topic": "w1", "id": "ceil-0000001", "delay": 1800.5, "ttr": 60,
+                           "body": "x" * 198})
+        phase("ceiling_req", lambda: loadgen(s.http_port, "fixed", conns=32, jobs=n, method="POST",
+                                             path="/ceil/add", body=body), n)
+        phase("add_job", lambda: loadgen(s.http_port, "add", conns=32, jobs=n, delay_min=600,
+                                         delay_max=3600, ttr=60, body_size=200, topic="p", tag="a"), n)
+        phase("add_batch100_job", lambda: loadgen(s.http_port, "add", conns=32, jobs=n, batch=100,
+                                                  delay_min=600, delay_max=3600, ttr=60,
+                                                  body_size=200, topic="p", tag="b"), n)
+        s.flush()
+        preload_ready(s, n, "d", "p")
+        phase("drain_job", lambda: loadgen(s.http_port, "drain", conns=32, jobs=n, topic="d"), n)
+        s.flush()
+        time.sleep(2)
+        nl = P["w3_jobs"] // 2
+        phase("late_job", lambda: loadgen(s.http_port, "late", conns=20, producers=4, jobs=nl,
+                                          spread=P["w3_spread"] / 2, delay_min=2, ttr=60,
+                                          topic="l", tag="l"), nl)
+        s.flush()
+        time.sleep(2)
+        # A burst: jobs due a few seconds after the load, moved by the timer.
+        at = time.time() + 8
+        load_delayed(s, n, "m", "m", at=at)
+        s.redis("CONFIG", "RESETSTAT")
+        c0 = cpu()
+        while time.time() < at + 0.5 or s.stat("m", "ready") < n:
+            time.sleep(0.01)
+            if time.time() > at + 60:
+                break
+        c1 = cpu()
+        cs = commandstats(s)
+        calls, usec = cs.get("evalsha", (0, 0.0))
+        fig("profile.move_job.redis_usec_per_job", usec / n, "us")
+        fig("profile.move_job.timer_cpu_us_per_job", (c1["timer"] - c0["timer"]) * 1e6 / n, "us")
+        fig("profile.move_job.redis_cpu_us_per_job", (c1["redis"] - c0["redis"]) * 1e6 / n, "us")
+    finally:
+        s.stop()
+
+
+def perf_report(data, out):
+    """Samples by process, then by shared object and by symbol within
+    delayq-fcgi, redis-server, nginx and delayq-timer."""
+    reports = [["--sort", "comm", "--percent-limit", "0.5"]]
+    for comm in ("delayq-fcgi", "redis-server", "nginx", "delayq-timer"):
+        reports.append(["--comms", comm, "--percentage", "relative", "--sort", "dso",
+                        "--percent-limit", "0.5"])
+        reports.append(["--comms", comm, "--percentage", "relative", "--sort", "dso,sym",
+                        "--percent-limit", "1"])
+    with open(out, "w") as f:
+        for extra in reports:
+            f.write("==== perf report %s\n" % " ".join(extra))
+            r = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-g",
+                                "none"] + extra, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               timeout=300)
+            f.write("\n".join(line for line in r.stdout.decode("utf-8", "replace").splitlines()
+                              if line.strip() and not line.startswith("#")) + "\n")
+    os.unlink(data)
+
+
+def perf_profile(P, outdir):
+    """perf record (cpu-clock) of nginx, delayq-fcgi, Redis and the timer
+    while a workload runs; reports by process and by symbol go to
+    outdir/perf-<phase>.txt."""
+    if shutil.which("perf") is None:
+        note("perf not installed; skipping")
+        return
+    n = P["tune_jobs"] * 2
+    s = Stack(with_ceiling=False)
+    try:
+        s.start()
+
+        def pids():
+            ps = [s.nginx.pid] + children(s.nginx.pid) + [s.fcgi.pid] + children(s.fcgi.pid)
+            return ps + [s.redis_proc.pid] + [t.pid for t in s.timers]
+
+        def record(name, argv_kw, secs):
+            data = os.path.join(outdir, "perf-%s.data" % name)
+            kw = dict(argv_kw)
+            mode = kw.pop("mode")
+            argv = [LOADGEN, "--mode", mode, "--port", str(s.http_port)]
+            for k, v in kw.items():
+                argv += ["--" + k.replace("_", "-")] + ([] if v is True else [str(v)])
+            lg = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)
+            subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", data, "-p",
+                            ",".join(str(p) for p in pids()), "--", "sleep", str(secs)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+            lg.wait(600)
+            perf_report(data, os.path.join(outdir, "perf-%s.txt" % name))
+            note("perf %s: see %s" % (name, os.path.join(outdir, "perf-%s.txt" % name)))
+        record("add", dict(mode="add", conns=32, jobs=n, delay_min=600, delay_max=3600, ttr=60,
+                           body_size=200, topic="p", tag="a"), 3)
+        s.flush()
+        preload_ready(s, n, "d", "p")
+        record("drain", dict(mode="drain", conns=32, jobs=n, topic="d"), 3)
+        s.flush()
+        time.sleep(2)
+        at = time.time() + 6
+        load_delayed(s, P["big"] // 5, "m", "m", at=at)
+        while time.time() < at - 0.2:
+            time.sleep(0.01)
+        data = os.path.join(outdir, "perf-move.data")
+        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", data, "-p",
+                        ",".join(str(p) for p in pids()), "--", "sleep", "2"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        perf_report(data, os.path.join(outdir, "perf-move.txt"))
+    finally:
+        s.stop()
+
+
+def syscalls(P, outdir):
+    """System calls per request of delayq-fcgi (one worker, strace -c -f)
+    and of the ceiling backend, for single add, pop + finish and the ceiling
+    request. Tables go to outdir/syscalls-<phase>.txt."""
+    if shutil.which("strace") is None:
+        note("strace not installed; skipping")
+        return
+    n = 5000
+    s = Stack(workers=1, threads=32)
+    try:
+        s.start()
+
+        def traced(name, pid, fn, units):
+            out = os.path.join(outdir, "syscalls-%s.txt" % name)
+            tr = subprocess.Popen(["strace", "-c", "-f", "-o", out, "-p", str(pid)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+            fn()
+            time.sleep(0.3)
+            tr.send_signal(signal.SIGINT)
+            tr.wait(30)
+            total = 0
+            for line in open(out):
+                f = line.split()
+                if f and f[-1] == "total":
+                    total = int(f[3])
+            fig("syscalls.%s.per_unit" % name, total / units, "syscalls")
+        worker = children(s.fcgi.pid)[0]
+        traced("add", worker, lambda: loadgen(s.http_port, "add", conns=32, jobs=n, delay_min=600,
+                                              delay_max=3600, ttr=60, body_size=200, topic="p",
+                                              tag="a"), n)
+        preload_ready(s, n, "d", "p")
+        traced("pop_finish", worker, lambda: loadgen(s.http_port, "drain", conns=32, jobs=n,
+                                                     topic="d"), n)
+        body = json.dumps({"topic": "w1", "id": "ceil-0000001", "delay": 1800.5, "ttr": 60,
+                           "body": "x" * 198})
+        cw = children(s.ceiling.pid)[0]
+        traced("ceiling", cw, lambda: loadgen(s.http_port, "fixed", conns=32, jobs=n, method="POST",
+                                              path="/ceil/add", body=body), n)
+    finally:
+        s.stop()
+
+
+# --------------------------------------------------------------------------
+# Ratios and main
+# --------------------------------------------------------------------------
+
+def ratios():
+    def v(k):
+        return FIGS.get(k, {}).get("value")
+
+    def ratio(name, a, b):
+        if v(a) and v(b):
+            fig(name, v(a) / v(b), "x")
+    ratio("ratio.w1_single_to_ceiling", "w1.delayq.add.jobs_s", "ceiling.evalsha.req_s")
+    ratio("ratio.w2_single_to_ceiling", "w2.delayq.drain.jobs_s", "ceiling.evalsha.req_s")
+    ratio("ratio.w2_single_req_to_ceiling", "w2.delayq.drain.req_s", "ceiling.evalsha.req_s")
+    ratio("ratio.ceiling_to_static", "ceiling.evalsha.req_s", "ceiling.static200.req_s")
+    for peer in ("beanstalkd", "beanstalkd_binlog", "bullmq"):
+        ratio("ratio.w1_single_to_%s" % peer, "w1.delayq.add.jobs_s", "w1.%s.add.jobs_s" % peer)
+        ratio("ratio.w1_batch_to_%s" % peer, "w1.delayq.add_batch100.jobs_s", "w1.%s.add.jobs_s" % peer)
+        ratio("ratio.w2_single_to_%s" % peer, "w2.delayq.drain.jobs_s", "w2.%s.drain.jobs_s" % peer)
+        ratio("ratio.w2_batch_to_%s" % peer, "w2.delayq.drain_count100.jobs_s",
+              "w2.%s.drain.jobs_s" % peer)
+        ratio("ratio.w3_p99_to_%s" % peer, "w3.delayq.late_p99_ms", "w3.%s.late_p99_ms" % peer)
+    ratio("ratio.w3_timer_cpu_to_beanstalkd", "w3.delayq.timer_cpu_s", "w3.beanstalkd.server_cpu_s")
+    ratio("ratio.w5_two_timers_to_one", "w5.delayq.timers2.jobs_s", "w5.delayq.timers1.jobs_s")
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; tune, profile, perf, syscalls (these four are not in all)")
+    ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=32)
+    ap.add_argument("--nginx-workers", type=int, default=2)
+    ap.add_argument("--keepalive", type=int, default=16)
+    ap.add_argument("--redis-unix", action="store_true", help="delayq talks to Redis on a unix socket")
+    ap.add_argument("--w7-base", type=int, help="jobs stored for W7's large case (default 10M full, 100k quick)")
+    ap.add_argument("--big", type=int, help="jobs for W4/W5/W6 (default 1M full, 100k quick)")
+    ap.add_argument("--json", help="write the figures as JSON here")
+    ap.add_argument("--outdir", default=os.path.join(HERE, "out"), help="lateness samples go here")
+    ap.add_argument("--keep", action="store_true", help="keep temp dirs")
+    ARGS = ap.parse_args()
+    P = dict(QUICK if ARGS.quick else FULL)
+    if ARGS.w7_base:
+        P["w7_base"] = ARGS.w7_base
+    if ARGS.big:
+        P["big"] = ARGS.big
+    os.makedirs(ARGS.outdir, exist_ok=True)
+    what = set(ARGS.what)
+    if "all" in what:
+        what |= {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "beanstalkd", "bullmq"}
+    for b in (LOADGEN, CEILING):
+        if not os.path.exists(b):
+            sys.exit("missing %s: run make -C bench" % b)
+    started = time.time()
+    global BIN_DIR
+    BIN_DIR = tempfile.mkdtemp(prefix="delayq-bench-bin-")
+    build = {}
+    for b in ("delayq-fcgi", "delayq-timer"):
+        shutil.copy2(os.path.join(TOP, b), os.path.join(BIN_DIR, b))
+        import hashlib
+        with open(os.path.join(BIN_DIR, b), "rb") as f:
+            build[b] = hashlib.sha256(f.read()).hexdigest()[:16]
+    git = subprocess.run(["git", "-C", TOP, "log", "-1", "--format=%h %ad %s", "--date=iso"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode().strip()
+    build["git_head"] = git
+    note("binaries: %s" % build)
+    note("profile %s, settings: workers=%d threads=%d nginx_workers=%d keepalive=%d redis_unix=%s"
+         % ("quick" if ARGS.quick else "full", ARGS.workers, ARGS.threads, ARGS.nginx_workers,
+            ARGS.keepalive, ARGS.redis_unix))
+    need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7"}
+    if need_stack:
+        s = Stack(workers=ARGS.workers, threads=ARGS.threads, redis_unix=ARGS.redis_unix,
+                  nginx_workers=ARGS.nginx_workers, keepalive=ARGS.keepalive)
+        try:
+            s.start()
+            if "ceiling" in what:
+                timed("ceiling", ceiling, s, P)
+            if "w1" in what:
+                timed("w1", w1, s, P)
+            if "w2" in what:
+                timed("w2", w2, s, P)
+            if "w3" in what:
+                timed("w3", w3, s, P, ARGS.outdir)
+            rate = None
+            if what & {"w4", "w6", "w5"}:
+                rate = timed("w4_w6", w4_w6, s, P)
+            if "w5" in what:
+                timed("w5", w5, s, P, rate)
+            if "w7" in what:
+                timed("w7", w7, s, P)
+        finally:
+            s.stop()
+    if "beanstalkd" in what:
+        timed("beanstalkd", beanstalkd, P, False, ARGS.outdir)
+        timed("beanstalkd_binlog", beanstalkd, P, True, ARGS.outdir)
+    if "bullmq" in what:
+        timed("bullmq", bullmq, P, ARGS.outdir)
+    if "tune" in what:
+        timed("tune", tune, P)
+    if "profile" in what:
+        timed("profile", profile, P)
+    if "perf" in what:
+        timed("perf_profile", perf_profile, P, ARGS.outdir)
+    if "syscalls" in what:
+        timed("syscalls", syscalls, P, ARGS.outdir)
+    shutil.rmtree(BIN_DIR, ignore_errors=True)
+    ratios()
+    note("total %.0f s" % (time.time() - started))
+    if ARGS.json:
+        with open(ARGS.json, "w") as f:
+            json.dump({"profile": "quick" if ARGS.quick else "full", "params": P,
+                       "settings": {k: getattr(ARGS, k) for k in
+                                    ("workers", "threads", "nginx_workers", "keepalive", "redis_unix")},
+                       "argv": sys.argv, "build": build, "load_average": LOADS, "figures": FIGS}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayq;
+
+/**
+ * A job handed out by pop: it is now reserved by this consumer, which must
+ * finish (or delete) it within getTtr() seconds of the pop, or touch it to
+ * get more time; otherwise it is delivered again.
+ */
+final class Job
+{
+    /** @var string */
+    private $id;
+    /** @var string */
+    private $topic;
+    /** @var mixed */
+    private $value;
+    /** @var int */
+    private $attempts;
+    /** @var float */
+    private $ttr;
+
+    /**
+     * @param mixed $value the job body, decoded: a string stays a string
+     */
+    public function __construct(string $id, string $topic, $value, int $attempts, float $ttr)
+    {
+        $this->id = $id;
+        $this->topic = $topic;
+        $this->value = $value;
+        $this->attempts = $attempts;
+        $this->ttr = $ttr;
+    }
+
+    /**
+     * From one job of a pop answer
+     * ({"id":..,"topic":..,"value":..,"attempts":..,"ttr":..}).
+     *
+     * @param array<string,mixed> $answer
+     */
+    public static function fromArray(array $answer): self
+    {
+        foreach (['id', 'topic', 'attempts', 'ttr'] as $field) {
+            if (!isset($answer[$field])) {
+                throw new ServerException(
+                    "the server's pop answer has no '$field'",
+                    'server_error',
+                    200,
+                    $answer
+                );
+            }
+        }
+        return new self(
+            (string) $answer['id'],
+            (string) $answer['topic'],
+            array_key_exists('value', $answer) ? $answer['value'] : null,
+            (int) $answer['attempts'],
+            (float) $answer['ttr']
+        );
+    }
+
+    public function getId(): string
+    {
+        return $this->id;
+    }
+
+    public function getTopic(): string
+    {
+        return $this->topic;
+    }
+
+    /**
+     * The body as the producer gave it: a string, or the decoded JSON value
+     * (an array for a JSON object or array, unless the Client was made with
+     * 'assoc' => false, which gives stdClass objects).
+     *
+     * @return mixed
+     */
+    public function getValue()
+    {
+        return $this->value;
+    }
+
+    /** Deliveries so far, this one included (1 on the first delivery). */
+    public function getAttempts(): int
+    {
+        return $this->attempts;
+    }
+
+    /** Seconds the consumer has, from the pop, to finish the job. */
+    public function getTtr(): float
+    {
+        return $this->ttr;
+    }
+
+    /**
+     * @return array{id:string,topic:string,value:mixed,attempts:int,ttr:float}
+     */
+    public function toArray(): array
+    {
+        return [
+            'id' => $this->id,
+            'topic' => $this->topic,
+            'value' => $this->value,
+            'attempts' => $this->attempts,
+            'ttr' => $this->ttr,
+        ];
+    }
+}

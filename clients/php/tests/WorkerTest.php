@@ -1,0 +1,236 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayq\Tests;
+
+use Delayq\Client;
+use Delayq\Job;
+use Delayq\NotFoundException;
+use Delayq\UnauthorizedException;
+use Delayq\Worker;
+
+final class WorkerTest extends DelayqTestCase
+{
+    /** @var list<array{0:string,1:string}> */
+    private $logged = [];
+
+    private function logger(): callable
+    {
+        return function (string $level, string $message): void {
+            $this->logged[] = [$level, $message];
+        };
+    }
+
+    public function testSuccessFinishesJobs(): void
+    {
+        $topic = self::unique('w');
+        $other = self::unique('w');
+        $a = $this->client->add($topic, ['n' => 1]);
+        $b = $this->client->add($other, 'two');
+        $seen = [];
+        $worker = new Worker($this->client, [$topic, $other], function (Job $job, Client $client) use (&$seen): void {
+            $seen[] = [$job->getId(), $job->getValue(), $job->getAttempts()];
+            $this->assertSame('reserved', $client->get($job->getId())['state']);
+        }, ['timeout' => 1, 'max_jobs' => 2, 'logger' => $this->logger()]);
+        $this->assertSame(2, $worker->run());
+        $this->assertSame([[$a, ['n' => 1], 1], [$b, 'two', 1]], $seen);
+        foreach ([$topic, $other] as $t) {
+            $stats = $this->client->stats($t)['topics'][$t];
+            $this->assertSame(1, $stats['finished'], $t);
+            $this->assertSame(0, $stats['reserved'] + $stats['ready'] + $stats['delay'], $t);
+        }
+        $this->assertContains(['info', "job $a ($topic) done"], $this->logged);
+        $this->assertSame(2, $worker->getHandledCount());
+    }
+
+    public function testFailureReleasesWithBackoffThenSucceeds(): void
+    {
+        $topic = self::unique('w');
+        $id = $this->client->add($topic, 'flaky');
+        $attempts = [];
+        $worker = new Worker($this->client, $topic, function (Job $job) use (&$attempts): void {
+            $attempts[] = [$job->getAttempts(), microtime(true)];
+            if ($job->getAttempts() < 3) {
+                throw new \RuntimeException('payment service down');
+            }
+        }, ['timeout' => 3, 'backoff' => [0.2, 0.5], 'logger' => $this->logger()]);
+
+        $this->assertTrue($worker->runOnce());
+        $info = $this->client->get($id);
+        $this->assertSame('delay', $info['state'], 'not released after a failure');
+        $this->assertEqualsWithDelta(microtime(true) * 1000 + 200, $info['due'], 150);
+        $this->assertSame(
+            ['warning', "job $id ($topic, attempt 1) failed: payment service down; released for 0.2 s"],
+            $this->logged[0]
+        );
+
+        $this->assertTrue($worker->runOnce());  // waits for the backoff, fails again
+        $this->assertSame('delay', $this->client->get($id)['state']);
+        $this->assertTrue($worker->runOnce());  // third attempt succeeds
+        $this->assertSame([1, 2, 3], array_column($attempts, 0));
+        $this->assertGreaterThanOrEqual(0.15, $attempts[1][1] - $attempts[0][1], 'retried before its backoff');
+        $this->assertGreaterThanOrEqual(0.45, $attempts[2][1] - $attempts[1][1], 'the second backoff step was not used');
+        $this->assertLessThan(2.5, $attempts[2][1] - $attempts[0][1]);
+        $this->expectException(NotFoundException::class);
+        $this->client->get($id);
+    }
+
+    public function testBackoffSteps(): void
+    {
+        $worker = new Worker($this->client, 't', static function (): void {
+        }, ['backoff' => [1, 5, 30]]);
+        $this->assertSame([1.0, 1.0, 5.0, 30.0, 30.0, 30.0], array_map([$worker, 'delayFor'], [0, 1, 2, 3, 4, 100]));
+        $default = new Worker($this->client, 't', static function (): void {
+        });
+        $this->assertSame(300.0, $default->delayFor(50));
+    }
+
+    public function testJobOutOfRetriesIsBuried(): void
+    {
+        $topic = self::unique('w');
+        $id = $this->client->add($topic, 'x', ['retries' => 0]);
+        $worker = new Worker($this->client, [$topic], static function (): void {
+            throw new \LogicException('bad job');
+        }, ['timeout' => 1, 'logger' => $this->logger()]);
+        $this->assertTrue($worker->runOnce());
+        $this->assertSame('buried', $this->client->get($id)['state']);
+        $this->assertContains(['error', "job $id ($topic) used all its retries and is buried"], $this->logged);
+        $this->client->delete($id);
+    }
+
+    public function testHandlerErrorsOfAnyKindAreCaught(): void
+    {
+        $topic = self::unique('w');
+        $id = $this->client->add($topic, 'x');
+        $worker = new Worker($this->client, [$topic], static function (Job $job): void {
+            intdiv(1, 0);  // an \Error (DivisionByZeroError), not an \Exception
+        }, ['timeout' => 1, 'backoff' => [30]]);
+        $this->assertTrue($worker->runOnce());
+        $this->assertSame('delay', $this->client->get($id)['state']);
+        $this->client->delete($id);
+    }
+
+    public function testReleaseOfAJobNoLongerReservedIsLogged(): void
+    {
+        $topic = self::unique('w');
+        $id = $this->client->add($topic, 'x');
+        $worker = new Worker($this->client, [$topic], function (Job $job, Client $client): void {
+            $client->delete($job->getId());
+            throw new \RuntimeException('gone');
+        }, ['timeout' => 1, 'logger' => $this->logger()]);
+        $this->assertTrue($worker->runOnce());
+        $this->assertSame('warning', $this->logged[1][0]);
+        $this->assertStringStartsWith("job $id could not be released", $this->logged[1][1]);
+    }
+
+    public function testRunOnceWhenEmptyAndStop(): void
+    {
+        $topic = self::unique('w');
+        $worker = new Worker($this->client, [$topic], static function (): void {
+        }, ['timeout' => 0.3]);
+        $t = microtime(true);
+        $this->assertFalse($worker->runOnce());
+        $this->assertGreaterThanOrEqual(0.25, microtime(true) - $t);
+
+        foreach (range(1, 3) as $i) {
+            $this->client->add($topic, $i);
+        }
+        $n = 0;
+        $stopper = null;
+        $stopper = new Worker($this->client, [$topic], function () use (&$n, &$stopper): void {
+            if (++$n === 2) {
+                $stopper->stop();
+            }
+        }, ['timeout' => 1]);
+        $this->assertSame(2, $stopper->run(), 'stop() from the handler ends run() after that job');
+        $this->assertTrue($stopper->isStopping());
+        $this->assertSame(1, $this->client->stats($topic)['topics'][$topic]['ready']);
+        $last = new Worker($this->client, [$topic], static function (): void {
+        }, ['timeout' => 1, 'max_jobs' => 1]);
+        $this->assertSame(1, $last->run());
+        $this->assertSame(3, $this->client->stats($topic)['topics'][$topic]['finished']);
+    }
+
+    public function testRunEndsOnAnErrorThatIsNotTheServers(): void
+    {
+        if (self::token() === null) {
+            $this->markTestSkipped('DELAYQ_TOKEN is not set: the server under test has auth off');
+        }
+        $worker = new Worker(new Client(self::url()), ['x'], static function (): void {
+        }, ['timeout' => 0]);
+        $this->expectException(UnauthorizedException::class);
+        $worker->run();
+    }
+
+    public function testSigtermCompletesTheJobInHandThenStops(): void
+    {
+        $this->requirePcntl();
+        $topic = self::unique('sig');
+        [$proc, $out, $err] = self::spawnPhp(__DIR__ . '/fixtures/signal_worker.php', [
+            self::url(), (string) self::token(), $topic,
+        ]);
+        $buf = '';
+        self::readUntil($out, "running\n", 5, $buf);
+        $id = $this->client->add($topic, 'slow');
+        self::readUntil($out, "handling $id\n", 5, $buf);
+        $this->assertStringContainsString("handling $id\n", $buf, (string) stream_get_contents($err));
+        proc_terminate($proc, SIGTERM);
+        $t = microtime(true);
+        self::readUntil($out, 'stopped', 5, $buf);
+        $code = self::waitExit($proc, 5);
+        $elapsed = microtime(true) - $t;
+        proc_close($proc);
+        $this->assertSame("running\nhandling $id\nhandled $id\nstopped handled=1\n", $buf);
+        $this->assertSame(0, $code);
+        $this->assertLessThan(3.5, $elapsed);
+        $stats = $this->client->stats($topic)['topics'][$topic];
+        $this->assertSame(1, $stats['finished'], 'the job in hand was not finished');
+        $this->assertSame(0, $stats['reserved']);
+    }
+
+    public function testSigintWhileIdleStops(): void
+    {
+        $this->requirePcntl();
+        $topic = self::unique('sig');
+        [$proc, $out] = self::spawnPhp(__DIR__ . '/fixtures/signal_worker.php', [
+            self::url(), (string) self::token(), $topic,
+        ]);
+        $buf = '';
+        self::readUntil($out, "running\n", 5, $buf);
+        usleep(200000);  // inside the long-poll
+        proc_terminate($proc, SIGINT);
+        $code = self::waitExit($proc, 4);
+        self::readUntil($out, 'stopped', 1, $buf);
+        proc_close($proc);
+        $this->assertSame(0, $code);
+        $this->assertSame("running\nstopped handled=0\n", $buf);
+    }
+
+    public function testBadOptions(): void
+    {
+        $noop = static function (): void {
+        };
+        foreach ([
+            [[], []],
+            ['t', ['backoff' => []]],
+            ['t', ['backoff' => [-1]]],
+            ['t', ['timeout' => 61]],
+            ['t', ['max_job' => 1]],
+        ] as [$topics, $options]) {
+            try {
+                new Worker($this->client, $topics, $noop, $options);
+                $this->fail('no exception for ' . json_encode([$topics, $options]));
+            } catch (\InvalidArgumentException $e) {
+                $this->assertNotSame('', $e->getMessage());
+            }
+        }
+    }
+
+    private function requirePcntl(): void
+    {
+        if (!function_exists('pcntl_async_signals')) {
+            $this->markTestSkipped('ext-pcntl is not loaded');
+        }
+    }
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""The PHP client (clients/php) against a real deployment (harness.Cluster,
+with bearer-token auth on): runs its PHPUnit suite with DELAYQ_URL and
+DELAYQ_TOKEN set, then stops the deployment's Redis and runs the suite's
+redis-down group (every command a 503 UnavailableException).
+
+php-cli (>= 7.4, with curl and json) and phpunit are required: without them
+this test fails, it does not skip.
+
+Run: DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. python3 tests/clients/test_php_client.py
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SRC_DIR, "tests", "integration"))
+
+import harness  # noqa: E402
+
+TOKEN = "php-client-test-token-0123456789"
+PHPUNIT_TIMEOUT = 300
+
+
+def fail(msg):
+    print("test_php_client: FAIL: %s" % msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check_tools():
+    """(php, phpunit) paths; fails with a clear message when one is missing."""
+    php = shutil.which("php")
+    if not php:
+        fail("php is not installed (the PHP client needs php-cli >= 7.4 with curl and json; "
+             "on Debian: apt-get install php-cli php-curl phpunit)")
+    phpunit = shutil.which("phpunit")
+    if not phpunit:
+        fail("phpunit is not installed (on Debian: apt-get install phpunit)")
+    r = subprocess.run([php, "-r", 'echo PHP_VERSION_ID >= 70400 ? "" : "php >= 7.4 needed, this is " . PHP_VERSION;'
+                        ' foreach (["curl", "json"] as $e) { if (!extension_loaded($e)) { echo " missing ext-$e"; } }'],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = r.stdout.decode("utf-8", "replace").strip()
+    if r.returncode != 0 or out:
+        fail("%s: %s (on Debian: apt-get install php-curl)" % (php, out or "exit %d" % r.returncode))
+    return php, phpunit
+
+
+def run_phpunit(phpunit, args, env, label):
+    conf = os.path.join(SRC_DIR, "clients", "php", "phpunit.xml.dist")
+    argv = [phpunit, "-c", conf] + args
+    print("test_php_client: %s: %s" % (label, " ".join(argv)), flush=True)
+    # cwd: anywhere but the source tree, which may be read-only (distcheck).
+    p = subprocess.Popen(argv, env=env, cwd=tempfile.gettempdir())
+    try:
+        return p.wait(PHPUNIT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        print("test_php_client: %s: phpunit did not finish within %d s" % (label, PHPUNIT_TIMEOUT),
+              file=sys.stderr)
+        return 1
+
+
+def main():
+    _, phpunit = check_tools()
+    if not (os.path.exists(os.path.join(harness.BUILD_DIR, "delayq-fcgi")) and
+            os.path.exists(os.path.join(harness.BUILD_DIR, "delayq-timer"))):
+        print("delayq binaries not found in %s" % harness.BUILD_DIR, file=sys.stderr)
+        sys.exit(99)
+
+    def on_term(*_):
+        harness._stop_leftovers()
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    tokens_dir = tempfile.mkdtemp(prefix="delayq-php-auth-")
+    tokens = os.path.join(tokens_dir, "tokens")
+    with open(tokens, "w") as f:
+        f.write("# the PHP client tests' token\n%s\n" % TOKEN)
+    os.chmod(tokens_dir, 0o755)
+    try:
+        with harness.Cluster(workers=1, threads=8, fcgi_flags={"auth_file": tokens}) as c:
+            env = dict(os.environ)
+            env.pop("DELAYQ_REDIS_DOWN", None)
+            env["DELAYQ_URL"] = "http://127.0.0.1:%d" % c.http_port
+            env["DELAYQ_TOKEN"] = TOKEN
+            rc = run_phpunit(phpunit, [], env, "suite")
+            c.stop_redis()
+            env["DELAYQ_REDIS_DOWN"] = "1"
+            rc_down = run_phpunit(phpunit, ["--group", "redis-down"], env, "redis-down group")
+            if rc or rc_down:
+                c.failed = True  # keep the deployment's logs
+    finally:
+        shutil.rmtree(tokens_dir, ignore_errors=True)
+    rc = rc or rc_down
+    print("test_php_client: %s" % ("PASS" if rc == 0 else "FAIL (phpunit exit %d)" % rc), flush=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
