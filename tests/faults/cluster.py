@@ -21,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
-from harness import Cluster, ClusterError, Resp, RedisError, tail  # noqa: E402,F401
+from harness import Cluster, ClusterError, Resp  # noqa: E402
 
 
 def raw_redis_command(port, *args, timeout=10.0):
@@ -58,35 +58,11 @@ class FaultCluster(Cluster):
 
     # ------------------------------------------------------------ redis
 
-    def redis_argv(self):
-        return ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
-                "--dir", self.dir, "--save", "", "--daemonize", "no",
-                "--appendonly", "yes" if self.appendonly else "no",
-                "--appendfsync", self.appendfsync,
-                "--enable-debug-command", "yes"] + self.redis_args
+    REDIS_START_TIMEOUT = 30
 
-    def start_redis(self):
-        """Starts (or restarts, on the same port and dir) redis-server and
-        waits until it answers PING (after loading its AOF)."""
-        self.redis_proc = self._popen(self.redis_argv(), self.path("redis.log"))
-        self._resp = None
-        deadline = time.monotonic() + 30
-        while True:
-            if self.redis_proc.poll() is not None:
-                raise ClusterError("redis-server exited with %s\n%s" %
-                                   (self.redis_proc.returncode, tail(self.path("redis.log"))))
-            probe = self.new_resp(timeout=1)
-            try:
-                if probe("PING") == "PONG":
-                    return
-            except (OSError, ConnectionError, RedisError):
-                pass
-            finally:
-                probe.close()
-            if time.monotonic() > deadline:
-                raise ClusterError("redis-server did not answer PING\n" +
-                                   tail(self.path("redis.log")))
-            time.sleep(0.02)
+    def redis_argv(self):
+        return super().redis_argv() + ["--appendfsync", self.appendfsync,
+                                       "--enable-debug-command", "yes"] + self.redis_args
 
     def new_resp(self, timeout=10.0):
         return Resp(self.redis_port, timeout=timeout)

@@ -373,14 +373,22 @@ class Cluster:
 
     # ---------------------------------------------------------- redis
 
-    def start_redis(self):
-        """Starts (or restarts, on the same port) the private redis-server."""
-        argv = ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
+    # Seconds redis-server may take to answer PING (loading an AOF takes longer).
+    REDIS_START_TIMEOUT = 10
+
+    def redis_argv(self):
+        """The redis-server command line; subclasses add settings."""
+        return ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
                 "--dir", self.dir, "--save", "", "--daemonize", "no",
                 "--appendonly", "yes" if self.appendonly else "no"]
-        self.redis_proc = self._popen(argv, self.path("redis.log"))
+
+    def start_redis(self):
+        """Starts (or restarts, on the same port) the private redis-server."""
+        self.redis_proc = self._popen(self.redis_argv(), self.path("redis.log"))
+        if self._resp:
+            self._resp.close()
         self._resp = None
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + self.REDIS_START_TIMEOUT
         while True:
             if self.redis_proc.poll() is not None:
                 raise ClusterError("redis-server exited with %s\n%s" %

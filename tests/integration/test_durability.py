@@ -23,8 +23,8 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(os.path.dirname(HERE), "faults"))
-from harness import (Cluster, ClusterError, ClusterTestCase, RedisError, Resp, SLOW,  # noqa: E402
-                     main, tail, unique)
+from harness import (Cluster, ClusterTestCase, Resp, SLOW,  # noqa: E402
+                     main, unique)
 import invariants  # noqa: E402  (tests/faults/invariants.py)
 
 
@@ -36,31 +36,10 @@ class AofCluster(Cluster):
         kw["appendonly"] = True
         super().__init__(**kw)
 
-    def start_redis(self):
-        argv = ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
-                "--dir", self.dir, "--save", "", "--daemonize", "no",
-                "--appendonly", "yes", "--appendfsync", self.appendfsync]
-        self.redis_proc = self._popen(argv, self.path("redis.log"))
-        if self._resp:
-            self._resp.close()
-        self._resp = None
-        deadline = time.monotonic() + 30
-        while True:
-            if self.redis_proc.poll() is not None:
-                raise ClusterError("redis-server exited with %s\n%s" %
-                                   (self.redis_proc.returncode, tail(self.path("redis.log"))))
-            probe = Resp(self.redis_port, timeout=1)
-            try:
-                if probe("PING") == "PONG":
-                    return
-            except (OSError, ConnectionError, RedisError):
-                pass
-            finally:
-                probe.close()
-            if time.monotonic() > deadline:
-                raise ClusterError("redis-server did not answer PING\n" +
-                                   tail(self.path("redis.log")))
-            time.sleep(0.02)
+    REDIS_START_TIMEOUT = 30
+
+    def redis_argv(self):
+        return super().redis_argv() + ["--appendfsync", self.appendfsync]
 
 
 class DurabilityBase(ClusterTestCase):
