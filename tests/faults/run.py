@@ -32,7 +32,6 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from cluster import FaultCluster, ClusterError, kill_pid, pid_alive  # noqa: E402
-
 import harness  # noqa: E402
 from harness import Http, RedisError, parse_body  # noqa: E402
 import invariants  # noqa: E402
