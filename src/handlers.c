@@ -214,9 +214,11 @@ static dq_response handle_pop(dq_handler_ctx *h, const dq_request *req, dq_buf *
             break;
         store_reply_free(r);
         r = NULL;
-        notify_wait(req->topics, req->ntopics, &gen, deadline);
-        if (h->client_gone && h->client_gone(h->client_arg))
-            break; /* nobody to hand a job to: leave it ready */
+        uint32_t woken_by = notify_wait(req->topics, req->ntopics, &gen, deadline);
+        if (h->client_gone && h->client_gone(h->client_arg)) {
+            notify_pass_on(woken_by); /* nobody to hand a job to: leave it ready */
+            break;
+        }
     }
     if (req->count > 0) {
         buf_puts(out, "{\"success\":true,\"jobs\":[");

@@ -1,9 +1,10 @@
-/* notify: subscriber thread and condition variable for long-polls. */
+/* notify: subscriber thread and per-waiter wake-ups for long-polls. */
 #include "notify.h"
 
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,9 +16,21 @@
 #define RING 256
 #define ANY_TOPIC 0 /* hash meaning "wake everyone" (after a resubscribe) */
 #define MAX_WAIT_MS 1000
+#define MAX_TOPICS 64
+
+/* A long-poll waiting in notify_wait. Waiters form a FIFO, so the one that
+ * has waited longest is woken first. */
+typedef struct waiter {
+    uint32_t hashes[MAX_TOPICS];
+    size_t n;
+    uint32_t woken_by; /* topic hash that woke it; 0 while waiting */
+    pthread_cond_t cond;
+    struct waiter *prev, *next;
+} waiter;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cond;
+static pthread_condattr_t monotonic;
+static waiter *first, *last;
 static uint64_t generation;
 static uint32_t ring[RING]; /* topic hash of generation g at ring[g % RING] */
 static int stopping;
@@ -29,13 +42,51 @@ static uint32_t topic_hash(const char *t, size_t n)
     return h == ANY_TOPIC ? 1 : h;
 }
 
-static void announce(uint32_t hash)
+static int wants(const waiter *w, uint32_t hash)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        if (w->hashes[i] == hash)
+            return 1;
+    }
+    return 0;
+}
+
+/* Called with the lock held: wakes up to `count` waiters of the topic, the
+ * longest-waiting first (every waiter for ANY_TOPIC). */
+static void wake_waiters(uint32_t hash, unsigned long count)
+{
+    for (waiter *w = first; w && count > 0; w = w->next) {
+        if (w->woken_by || (hash != ANY_TOPIC && !wants(w, hash)))
+            continue;
+        w->woken_by = hash == ANY_TOPIC ? 1 : hash;
+        pthread_cond_signal(&w->cond);
+        if (hash != ANY_TOPIC)
+            count--;
+    }
+}
+
+static void announce(uint32_t hash, unsigned long count)
 {
     pthread_mutex_lock(&lock);
     generation++;
     ring[generation % RING] = hash;
-    pthread_cond_broadcast(&cond);
+    wake_waiters(hash, count);
     pthread_mutex_unlock(&lock);
+}
+
+/* Payload "<count>:<topic>": the scripts made `count` jobs of the topic
+ * ready in one call, so `count` waiters of this process are woken; as every
+ * worker process does the same, each job gets one pop per process rather
+ * than one per waiting request. A payload without a count wakes them all. */
+static void announce_payload(const char *payload)
+{
+    char *end;
+    unsigned long count = strtoul(payload, &end, 10);
+    if (end == payload || *end != ':' || count == 0) {
+        announce(topic_hash(payload, strlen(payload)), (unsigned long)-1);
+        return;
+    }
+    announce(topic_hash(end + 1, strlen(end + 1)), count);
 }
 
 static void *subscriber_main(void *arg)
@@ -54,7 +105,7 @@ static void *subscriber_main(void *arg)
                 continue;
             }
             backoff_ms = 100;
-            announce(ANY_TOPIC); /* messages may have been missed meanwhile */
+            announce(ANY_TOPIC, 0); /* messages may have been missed meanwhile */
         }
         /* No timeout: an idle worker should cost no CPU. A dropped
          * connection wakes poll (POLLHUP) and is resubscribed above. */
@@ -64,7 +115,7 @@ static void *subscriber_main(void *arg)
         char got[128];
         int r;
         while ((r = store_read_message(st, got, sizeof got, payload, sizeof payload)) == 0)
-            announce(topic_hash(payload, strlen(payload)));
+            announce_payload(payload);
         if (r < 0)
             log_warn("ready-notification subscription lost; resubscribing");
     }
@@ -75,11 +126,8 @@ static void *subscriber_main(void *arg)
 int notify_start(const dq_config *cfg)
 {
     config = cfg;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&cond, &attr);
-    pthread_condattr_destroy(&attr);
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
     pthread_t t;
     if (pthread_create(&t, NULL, subscriber_main, NULL) != 0)
         return -1;
@@ -95,48 +143,79 @@ uint64_t notify_generation(void)
     return g;
 }
 
-/* Called with the lock held: has a generation after `since` named a topic? */
-static int woken(const uint32_t *hashes, size_t n, uint64_t since)
+/* Called with the lock held: did a message after generation `since` name
+ * one of the waiter's topics (it came between the pop and the wait)? */
+static uint32_t missed_since(const waiter *w, uint64_t since)
 {
     if (generation - since >= RING)
-        return 1; /* the ring forgot some: assume a match */
+        return ANY_TOPIC + 1; /* the ring forgot some: assume a match */
     for (uint64_t g = since + 1; g <= generation; g++) {
         uint32_t h = ring[g % RING];
-        if (h == ANY_TOPIC)
-            return 1;
-        for (size_t i = 0; i < n; i++) {
-            if (hashes[i] == h)
-                return 1;
-        }
+        if (h == ANY_TOPIC || wants(w, h))
+            return h == ANY_TOPIC ? ANY_TOPIC + 1 : h;
     }
     return 0;
 }
 
-void notify_wait(const char *const *topics, size_t ntopics, uint64_t *gen, int64_t deadline_ms)
+static void deadline_timespec(int64_t deadline_ms, struct timespec *ts)
 {
-    uint32_t hashes[64];
-    size_t n = ntopics < 64 ? ntopics : 64;
-    for (size_t i = 0; i < n; i++)
-        hashes[i] = topic_hash(topics[i], strlen(topics[i]));
     int64_t now = util_mono_ms();
     int64_t until = deadline_ms < now + MAX_WAIT_MS ? deadline_ms : now + MAX_WAIT_MS;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t wait_ms = until - now;
-    if (wait_ms < 0)
-        wait_ms = 0;
-    ts.tv_sec += wait_ms / 1000;
-    ts.tv_nsec += (wait_ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
+    int64_t wait_ms = until > now ? until - now : 0;
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += wait_ms / 1000;
+    ts->tv_nsec += (wait_ms % 1000) * 1000000;
+    if (ts->tv_nsec >= 1000000000) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000;
     }
+}
+
+uint32_t notify_wait(const char *const *topics, size_t ntopics, uint64_t *gen, int64_t deadline_ms)
+{
+    waiter w;
+    w.n = ntopics < MAX_TOPICS ? ntopics : MAX_TOPICS;
+    for (size_t i = 0; i < w.n; i++)
+        w.hashes[i] = topic_hash(topics[i], strlen(topics[i]));
+    w.woken_by = 0;
+    struct timespec ts;
+    deadline_timespec(deadline_ms, &ts);
+    pthread_cond_init(&w.cond, &monotonic);
     pthread_mutex_lock(&lock);
-    while (!stopping && !woken(hashes, n, *gen)) {
-        if (pthread_cond_timedwait(&cond, &lock, &ts) != 0)
-            break;
+    w.woken_by = missed_since(&w, *gen);
+    if (!w.woken_by && !stopping) {
+        w.prev = last;
+        w.next = NULL;
+        if (last)
+            last->next = &w;
+        else
+            first = &w;
+        last = &w;
+        while (!w.woken_by && !stopping) {
+            if (pthread_cond_timedwait(&w.cond, &lock, &ts) != 0)
+                break;
+        }
+        if (w.prev)
+            w.prev->next = w.next;
+        else
+            first = w.next;
+        if (w.next)
+            w.next->prev = w.prev;
+        else
+            last = w.prev;
     }
     *gen = generation;
+    pthread_mutex_unlock(&lock);
+    pthread_cond_destroy(&w.cond);
+    return w.woken_by;
+}
+
+void notify_pass_on(uint32_t woken_by)
+{
+    if (!woken_by)
+        return;
+    pthread_mutex_lock(&lock);
+    wake_waiters(woken_by, 1);
     pthread_mutex_unlock(&lock);
 }
 
@@ -144,7 +223,8 @@ void notify_shutdown(void)
 {
     pthread_mutex_lock(&lock);
     stopping = 1;
-    pthread_cond_broadcast(&cond);
+    for (waiter *w = first; w; w = w->next)
+        pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&lock);
 }
 

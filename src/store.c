@@ -43,8 +43,8 @@ void args_str(store_args *a, const char *s, size_t n)
 {
     if (a->argc >= STORE_MAX_ARGS)
         abort(); /* request limits keep us far below this */
-    a->argv[a->argc] = s;
-    a->len[a->argc] = n;
+    a->argv[STORE_HEAD_ARGS + a->argc] = s;
+    a->len[STORE_HEAD_ARGS + a->argc] = n;
     a->argc++;
 }
 
@@ -229,24 +229,20 @@ dq_status store_eval(dq_store *s, dq_script script, store_args *a, int read_only
         return DQ_UNAVAILABLE;
     /* EVALSHA sha 0 prefix args... (keys are built inside the script from
      * the prefix; they all share its hash tag). */
-    size_t n = (size_t)a->argc + 4;
-    const char **argv = malloc(n * sizeof *argv);
-    size_t *len = malloc(n * sizeof *len);
-    if (!argv || !len)
-        abort();
+    int n = STORE_HEAD_ARGS + a->argc;
+    const char **argv = a->argv;
+    size_t *len = a->len;
     argv[0] = "EVALSHA";
     len[0] = 7;
     argv[2] = "0";
     len[2] = 1;
     argv[3] = s->prefix;
     len[3] = strlen(s->prefix);
-    memcpy(argv + 4, a->argv, (size_t)a->argc * sizeof *argv);
-    memcpy(len + 4, a->len, (size_t)a->argc * sizeof *len);
     dq_status st = DQ_OK;
     for (int attempt = 0; attempt < 2; attempt++) {
         argv[1] = s->sha[script];
         len[1] = 40;
-        redisReply *r = redisCommandArgv(s->ctx, (int)n, argv, len);
+        redisReply *r = redisCommandArgv(s->ctx, n, argv, len);
         if (!r) {
             st = lost_reply(s, read_only);
             break;
@@ -271,8 +267,6 @@ dq_status store_eval(dq_store *s, dq_script script, store_args *a, int read_only
     }
     if (!s->ctx && st == DQ_OK)
         st = DQ_UNAVAILABLE; /* script reload lost the connection */
-    free(argv);
-    free(len);
     return st;
 }
 

@@ -19,10 +19,14 @@ typedef struct redisReply store_reply;
 /* Script arguments: ARGV[1] (the key prefix) is added by store_eval. */
 #define STORE_MAX_ARGS 8200
 
+/* EVALSHA, sha, numkeys, prefix: store_eval fills the slots before the
+ * arguments, so a command is sent without copying them. */
+#define STORE_HEAD_ARGS 4
+
 typedef struct {
-    const char *argv[STORE_MAX_ARGS];
-    size_t len[STORE_MAX_ARGS];
-    int argc;
+    const char *argv[STORE_HEAD_ARGS + STORE_MAX_ARGS];
+    size_t len[STORE_HEAD_ARGS + STORE_MAX_ARGS];
+    int argc; /* arguments after the head */
     char nums[STORE_MAX_ARGS][24]; /* storage for numbers added with args_int */
     int nnums;
 } store_args;

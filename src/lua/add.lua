@@ -17,6 +17,8 @@ for i = 0, njobs - 1 do
 end
 
 local out = {}
+local snow = num(now)
+local topics = {} -- each new job's topic, once
 for i = 0, njobs - 1 do
     local a = 4 + i * FIELDS
     local id, topic, body = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -29,21 +31,25 @@ for i = 0, njobs - 1 do
     else
         local due = now + delay
         if at >= 0 then due = math.max(at, now) end
-        redis.call('HSET', jk, 't', topic, 'ttr', ttr, 'n', 0, 'r', retries,
-            'kb', 0, 'c', num(now), 'k', k)
-        redis.call('SET', body_key(id), body)
-        redis.call('SADD', P .. ':topics', topic)
-        count(topic, 'added', 1)
+        -- One HSET per job: the state fields go in with the rest.
         if due <= now then
-            make_ready(id, topic)
+            redis.call('HSET', jk, 't', topic, 'ttr', ttr, 'n', '0', 'r', retries, 'kb', '0',
+                'c', snow, 'k', k, 's', 'ready', 'g', enqueue_ready(id, topic), 'd', '-1')
             count(topic, 'ready', 1)
         else
-            redis.call('HSET', jk, 's', 'delay', 'd', num(due))
+            redis.call('HSET', jk, 't', topic, 'ttr', ttr, 'n', '0', 'r', retries, 'kb', '0',
+                'c', snow, 'k', k, 's', 'delay', 'd', num(due))
             schedule(id, k, due)
             count(topic, 'delay', 1)
         end
+        redis.call('SET', body_key(id), body)
+        count(topic, 'added', 1)
+        topics[topic] = true
         out[#out + 1] = 'ok'
     end
 end
+local new_topics = {}
+for topic in pairs(topics) do new_topics[#new_topics + 1] = topic end
+if #new_topics > 0 then redis.call('SADD', P .. ':topics', unpack(new_topics)) end
 flush()
 return out

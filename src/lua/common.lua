@@ -33,7 +33,7 @@ local function stats_key(topic) return P .. ':s:' .. topic end
 local counters = {}   -- topic -> {field -> delta}
 local appends = {}    -- list key -> {entries...}, in order
 local append_order = {}
-local ready_topics = {}
+local ready_topics = {} -- topic -> jobs made ready in this call
 
 local function count(topic, field, by)
     local c = counters[topic]
@@ -79,24 +79,33 @@ local function split_entry(e)
     return string.sub(e, 1, sep - 1), string.sub(e, sep + 1)
 end
 
--- Makes a job ready: new generation, appended to its topic's ready list.
-local function make_ready(id, topic)
+-- Queues a job on its topic's ready list under a new generation, which the
+-- caller writes into the job hash with s=ready.
+local function enqueue_ready(id, topic)
     local g = next_generation()
-    redis.call('HSET', job_key(id), 's', 'ready', 'g', g, 'd', -1)
     append(ready_key(topic), g .. ':' .. id)
-    ready_topics[topic] = true
+    ready_topics[topic] = (ready_topics[topic] or 0) + 1
+    return g
+end
+
+-- Makes an existing job ready.
+local function make_ready(id, topic)
+    redis.call('HSET', job_key(id), 's', 'ready', 'g', enqueue_ready(id, topic), 'd', '-1')
 end
 
 -- Sets a job aside; pop never sees it, kick brings it back.
 local function bury(id, topic)
     local g = next_generation()
-    redis.call('HSET', job_key(id), 's', 'buried', 'g', g, 'd', -1)
+    redis.call('HSET', job_key(id), 's', 'buried', 'g', g, 'd', '-1')
     append(buried_key(topic), g .. ':' .. id)
     count(topic, 'buries', 1)
 end
 
 -- Writes the gathered list appends and counters, then tells waiting
--- long-polls which topics got jobs (once per topic per call).
+-- long-polls how many jobs each topic got ("<count>:<topic>", once per topic
+-- per call; each worker process wakes that many of its waiters).
+-- Numbers go to redis.call as strings: Redis formats a Lua number with
+-- %.17g, which costs more than the command it is an argument of.
 local function flush()
     for _, key in ipairs(append_order) do
         local list = appends[key]
@@ -107,24 +116,33 @@ local function flush()
     for topic, c in pairs(counters) do
         for field, by in pairs(c) do
             if by ~= 0 then
-                redis.call('HINCRBY', stats_key(topic), field, by)
+                redis.call('HINCRBY', stats_key(topic), field, num(by))
             end
         end
     end
-    for topic in pairs(ready_topics) do
-        redis.call('PUBLISH', P .. ':ready', topic)
+    for topic, n in pairs(ready_topics) do
+        redis.call('PUBLISH', P .. ':ready', num(n) .. ':' .. topic)
     end
 end
 
 -- Puts a job in its bucket at `due`. When it becomes the bucket's earliest
--- entry, timers are told, since they sleep until the earliest one.
+-- entry, timers are told, since they sleep until the earliest one. A
+-- bucket's head is read once per call: jobs scheduled by one call (a batch
+-- add, a pop of many) compare against what the call already wrote.
+local bucket_heads = {} -- bucket key -> earliest due known (false: empty)
 local function schedule(id, k, due)
     local bk = bucket_key(k)
-    local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
-    redis.call('ZADD', bk, due, id)
-    if head[2] == nil or due < tonumber(head[2]) then
-        redis.call('PUBLISH', P .. ':wake', k .. ':' .. num(due))
+    local head = bucket_heads[bk]
+    if head == nil then
+        local first = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
+        head = first[2] and tonumber(first[2]) or false
     end
+    redis.call('ZADD', bk, num(due), id)
+    if not head or due < head then
+        redis.call('PUBLISH', P .. ':wake', k .. ':' .. num(due))
+        head = due
+    end
+    bucket_heads[bk] = head
 end
 
 -- True when a reserved job has used every delivery its retries allow.

@@ -4,6 +4,7 @@
 local want = tonumber(ARGV[2])
 local now = now_ms()
 local out = {}
+local body_keys = {} -- read with one MGET at the end
 local skipped = 0
 local MAX_SKIPPED = 10000 -- bounds one call's work over stale entries
 
@@ -19,16 +20,21 @@ for ti = 3, #ARGV do
         if j[1] == 'ready' and j[2] == g then
             local n = tonumber(j[3]) + 1
             local due = now + tonumber(j[4])
-            redis.call('HSET', jk, 's', 'reserved', 'n', n, 'd', num(due))
+            redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(due))
             schedule(id, j[5], due)
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
-            out[#out + 1] = {id, topic, redis.call('GET', body_key(id)), n, tonumber(j[4])}
+            out[#out + 1] = {id, topic, false, n, tonumber(j[4])}
+            body_keys[#out] = body_key(id)
         else
             skipped = skipped + 1
         end
     end
     if #out >= want then break end
+end
+if #out > 0 then
+    local bodies = redis.call('MGET', unpack(body_keys))
+    for i, job in ipairs(out) do job[3] = bodies[i] end
 end
 flush()
 return out

@@ -254,6 +254,59 @@ class StarvationTest(ClusterTestCase):
         self.assertEqual(s["topics"][idle]["reserved"], 50)
         self.assertEqual(s["topics"][idle]["ready"], 0)
 
+    def lpop_calls(self):
+        """LPOPs Redis has run: each pop script call makes one per topic,
+        whether or not it finds a job, and nothing else here uses LPOP."""
+        stats = self.c.redis("INFO", "commandstats").decode()
+        for line in stats.splitlines():
+            if line.startswith("cmdstat_lpop:"):
+                return int(line.split("calls=")[1].split(",")[0])
+        return 0
+
+    def test_ready_job_wakes_one_pop_per_worker(self):
+        """One job made ready wakes one waiting pop in each worker process,
+        not every waiting pop (each of which would run the pop script)."""
+        t = unique("herd")
+        waiters = 16
+        timeout = 4 * SLOW
+        results = []
+
+        def waiter():
+            conn = self.c.new_http()
+            results.append(self.c.req("pop", conn=conn, topic=t, timeout=timeout))
+            conn.close()
+
+        before = self.lpop_calls()
+        ths = [threading.Thread(target=waiter) for _ in range(waiters)]
+        for th in ths:
+            th.start()
+        # every waiter has made its first (empty) pop once LPOP has been
+        # called that many times; then it waits
+        limit = time.monotonic() + timeout / 2
+        while self.lpop_calls() - before < waiters and time.monotonic() < limit:
+            time.sleep(0.01)
+        self.assertEqual(self.lpop_calls() - before, waiters, "waiters did not start in time")
+        time.sleep(0.05)
+        before = self.lpop_calls()
+        st, r = self.c.req("add", topic=t, id=t + "-1", body=1)
+        self.assertOk(st, r)
+        limit = time.monotonic() + timeout / 2
+        while not results and time.monotonic() < limit:
+            time.sleep(0.005)
+        time.sleep(0.1)  # let the other woken pops finish
+        pops = self.lpop_calls() - before
+        answered = list(results)
+        for th in ths:
+            th.join(timeout + 10 * SLOW)
+        workers = self.CLUSTER_KW["workers"]
+        print("one ready job, %d waiters, %d workers: %d pop script calls" %
+              (waiters, workers, pops))
+        self.assertEqual(len(answered), 1, "expected exactly one waiter answered: %r" % answered)
+        self.assertEqual(answered[0][1]["id"], t + "-1")
+        self.assertGreaterEqual(pops, 1)
+        self.assertLessEqual(pops, workers)
+        self.assertEqual(sum(1 for st, r in results if r.get("id")), 1)
+
 
 if __name__ == "__main__":
     main()
