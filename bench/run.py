@@ -21,6 +21,7 @@ bench/loadgen and bench/ceiling/ceiling-fcgi are built by `make -C bench`.
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,6 +34,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
 from harness import Resp, free_port  # noqa: E402
+
+# The idle backend connections per nginx worker that delayq ships with.
+SHIPPED_KEEPALIVE = int(re.search(r"\bkeepalive (\d+);",
+                                  open(os.path.join(TOP, "nginx", "delayq-upstream.conf")).read()).group(1))
 
 LOADGEN = os.path.join(HERE, "loadgen")
 # The delayq binaries are copied here at start, so that a rebuild in the
@@ -138,12 +143,12 @@ class Stack:
     `return 200` location and the one-EVALSHA ceiling backend) in a temp dir."""
 
     def __init__(self, workers=4, threads=32, timers=1, redis_unix=False, nginx_workers=2,
-                 keepalive=16, with_ceiling=True):
+                 keepalive=None, with_ceiling=True):
         self.workers, self.threads = workers, threads
         self.n_timers = timers
         self.redis_unix = redis_unix
         self.nginx_workers = nginx_workers
-        self.keepalive = keepalive
+        self.keepalive = SHIPPED_KEEPALIVE if keepalive is None else keepalive
         self.with_ceiling = with_ceiling
         self.dir = tempfile.mkdtemp(prefix="delayq-bench-")
         os.chmod(self.dir, 0o755)
@@ -233,7 +238,7 @@ class Stack:
         text = text.replace("worker_processes 2;", "worker_processes %d;" % self.nginx_workers)
         text = text.replace("access_log %s/access.log;" % nd, "access_log off;")
         up = open(os.path.join(nd, "delayq-upstream.conf")).read()
-        up = up.replace("keepalive 16;", "keepalive %d;" % self.keepalive)
+        up = re.sub(r"\bkeepalive \d+;", "keepalive %d;" % self.keepalive, up)
         open(os.path.join(nd, "delayq-upstream.conf"), "w").write(up)
         extra_http = ""
         extra_loc = ("    location = /static {\n        default_type application/json;\n"
@@ -677,7 +682,7 @@ def tune(P):
     """Knobs that need no code change, each in a fresh stack: single-job W1
     and W2 and the ceiling, as ratios within each stack."""
     settings = [
-        ("default 4x32 nginx2 ka16 tcp", {}),
+        ("default 4x32 nginx2 ka%d tcp" % SHIPPED_KEEPALIVE, {}),
         ("redis unix socket", dict(redis_unix=True)),
         ("workers 2 x threads 32", dict(workers=2)),
         ("workers 8 x threads 16", dict(workers=8, threads=16)),
@@ -940,7 +945,9 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--nginx-workers", type=int, default=2)
-    ap.add_argument("--keepalive", type=int, default=16)
+    ap.add_argument("--keepalive", type=int, default=SHIPPED_KEEPALIVE,
+                    help="idle nginx-to-backend connections per nginx worker "
+                         "(default: the shipped nginx/delayq-upstream.conf, %d)" % SHIPPED_KEEPALIVE)
     ap.add_argument("--redis-unix", action="store_true", help="delayq talks to Redis on a unix socket")
     ap.add_argument("--w7-base", type=int, help="jobs stored for W7's large case (default 10M full, 100k quick)")
     ap.add_argument("--big", type=int, help="jobs for W4/W5/W6 (default 1M full, 100k quick)")
