@@ -15,6 +15,8 @@
 
 #define RING 256
 #define ANY_TOPIC 0 /* hash meaning "wake everyone" (after a resubscribe) */
+#define WOKEN_BY_ALL 1 /* woken_by of a waiter woken with everyone: nothing to pass on */
+#define ALL_WAITERS ((unsigned long)-1)
 #define MAX_WAIT_MS 1000
 #define MAX_TOPICS 64
 
@@ -39,7 +41,7 @@ static const dq_config *config;
 static uint32_t topic_hash(const char *t, size_t n)
 {
     uint32_t h = util_crc32(t, n);
-    return h == ANY_TOPIC ? 1 : h;
+    return h == ANY_TOPIC || h == WOKEN_BY_ALL ? 2 : h;
 }
 
 static int wants(const waiter *w, uint32_t hash)
@@ -51,17 +53,16 @@ static int wants(const waiter *w, uint32_t hash)
     return 0;
 }
 
-/* Called with the lock held: wakes up to `count` waiters of the topic, the
- * longest-waiting first (every waiter for ANY_TOPIC). */
+/* Called with the lock held: wakes up to `count` waiters of the topic (any
+ * topic for ANY_TOPIC), the longest-waiting first. */
 static void wake_waiters(uint32_t hash, unsigned long count)
 {
     for (waiter *w = first; w && count > 0; w = w->next) {
         if (w->woken_by || (hash != ANY_TOPIC && !wants(w, hash)))
             continue;
-        w->woken_by = hash == ANY_TOPIC ? 1 : hash;
+        w->woken_by = hash == ANY_TOPIC ? WOKEN_BY_ALL : hash;
         pthread_cond_signal(&w->cond);
-        if (hash != ANY_TOPIC)
-            count--;
+        count--;
     }
 }
 
@@ -83,7 +84,7 @@ static void announce_payload(const char *payload)
     char *end;
     unsigned long count = strtoul(payload, &end, 10);
     if (end == payload || *end != ':' || count == 0) {
-        announce(topic_hash(payload, strlen(payload)), (unsigned long)-1);
+        announce(topic_hash(payload, strlen(payload)), ALL_WAITERS);
         return;
     }
     announce(topic_hash(end + 1, strlen(end + 1)), count);
@@ -105,7 +106,7 @@ static void *subscriber_main(void *arg)
                 continue;
             }
             backoff_ms = 100;
-            announce(ANY_TOPIC, 0); /* messages may have been missed meanwhile */
+            announce(ANY_TOPIC, ALL_WAITERS); /* messages may have been missed meanwhile */
         }
         /* No timeout: an idle worker should cost no CPU. A dropped
          * connection wakes poll (POLLHUP) and is resubscribed above. */
@@ -148,11 +149,13 @@ uint64_t notify_generation(void)
 static uint32_t missed_since(const waiter *w, uint64_t since)
 {
     if (generation - since >= RING)
-        return ANY_TOPIC + 1; /* the ring forgot some: assume a match */
+        return WOKEN_BY_ALL; /* the ring forgot some: assume a match */
     for (uint64_t g = since + 1; g <= generation; g++) {
         uint32_t h = ring[g % RING];
-        if (h == ANY_TOPIC || wants(w, h))
-            return h == ANY_TOPIC ? ANY_TOPIC + 1 : h;
+        if (h == ANY_TOPIC)
+            return WOKEN_BY_ALL;
+        if (wants(w, h))
+            return h;
     }
     return 0;
 }
@@ -212,8 +215,8 @@ uint32_t notify_wait(const char *const *topics, size_t ntopics, uint64_t *gen, i
 
 void notify_pass_on(uint32_t woken_by)
 {
-    if (!woken_by)
-        return;
+    if (!woken_by || woken_by == WOKEN_BY_ALL)
+        return; /* not woken, or woken with everyone */
     pthread_mutex_lock(&lock);
     wake_waiters(woken_by, 1);
     pthread_mutex_unlock(&lock);
