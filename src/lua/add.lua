@@ -32,16 +32,17 @@ for i = 0, njobs - 1 do
         local due = now + delay
         if at >= 0 then due = math.max(at, now) end
         -- One HSET per job: the state fields go in with the rest.
+        local state
         if due <= now then
-            redis.call('HSET', jk, 't', topic, 'ttr', ttr, 'n', '0', 'r', retries, 'kb', '0',
-                'c', snow, 'k', k, 's', 'ready', 'g', enqueue_ready(id, topic), 'd', '-1')
+            state = {'s', 'ready', 'g', enqueue_ready(id, topic), 'd', '-1'}
             count(topic, 'ready', 1)
         else
-            redis.call('HSET', jk, 't', topic, 'ttr', ttr, 'n', '0', 'r', retries, 'kb', '0',
-                'c', snow, 'k', k, 's', 'delay', 'd', num(due))
-            schedule(id, k, due)
+            state = {'s', 'delay', 'd', num(due)}
             count(topic, 'delay', 1)
         end
+        redis.call('HSET', jk, 't', topic, 'ttr', ttr, 'n', '0', 'r', retries, 'kb', '0',
+            'c', snow, 'k', k, unpack(state))
+        if due > now then schedule(id, k, due) end
         redis.call('SET', body_key(id), body)
         count(topic, 'added', 1)
         topics[topic] = true
