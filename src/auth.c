@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PREFIXES 32
 
 struct dq_token {
     char secret[AUTH_TOKEN_MAX + 1];
@@ -15,7 +14,7 @@ struct dq_token {
     int all_commands;
     int commands[CMD_COUNT];
     int nprefixes; /* 0: every topic */
-    char prefixes[MAX_PREFIXES][DQ_TOPIC_MAX + 1];
+    char prefixes[AUTH_MAX_PREFIXES][DQ_TOPIC_MAX + 1];
 };
 
 struct dq_auth {
@@ -47,7 +46,7 @@ static int parse_topics(dq_token *t, char *list)
 {
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         size_t n = strlen(p);
-        if (t->nprefixes == MAX_PREFIXES || n > DQ_TOPIC_MAX || !request_topic_valid(p, n))
+        if (t->nprefixes == AUTH_MAX_PREFIXES || n > DQ_TOPIC_MAX || !request_topic_valid(p, n))
             return -1;
         memcpy(t->prefixes[t->nprefixes++], p, n + 1);
     }
@@ -79,7 +78,7 @@ static int parse_line(char *line, dq_token *t, const char *where, char *err, siz
         if (strncmp(opt, "topics=", 7) == 0) {
             if (parse_topics(t, opt + 7) < 0) {
                 snprintf(err, errlen, "%s: topics= needs 1 to %d valid topic prefixes", where,
-                         MAX_PREFIXES);
+                         AUTH_MAX_PREFIXES);
                 return -1;
             }
         } else if (strncmp(opt, "commands=", 9) == 0) {
@@ -213,4 +212,46 @@ int auth_topic_allowed(const dq_token *t, const char *topic)
             return 1;
     }
     return 0;
+}
+
+static dq_status deny(char *err, size_t errlen, const char *why, const char *what)
+{
+    snprintf(err, errlen, "%s%s", why, what);
+    return DQ_UNAUTHORIZED;
+}
+
+dq_status auth_check(const dq_auth *a, const char *header, const dq_request *req, char *allow,
+                     size_t allowlen, char *err, size_t errlen)
+{
+    allow[0] = '\0';
+    if (!a || (command_flags(req->cmd) & CMDF_PUBLIC))
+        return DQ_OK;
+    const dq_token *t = auth_find(a, header);
+    if (!t)
+        return deny(err, errlen,
+                    "missing or unknown bearer token (send Authorization: Bearer <token>)", "");
+    if (!auth_command_allowed(t, req->cmd))
+        return deny(err, errlen, "this token may not use the command ", command_name(req->cmd));
+    if (!auth_topic_limited(t))
+        return DQ_OK;
+    if (req->cmd == CMD_METRICS)
+        return deny(err, errlen, "metrics needs a token that is not limited to topics", "");
+    if (req->cmd == CMD_STATS && !req->ntopics)
+        return deny(err, errlen, "a token limited to topics must name a topic in stats", "");
+    for (size_t i = 0; i < req->njobs; i++) {
+        if (!auth_topic_allowed(t, req->jobs[i].topic))
+            return deny(err, errlen, "this token may not use the topic ", req->jobs[i].topic);
+    }
+    for (size_t i = 0; i < req->ntopics; i++) {
+        if (!auth_topic_allowed(t, req->topics[i]))
+            return deny(err, errlen, "this token may not use the topic ", req->topics[i]);
+    }
+    size_t o = 0;
+    for (int i = 0; i < t->nprefixes; i++) {
+        int n = snprintf(allow + o, allowlen - o, "%s%s", i ? "," : "", t->prefixes[i]);
+        if (n < 0 || (size_t)n >= allowlen - o)
+            abort(); /* AUTH_ALLOW_MAX is sized for every prefix */
+        o += (size_t)n;
+    }
+    return DQ_OK;
 }

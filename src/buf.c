@@ -55,6 +55,21 @@ void buf_puts(dq_buf *b, const char *s)
     buf_append(b, s, strlen(s));
 }
 
+void buf_putc(dq_buf *b, char c)
+{
+    buf_reserve(b, 1);
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
+}
+
+void buf_trim(dq_buf *b, size_t keep)
+{
+    if (b->cap > keep)
+        buf_free(b);
+    else
+        buf_reset(b);
+}
+
 void buf_printf(dq_buf *b, const char *fmt, ...)
 {
     va_list ap;

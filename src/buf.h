@@ -18,6 +18,10 @@ void buf_free(dq_buf *b);
 void buf_reset(dq_buf *b);
 void buf_append(dq_buf *b, const char *s, size_t n);
 void buf_puts(dq_buf *b, const char *s);
+void buf_putc(dq_buf *b, char c);
+/* Frees the storage when it grew beyond keep bytes, so one large answer
+ * does not stay allocated for the life of the thread. */
+void buf_trim(dq_buf *b, size_t keep);
 void buf_printf(dq_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_put_i64(dq_buf *b, int64_t v);
 /* Appends s (n bytes, valid UTF-8) as a quoted JSON string. */

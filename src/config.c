@@ -25,6 +25,7 @@ static const key_spec keys[] = {
     STR_KEY(listen, "127.0.0.1:9000"),
     INT_KEY(workers, "4", 1, 256),
     INT_KEY(threads, "32", 1, 1024),
+    INT_KEY(max_connections, "10000", 1, 1000000),
     INT_KEY(backlog, "1024", 1, 65535),
     STR_KEY(redis_host, "127.0.0.1"),
     INT_KEY(redis_port, "6379", 1, 65535),
@@ -41,6 +42,8 @@ static const key_spec keys[] = {
     INT_KEY(default_ttr, "60", 1, 86400),
     INT_KEY(timer_lease_ms, "5000", 300, 600000),
     INT_KEY(timer_batch, "1000", 1, 100000),
+    INT_KEY(topic_retention_s, "3600", 0, 31536000),
+    INT_KEY(metrics_max_topics, "1000", 0, 100000),
     STR_KEY(log_level, "info"),
     STR_KEY(auth_file, ""),
 };

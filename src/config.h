@@ -10,6 +10,7 @@ typedef struct {
     char listen[256];
     int workers;
     int threads;
+    int max_connections;
     int backlog;
     char redis_host[256];
     int redis_port;
@@ -26,6 +27,8 @@ typedef struct {
     int default_ttr;
     int timer_lease_ms;
     int timer_batch;
+    int topic_retention_s;
+    int metrics_max_topics;
     char log_level[16];
     char auth_file[256];
 } dq_config;

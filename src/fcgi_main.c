@@ -14,6 +14,7 @@
 #include "fcgi_front.h"
 #include "log.h"
 #include "metrics.h"
+#include "worker.h"
 
 static volatile sig_atomic_t stop_signal;
 
@@ -38,7 +39,7 @@ static pid_t spawn_worker(const dq_config *cfg, int listen_fd, const sigset_t *b
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     sigprocmask(SIG_SETMASK, blocked, NULL);
-    exit(front_run_worker(cfg, listen_fd));
+    exit(worker_run(cfg, listen_fd));
 }
 
 int main(int argc, char **argv)
@@ -66,7 +67,7 @@ int main(int argc, char **argv)
     }
     if (cfg.listen[0] == '/')
         unlink(cfg.listen); /* a stale socket of an earlier run */
-    int listen_fd = front_listen(&cfg);
+    int listen_fd = fcgi_listen(&cfg);
     if (listen_fd < 0) {
         log_error("cannot listen on %s: %s", cfg.listen, strerror(errno));
         return 1;

@@ -1,7 +1,10 @@
 /* handlers: run one validated request against Redis and write the response
- * body. One handler per command; no FastCGI here. */
+ * body. One handler per command (named in src/commands.def); no FastCGI
+ * here. */
 #ifndef DQ_HANDLERS_H
 #define DQ_HANDLERS_H
+
+#include <stdint.h>
 
 #include "auth.h"
 #include "buf.h"
@@ -12,25 +15,22 @@
 
 typedef struct {
     const dq_config *cfg;
-    dq_store *store;
-    store_args *args; /* scratch, reused per request */
+    dq_store *store;           /* the calling thread's Redis connection */
     const dq_auth *auth;       /* NULL: auth is off */
     const char *authorization; /* this request's Authorization header, or NULL */
-    /* Asks the front whether the client went away (nginx closed the
-     * connection), so a long-poll stops instead of reserving a job for
-     * nobody. NULL: never. */
-    int (*client_gone)(void *arg);
-    void *client_arg;
+    int64_t started_ms;        /* monotonic ms when the request arrived */
+    int stopping;              /* the worker is stopping: long-polls answer now */
 } dq_handler_ctx;
 
 typedef struct {
     dq_status status;
     int is_text; /* /metrics: Prometheus text rather than JSON */
+    int wait;    /* pop found nothing and may still wait: nothing was written;
+                    run it again when a job may have become ready */
 } dq_response;
 
-/* Runs req and writes the whole response body (success or error) to out. */
+/* Runs req and writes the whole response body (success or error) to out,
+ * unless the answer is wait. */
 dq_response handle_request(dq_handler_ctx *h, const dq_request *req, dq_buf *out);
-/* Writes a failure body: {"success":false,"error":msg,"code":..}. */
-void write_error(dq_buf *out, dq_status st, const char *msg);
 
 #endif

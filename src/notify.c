@@ -1,4 +1,4 @@
-/* notify: subscriber thread and per-waiter wake-ups for long-polls. */
+/* notify: subscriber thread and the registry of parked long-polls. */
 #include "notify.h"
 
 #include <poll.h>
@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -14,29 +13,20 @@
 #include "util.h"
 
 #define RING 256
-#define ANY_TOPIC 0 /* hash meaning "wake everyone" (after a resubscribe) */
+#define ANY_TOPIC 0    /* hash meaning "wake everyone" (after a resubscribe) */
 #define WOKEN_BY_ALL 1 /* woken_by of a waiter woken with everyone: nothing to pass on */
 #define ALL_WAITERS ((unsigned long)-1)
 #define MAX_WAIT_MS 1000
-#define MAX_TOPICS 64
-
-/* A long-poll waiting in notify_wait. Waiters form a FIFO, so the one that
- * has waited longest is woken first. */
-typedef struct waiter {
-    uint32_t hashes[MAX_TOPICS];
-    size_t n;
-    uint32_t woken_by; /* topic hash that woke it; 0 while waiting */
-    pthread_cond_t cond;
-    struct waiter *prev, *next;
-} waiter;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_condattr_t monotonic;
-static waiter *first, *last;
-static uint64_t generation;
+static notify_waiter *first, *last; /* FIFO by order */
+static notify_waiter **heap;        /* min-heap by deadline */
+static size_t nheap, heapcap;
+static uint64_t generation, next_order;
 static uint32_t ring[RING]; /* topic hash of generation g at ring[g % RING] */
 static int stopping;
 static const dq_config *config;
+static void (*deadline_hook)(void);
 
 static uint32_t topic_hash(const char *t, size_t n)
 {
@@ -44,7 +34,7 @@ static uint32_t topic_hash(const char *t, size_t n)
     return h == ANY_TOPIC || h == WOKEN_BY_ALL ? 2 : h;
 }
 
-static int wants(const waiter *w, uint32_t hash)
+static int wants(const notify_waiter *w, uint32_t hash)
 {
     for (size_t i = 0; i < w->n; i++) {
         if (w->hashes[i] == hash)
@@ -53,29 +43,275 @@ static int wants(const waiter *w, uint32_t hash)
     return 0;
 }
 
-/* Called with the lock held: wakes up to `count` waiters of the topic (any
- * topic for ANY_TOPIC), the longest-waiting first. */
-static void wake_waiters(uint32_t hash, unsigned long count)
+/* ------------------------------------------------------------------------ */
+/* The deadline heap (called with the lock held)                             */
+/* ------------------------------------------------------------------------ */
+
+static void heap_set(size_t i, notify_waiter *w)
 {
-    for (waiter *w = first; w && count > 0; w = w->next) {
-        if (w->woken_by || (hash != ANY_TOPIC && !wants(w, hash)))
-            continue;
-        w->woken_by = hash == ANY_TOPIC ? WOKEN_BY_ALL : hash;
-        pthread_cond_signal(&w->cond);
-        count--;
+    heap[i] = w;
+    w->heap_at = i;
+}
+
+static void heap_up(size_t i)
+{
+    notify_waiter *w = heap[i];
+    while (i > 0 && heap[(i - 1) / 2]->deadline > w->deadline) {
+        heap_set(i, heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_set(i, w);
+}
+
+static void heap_down(size_t i)
+{
+    notify_waiter *w = heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= nheap)
+            break;
+        if (c + 1 < nheap && heap[c + 1]->deadline < heap[c]->deadline)
+            c++;
+        if (heap[c]->deadline >= w->deadline)
+            break;
+        heap_set(i, heap[c]);
+        i = c;
+    }
+    heap_set(i, w);
+}
+
+static void heap_push(notify_waiter *w)
+{
+    if (nheap == heapcap) {
+        size_t cap = heapcap ? heapcap * 2 : 64;
+        notify_waiter **h = realloc(heap, cap * sizeof *h);
+        if (!h)
+            abort();
+        heap = h;
+        heapcap = cap;
+    }
+    heap_set(nheap++, w);
+    heap_up(nheap - 1);
+}
+
+static void heap_remove(notify_waiter *w)
+{
+    size_t i = w->heap_at;
+    notify_waiter *moved = heap[--nheap];
+    if (i == nheap)
+        return;
+    heap_set(i, moved);
+    heap_up(i);
+    heap_down(moved->heap_at);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parking and waking                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Takes w out of the list and the heap (lock held). */
+static void unpark(notify_waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        first = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        last = w->prev;
+    w->prev = w->next = NULL;
+    heap_remove(w);
+    w->parked = 0;
+}
+
+/* Woken waiters are collected under the lock and their callbacks run after
+ * it is released, so a callback may take other locks. */
+typedef struct {
+    notify_waiter *head;
+} wake_list;
+
+static void wake_later(wake_list *l, notify_waiter *w, uint32_t by)
+{
+    unpark(w);
+    w->woken_by = by;
+    w->next = l->head;
+    l->head = w;
+}
+
+static void run_wakes(wake_list *l)
+{
+    notify_waiter *w = l->head;
+    while (w) {
+        notify_waiter *next = w->next;
+        w->next = NULL;
+        w->wake(w);
+        w = next;
+    }
+}
+
+/* Wakes up to `count` waiters of the topic (any topic for ANY_TOPIC), the
+ * longest-waiting first (lock held). */
+static void wake_waiters(wake_list *l, uint32_t hash, unsigned long count)
+{
+    notify_waiter *w = first;
+    while (w && count > 0) {
+        notify_waiter *next = w->next;
+        if (hash == ANY_TOPIC || wants(w, hash)) {
+            wake_later(l, w, hash == ANY_TOPIC ? WOKEN_BY_ALL : hash);
+            count--;
+        }
+        w = next;
     }
 }
 
 static void announce(uint32_t hash, unsigned long count)
 {
+    wake_list l = {NULL};
     pthread_mutex_lock(&lock);
     generation++;
     ring[generation % RING] = hash;
-    wake_waiters(hash, count);
+    wake_waiters(&l, hash, count);
     pthread_mutex_unlock(&lock);
+    run_wakes(&l);
 }
 
-/* Payload "<count>:<topic>": the scripts made `count` jobs of the topic
+/* Did a message after generation `since` name one of the waiter's topics
+ * (it came between the pop and the park)? Lock held. */
+static uint32_t missed_since(const notify_waiter *w, uint64_t since)
+{
+    if (generation - since >= RING)
+        return WOKEN_BY_ALL; /* the ring forgot some: assume a match */
+    for (uint64_t g = since + 1; g <= generation; g++) {
+        uint32_t h = ring[g % RING];
+        if (h == ANY_TOPIC)
+            return WOKEN_BY_ALL;
+        if (wants(w, h))
+            return h;
+    }
+    return 0;
+}
+
+/* Inserts w into the FIFO by its order (a re-parked waiter goes back to
+ * where it stood, so the longest-waiting request keeps its turn). */
+static void insert_in_order(notify_waiter *w)
+{
+    notify_waiter *after = last;
+    while (after && after->order > w->order)
+        after = after->prev;
+    w->prev = after;
+    w->next = after ? after->next : first;
+    if (w->next)
+        w->next->prev = w;
+    else
+        last = w;
+    if (after)
+        after->next = w;
+    else
+        first = w;
+}
+
+void notify_park(notify_waiter *w, const char *const *topics, size_t ntopics, uint64_t gen,
+                 int64_t deadline_ms, int first_park)
+{
+    w->n = ntopics < NOTIFY_MAX_TOPICS ? ntopics : NOTIFY_MAX_TOPICS;
+    for (size_t i = 0; i < w->n; i++)
+        w->hashes[i] = topic_hash(topics[i], strlen(topics[i]));
+    int64_t cap = util_mono_ms() + MAX_WAIT_MS;
+    w->deadline = deadline_ms < cap ? deadline_ms : cap;
+    w->woken_by = 0;
+    wake_list l = {NULL};
+    int earlier = 0;
+    pthread_mutex_lock(&lock);
+    if (first_park)
+        w->order = next_order++;
+    uint32_t missed = stopping ? WOKEN_BY_ALL : missed_since(w, gen);
+    w->parked = 1;
+    insert_in_order(w);
+    heap_push(w);
+    if (missed)
+        wake_later(&l, w, missed);
+    else
+        earlier = w->heap_at == 0;
+    pthread_mutex_unlock(&lock);
+    run_wakes(&l);
+    if (earlier && deadline_hook)
+        deadline_hook();
+}
+
+int notify_cancel(notify_waiter *w)
+{
+    pthread_mutex_lock(&lock);
+    int was = w->parked;
+    if (was)
+        unpark(w);
+    pthread_mutex_unlock(&lock);
+    return was;
+}
+
+void notify_pass_on(uint32_t woken_by)
+{
+    if (!woken_by || woken_by == WOKEN_BY_ALL)
+        return; /* not woken by a job, or woken with everyone */
+    wake_list l = {NULL};
+    pthread_mutex_lock(&lock);
+    wake_waiters(&l, woken_by, 1);
+    pthread_mutex_unlock(&lock);
+    run_wakes(&l);
+}
+
+int64_t notify_expire(int64_t now_ms)
+{
+    wake_list l = {NULL};
+    pthread_mutex_lock(&lock);
+    while (nheap > 0 && heap[0]->deadline <= now_ms)
+        wake_later(&l, heap[0], 0);
+    int64_t next = nheap > 0 ? heap[0]->deadline : -1;
+    pthread_mutex_unlock(&lock);
+    run_wakes(&l);
+    return next;
+}
+
+size_t notify_parked(void)
+{
+    pthread_mutex_lock(&lock);
+    size_t n = nheap;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+void notify_shutdown(void)
+{
+    wake_list l = {NULL};
+    pthread_mutex_lock(&lock);
+    stopping = 1;
+    while (first)
+        wake_later(&l, first, 0);
+    pthread_mutex_unlock(&lock);
+    run_wakes(&l);
+}
+
+int notify_stopping(void)
+{
+    pthread_mutex_lock(&lock);
+    int s = stopping;
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+uint64_t notify_generation(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t g = generation;
+    pthread_mutex_unlock(&lock);
+    return g;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The subscriber thread                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Payload "<count>:<topic>": the functions made `count` jobs of the topic
  * ready in one call, so `count` waiters of this process are woken; as every
  * worker process does the same, each job gets one pop per process rather
  * than one per waiting request. A payload without a count wakes them all. */
@@ -124,117 +360,13 @@ static void *subscriber_main(void *arg)
     return NULL;
 }
 
-int notify_start(const dq_config *cfg)
+int notify_start(const dq_config *cfg, void (*earlier_deadline)(void))
 {
     config = cfg;
-    pthread_condattr_init(&monotonic);
-    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    deadline_hook = earlier_deadline;
     pthread_t t;
     if (pthread_create(&t, NULL, subscriber_main, NULL) != 0)
         return -1;
     pthread_detach(t);
     return 0;
-}
-
-uint64_t notify_generation(void)
-{
-    pthread_mutex_lock(&lock);
-    uint64_t g = generation;
-    pthread_mutex_unlock(&lock);
-    return g;
-}
-
-/* Called with the lock held: did a message after generation `since` name
- * one of the waiter's topics (it came between the pop and the wait)? */
-static uint32_t missed_since(const waiter *w, uint64_t since)
-{
-    if (generation - since >= RING)
-        return WOKEN_BY_ALL; /* the ring forgot some: assume a match */
-    for (uint64_t g = since + 1; g <= generation; g++) {
-        uint32_t h = ring[g % RING];
-        if (h == ANY_TOPIC)
-            return WOKEN_BY_ALL;
-        if (wants(w, h))
-            return h;
-    }
-    return 0;
-}
-
-static void deadline_timespec(int64_t deadline_ms, struct timespec *ts)
-{
-    int64_t now = util_mono_ms();
-    int64_t until = deadline_ms < now + MAX_WAIT_MS ? deadline_ms : now + MAX_WAIT_MS;
-    int64_t wait_ms = until > now ? until - now : 0;
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += wait_ms / 1000;
-    ts->tv_nsec += (wait_ms % 1000) * 1000000;
-    if (ts->tv_nsec >= 1000000000) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000;
-    }
-}
-
-uint32_t notify_wait(const char *const *topics, size_t ntopics, uint64_t *gen, int64_t deadline_ms)
-{
-    waiter w;
-    w.n = ntopics < MAX_TOPICS ? ntopics : MAX_TOPICS;
-    for (size_t i = 0; i < w.n; i++)
-        w.hashes[i] = topic_hash(topics[i], strlen(topics[i]));
-    w.woken_by = 0;
-    struct timespec ts;
-    deadline_timespec(deadline_ms, &ts);
-    pthread_cond_init(&w.cond, &monotonic);
-    pthread_mutex_lock(&lock);
-    w.woken_by = missed_since(&w, *gen);
-    if (!w.woken_by && !stopping) {
-        w.prev = last;
-        w.next = NULL;
-        if (last)
-            last->next = &w;
-        else
-            first = &w;
-        last = &w;
-        while (!w.woken_by && !stopping) {
-            if (pthread_cond_timedwait(&w.cond, &lock, &ts) != 0)
-                break;
-        }
-        if (w.prev)
-            w.prev->next = w.next;
-        else
-            first = w.next;
-        if (w.next)
-            w.next->prev = w.prev;
-        else
-            last = w.prev;
-    }
-    *gen = generation;
-    pthread_mutex_unlock(&lock);
-    pthread_cond_destroy(&w.cond);
-    return w.woken_by;
-}
-
-void notify_pass_on(uint32_t woken_by)
-{
-    if (!woken_by || woken_by == WOKEN_BY_ALL)
-        return; /* not woken, or woken with everyone */
-    pthread_mutex_lock(&lock);
-    wake_waiters(woken_by, 1);
-    pthread_mutex_unlock(&lock);
-}
-
-void notify_shutdown(void)
-{
-    pthread_mutex_lock(&lock);
-    stopping = 1;
-    for (waiter *w = first; w; w = w->next)
-        pthread_cond_signal(&w->cond);
-    pthread_mutex_unlock(&lock);
-}
-
-int notify_stopping(void)
-{
-    pthread_mutex_lock(&lock);
-    int s = stopping;
-    pthread_mutex_unlock(&lock);
-    return s;
 }

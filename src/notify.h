@@ -1,10 +1,13 @@
-/* notify: wakes long-polling pops when jobs become ready. One subscriber
- * thread per worker process listens on the "<prefix>:ready" channel (the
- * scripts publish "<count>:<topic>" for the jobs one call made ready) and
- * wakes at most `count` of the request threads waiting on that topic, so a
- * ready job costs one pop per worker process, not one per waiting request.
- * Waits are capped at one second, so a lost subscription costs at most a
- * second of latency, never a lost wake-up. */
+/* notify: wakes parked long-polls when jobs become ready. A long-poll that
+ * found no job is parked here (it holds no thread while it waits). One
+ * subscriber thread per worker process listens on "<prefix>:ready" (the
+ * functions publish "<count>:<topic>" for the jobs one call made ready) and
+ * wakes at most `count` of the waiters parked on that topic, the longest
+ * waiting first, so a ready job costs one pop per worker process, not one
+ * per waiting request. A waiter is also woken at its deadline, at most one
+ * second after it parked (so a lost subscription costs at most a second,
+ * never a lost wake-up), and at shutdown. Waking means calling the waiter's
+ * callback, which hands the request back to a thread. */
 #ifndef DQ_NOTIFY_H
 #define DQ_NOTIFY_H
 
@@ -13,18 +16,51 @@
 
 #include "config.h"
 
-/* Starts the subscriber thread. Returns 0 or -1. */
-int notify_start(const dq_config *cfg);
+#define NOTIFY_MAX_TOPICS 64
+
+typedef struct notify_waiter notify_waiter;
+/* Called without notify's lock held, once per park. */
+typedef void (*notify_wake_fn)(notify_waiter *w);
+
+struct notify_waiter {
+    notify_wake_fn wake;
+    void *owner;
+    /* Below: notify's own. */
+    uint32_t hashes[NOTIFY_MAX_TOPICS];
+    size_t n;
+    uint64_t order;     /* first park: keeps the FIFO across re-parks */
+    int64_t deadline;   /* monotonic ms */
+    uint32_t woken_by;  /* topic hash that woke it (0: deadline or shutdown) */
+    int parked;
+    size_t heap_at;     /* index in the deadline heap */
+    notify_waiter *prev, *next;
+};
+
+/* Starts the subscriber thread. earlier_deadline is called when a parked
+ * waiter's deadline becomes the earliest, so the caller can shorten its
+ * wait before notify_expire. Returns 0 or -1. */
+int notify_start(const dq_config *cfg, void (*earlier_deadline)(void));
 /* The current generation: take it before trying a pop. */
 uint64_t notify_generation(void);
-/* Waits until a message newer than *gen names one of the topics, until the
- * monotonic deadline, at most one second, or until shutdown. Updates *gen.
- * Returns nonzero when a message woke it: a waiter that will not pop after
- * all hands that value to notify_pass_on, so the job wakes someone else. */
-uint32_t notify_wait(const char *const *topics, size_t ntopics, uint64_t *gen, int64_t deadline_ms);
+/* Parks w until a message newer than gen names one of the topics, or until
+ * min(deadline_ms, now + 1 s), or shutdown. If such a message came after
+ * gen already (between the pop and now), w is woken at once. first: the
+ * request parks for the first time (a re-park keeps its place in line). */
+void notify_park(notify_waiter *w, const char *const *topics, size_t ntopics, uint64_t gen,
+                 int64_t deadline_ms, int first);
+/* Takes w out if it is still parked (its client went away): returns 1, and
+ * its callback will not run; 0 if it was woken already. */
+int notify_cancel(notify_waiter *w);
+/* A waiter that was woken by a job but will not pop (its client left)
+ * passes the wake-up to the next waiter of that topic. */
 void notify_pass_on(uint32_t woken_by);
+/* Wakes the waiters whose deadline has passed; returns the next deadline
+ * (monotonic ms), or -1 when none is parked. */
+int64_t notify_expire(int64_t now_ms);
 /* Wakes every waiter for good: the worker is stopping. */
 void notify_shutdown(void);
 int notify_stopping(void);
+/* Parked waiters, for tests and logs. */
+size_t notify_parked(void);
 
 #endif

@@ -7,36 +7,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_strict.h"
+/* ------------------------------------------------------------------------ */
+/* The command table                                                         */
+/* ------------------------------------------------------------------------ */
 
-static const char *const command_names[CMD_COUNT] = {
-    [CMD_ADD] = "add",       [CMD_POP] = "pop",         [CMD_FINISH] = "finish",
-    [CMD_DELETE] = "delete", [CMD_GET] = "get",         [CMD_TOUCH] = "touch",
-    [CMD_RELEASE] = "release", [CMD_BURY] = "bury",     [CMD_KICK] = "kick",
-    [CMD_STATS] = "stats",   [CMD_HEALTH] = "health",   [CMD_METRICS] = "metrics",
+static const struct {
+    const char *name;
+    int flags;
+} commands[CMD_COUNT] = {
+#define DQ_COMMAND(e, name, flags, parser, handler) [CMD_##e] = {name, flags},
+#include "commands.def"
+#undef DQ_COMMAND
 };
 
 const char *command_name(dq_command c)
 {
-    return c < CMD_COUNT ? command_names[c] : "unknown";
+    return c < CMD_COUNT ? commands[c].name : "unknown";
 }
 
 dq_command command_from_name(const char *name, size_t len)
 {
     for (int c = 0; c < CMD_COUNT; c++) {
-        if (strlen(command_names[c]) == len && memcmp(command_names[c], name, len) == 0)
+        if (strlen(commands[c].name) == len && memcmp(commands[c].name, name, len) == 0)
             return (dq_command)c;
     }
     return CMD_COUNT;
 }
 
-int command_is_read_only(dq_command c)
+int command_flags(dq_command c)
 {
-    return c == CMD_GET || c == CMD_STATS || c == CMD_HEALTH || c == CMD_METRICS;
+    return c < CMD_COUNT ? commands[c].flags : 0;
 }
 
 /* ------------------------------------------------------------------------ */
-/* Field rules                                                               */
+/* Names and quoting                                                         */
 /* ------------------------------------------------------------------------ */
 
 static int name_char_ok(unsigned char c)
@@ -66,9 +70,101 @@ int request_id_valid(const char *s, size_t n)
     return name_valid(s, n, DQ_ID_MAX);
 }
 
+void request_quote_input(char *out, size_t outlen, const char *s, size_t n, size_t max)
+{
+    size_t o = strlen(out);
+    size_t i = 0;
+    while (i < n && i < max) {
+        unsigned char c = (unsigned char)s[i];
+        char piece[8];
+        size_t plen, used = 1;
+        if (c < 0x20 || c == 0x7f) {
+            plen = (size_t)snprintf(piece, sizeof piece, "\\u%04x", c);
+        } else if (c < 0x80) {
+            piece[0] = (char)c;
+            plen = 1;
+        } else if ((used = json_utf8_char(s + i, n - i)) > 0) {
+            if (i + used > max)
+                break; /* cut before a character that does not fit */
+            memcpy(piece, s + i, used);
+            plen = used;
+        } else {
+            plen = (size_t)snprintf(piece, sizeof piece, "\\x%02x", c);
+            used = 1;
+        }
+        if (o + plen + 4 > outlen)
+            break;
+        memcpy(out + o, piece, plen);
+        o += plen;
+        i += used;
+    }
+    if (i < n && o + 4 <= outlen) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fields                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Every field name the protocol knows. A name outside this list is unknown
+ * to every command; a known name a command does not read is refused too. */
+typedef enum {
+    F_COMMAND,
+    F_TOPIC,
+    F_TOPICS,
+    F_ID,
+    F_IDS,
+    F_DELAY,
+    F_AT,
+    F_TTR,
+    F_TTR_UPPER,
+    F_BODY,
+    F_RETRIES,
+    F_JOBS,
+    F_TIMEOUT,
+    F_COUNT,
+    F_CURSOR,
+    F_LIMIT,
+    NFIELDS
+} field_id;
+
+static const char *const field_names[NFIELDS] = {
+    [F_COMMAND] = "command", [F_TOPIC] = "topic",     [F_TOPICS] = "topics",
+    [F_ID] = "id",           [F_IDS] = "ids",         [F_DELAY] = "delay",
+    [F_AT] = "at",           [F_TTR] = "ttr",         [F_TTR_UPPER] = "TTR",
+    [F_BODY] = "body",       [F_RETRIES] = "retries", [F_JOBS] = "jobs",
+    [F_TIMEOUT] = "timeout", [F_COUNT] = "count",     [F_CURSOR] = "cursor",
+    [F_LIMIT] = "limit",
+};
+
+static field_id field_from_name(const char *s, size_t n)
+{
+    for (int f = 0; f < NFIELDS; f++) {
+        if (strlen(field_names[f]) == n && memcmp(field_names[f], s, n) == 0)
+            return (field_id)f;
+    }
+    return NFIELDS;
+}
+
+/* The fields of one JSON object (the request, or one job of a batch), or of
+ * a query string. Values are read through the accessors below, which mark
+ * them taken; a present field no parser took is refused. */
+typedef struct {
+    char *text;          /* the mutable text the tokens point into */
+    const json_doc *doc; /* NULL: the fields came from a query string */
+    uint32_t tok[NFIELDS];
+    char *qval[NFIELDS]; /* query form: decoded, NUL-terminated values */
+    size_t qlen[NFIELDS];
+    unsigned present, taken;
+} fieldset;
+
 /* Validation context: where we are (for "jobs[3].ttr") and the error. */
 typedef struct {
     const char *where; /* "" or "jobs[3]" */
+    const char *cmd;   /* command name, for "not a field of" */
     char *err;
     size_t errlen;
     dq_status status;
@@ -78,7 +174,7 @@ static int fail(vctx *v, dq_status st, const char *fmt, ...) __attribute__((form
 
 static int fail(vctx *v, dq_status st, const char *fmt, ...)
 {
-    char msg[256];
+    char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -94,71 +190,161 @@ static int fail(vctx *v, dq_status st, const char *fmt, ...)
     return -1;
 }
 
-static json_object *field(json_object *obj, const char *name, int *present)
+/* "unknown field '<name>'", quoting the client's name safely. */
+static int fail_field_name(vctx *v, const char *what, const char *name, size_t n, const char *tail)
 {
-    json_object *val = NULL;
-    *present = json_object_object_get_ex(obj, name, &val);
-    return val;
+    char quoted[200] = "";
+    request_quote_input(quoted, sizeof quoted, name, n, 64);
+    return fail(v, DQ_BAD_REQUEST, "%s '%s%s%s'%s", what, v->where, v->where[0] ? "." : "",
+                quoted, tail);
 }
 
-static int is_number(json_object *val)
+/* Loads the members of the object at token `obj`. A member whose decoded
+ * name is no protocol field is refused at once. */
+static int fields_from_object(vctx *v, fieldset *f, char *text, const json_doc *doc, size_t obj)
 {
-    return json_object_is_type(val, json_type_int) || json_object_is_type(val, json_type_double);
+    memset(f, 0, sizeof *f);
+    f->text = text;
+    f->doc = doc;
+    const json_tok *t = doc->toks;
+    size_t key = obj + 1;
+    for (uint32_t m = 0; m < t[obj].count; m++, key = json_next_member(doc, key)) {
+        char name[32];
+        const json_tok *k = &t[key];
+        size_t raw = k->end - k->start;
+        field_id id = NFIELDS;
+        size_t n = raw;
+        if (raw < sizeof name) {
+            n = json_string_decode(text, k, name);
+            id = field_from_name(name, n);
+        }
+        if (id == NFIELDS) {
+            /* Quote the decoded name; a long one is quoted from its raw text. */
+            if (raw < sizeof name)
+                return fail_field_name(v, "unknown field", name, n, "");
+            return fail_field_name(v, "unknown field", text + k->start, raw, "");
+        }
+        f->present |= 1u << id;
+        f->tok[id] = (uint32_t)key + 1;
+    }
+    return 0;
+}
+
+/* Refuses a field that is present but was not read by the command. */
+static int fields_all_taken(vctx *v, const fieldset *f)
+{
+    unsigned left = f->present & ~f->taken;
+    if (!left)
+        return 0;
+    for (int id = 0; id < NFIELDS; id++) {
+        if (left & (1u << id)) {
+            char tail[64];
+            snprintf(tail, sizeof tail, " is not a field of %s", v->cmd);
+            return fail_field_name(v, "field", field_names[id], strlen(field_names[id]), tail);
+        }
+    }
+    return 0;
+}
+
+/* Marks a field taken; 1 if present. */
+static int take(fieldset *f, field_id id)
+{
+    f->taken |= 1u << id;
+    return (f->present >> id) & 1;
+}
+
+static const json_tok *tok_of(const fieldset *f, field_id id)
+{
+    return &f->doc->toks[f->tok[id]];
+}
+
+/* Decodes a string token in place and NUL-terminates it (where its closing
+ * quote was). Each token is decoded once. */
+static char *string_in_place(char *text, const json_tok *t, size_t *n)
+{
+    char *s = text + t->start;
+    size_t len = t->escaped ? json_string_decode(text, t, s) : (size_t)(t->end - t->start);
+    s[len] = '\0';
+    *n = len;
+    return s;
+}
+
+/* Optional string; with required set, absence is an error. Returns 1 if
+ * present, 0 if absent, -1 on error. */
+static int string_field(vctx *v, fieldset *f, field_id id, int required, const char **s, size_t *n)
+{
+    const char *name = field_names[id];
+    if (!take(f, id)) {
+        if (required)
+            return fail(v, DQ_BAD_REQUEST, "field '%s' is required", name);
+        return 0;
+    }
+    if (!f->doc) {
+        *s = f->qval[id];
+        *n = f->qlen[id];
+        return 1;
+    }
+    const json_tok *t = tok_of(f, id);
+    if (t->type != JSON_STRING)
+        return fail(v, DQ_BAD_REQUEST, "field '%s' must be a string", name);
+    *s = string_in_place(f->text, t, n);
+    return 1;
+}
+
+/* The text of a number field (query values must be JSON numbers too). */
+static int number_text(vctx *v, fieldset *f, field_id id, const char *rule, const char **s,
+                       size_t *n)
+{
+    if (!f->doc) {
+        *s = f->qval[id];
+        *n = f->qlen[id];
+        if (!json_number_syntax(*s, *n))
+            return fail(v, DQ_BAD_REQUEST, "field '%s' must be %s", field_names[id], rule);
+        return 0;
+    }
+    const json_tok *t = tok_of(f, id);
+    if (t->type != JSON_NUMBER)
+        return fail(v, DQ_BAD_REQUEST, "field '%s' must be %s", field_names[id], rule);
+    *s = f->text + t->start;
+    *n = t->end - t->start;
+    return 0;
 }
 
 /* Optional number of seconds in [min_s, max_s], returned in whole ms
  * (rounded to nearest). Returns 1 if present, 0 if absent, -1 on error. */
-static int seconds_field(vctx *v, json_object *obj, const char *name, double min_s, double max_s,
-                         int64_t *ms)
+static int seconds_field(vctx *v, fieldset *f, field_id id, double min_s, double max_s, int64_t *ms)
 {
-    int present;
-    json_object *val = field(obj, name, &present);
-    if (!present)
+    if (!take(f, id))
         return 0;
-    if (!is_number(val))
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be a number of seconds", name);
-    double d = json_object_get_double(val);
-    if (!isfinite(d) || d < min_s || d > max_s)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be between %.15g and %.15g seconds", name, min_s,
-                    max_s);
+    const char *s;
+    size_t n;
+    double d;
+    if (number_text(v, f, id, "a number of seconds", &s, &n) < 0)
+        return -1;
+    if (json_number_double(s, n, &d) < 0 || !isfinite(d) || d < min_s || d > max_s)
+        return fail(v, DQ_BAD_REQUEST, "field '%s' must be between %.15g and %.15g seconds",
+                    field_names[id], min_s, max_s);
     *ms = llround(d * 1000.0);
     return 1;
 }
 
 /* Optional integer in [min, max]. Returns 1 if present, 0 if absent, -1. */
-static int int_field(vctx *v, json_object *obj, const char *name, int64_t min, int64_t max,
-                     int64_t *out)
+static int int_field(vctx *v, fieldset *f, field_id id, int64_t min, int64_t max, int64_t *out)
 {
-    int present;
-    json_object *val = field(obj, name, &present);
-    if (!present)
+    if (!take(f, id))
         return 0;
-    if (!json_object_is_type(val, json_type_int))
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be an integer", name);
-    /* json-c saturates out-of-range integers, so the bounds still hold. */
-    int64_t i = json_object_get_int64(val);
-    if (i < min || i > max)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be an integer from %lld to %lld", name,
-                    (long long)min, (long long)max);
+    const char *s;
+    size_t n;
+    int64_t i = 0;
+    if (number_text(v, f, id, "an integer", &s, &n) < 0)
+        return -1;
+    int r = json_number_int64(s, n, &i);
+    if (r > 0)
+        return fail(v, DQ_BAD_REQUEST, "field '%s' must be an integer", field_names[id]);
+    if (r < 0 || i < min || i > max)
+        return fail(v, DQ_BAD_REQUEST, "field '%s' must be an integer from %lld to %lld",
+                    field_names[id], (long long)min, (long long)max);
     *out = i;
-    return 1;
-}
-
-/* Optional string; with required set, absence is an error. */
-static int string_field(vctx *v, json_object *obj, const char *name, int required,
-                        const char **s, size_t *len)
-{
-    int present;
-    json_object *val = field(obj, name, &present);
-    if (!present) {
-        if (required)
-            return fail(v, DQ_BAD_REQUEST, "field '%s' is required", name);
-        return 0;
-    }
-    if (!json_object_is_type(val, json_type_string))
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be a string", name);
-    *s = json_object_get_string(val);
-    *len = (size_t)json_object_get_string_len(val);
     return 1;
 }
 
@@ -170,10 +356,10 @@ static int check_name(vctx *v, const char *what, const char *s, size_t n, size_t
                 "field '%s' must be 1 to %zu characters of A-Z a-z 0-9 _ . : @ / -", what, max);
 }
 
-static int topic_field(vctx *v, json_object *obj, int required, const char **topic)
+static int topic_field(vctx *v, fieldset *f, int required, const char **topic)
 {
     size_t n = 0;
-    int r = string_field(v, obj, "topic", required, topic, &n);
+    int r = string_field(v, f, F_TOPIC, required, topic, &n);
     if (r <= 0)
         return r;
     if (check_name(v, "topic", *topic, n, DQ_TOPIC_MAX) < 0)
@@ -181,48 +367,64 @@ static int topic_field(vctx *v, json_object *obj, int required, const char **top
     return 1;
 }
 
-static int id_value(vctx *v, const char *what, json_object *val, const char **id)
+/* An id from a string token (ids arrays) in place. */
+static int id_value(vctx *v, const char *what, char *text, const json_tok *t, const char **id)
 {
-    if (!json_object_is_type(val, json_type_string))
+    size_t n;
+    if (t->type != JSON_STRING)
         return fail(v, DQ_BAD_REQUEST, "field '%s' must be a string", what);
-    *id = json_object_get_string(val);
-    return check_name(v, what, *id, (size_t)json_object_get_string_len(val), DQ_ID_MAX);
+    *id = string_in_place(text, t, &n);
+    return check_name(v, what, *id, n, DQ_ID_MAX);
+}
+
+static int id_field(vctx *v, fieldset *f, int required, const char **id)
+{
+    size_t n = 0;
+    int r = string_field(v, f, F_ID, required, id, &n);
+    if (r <= 0)
+        return r;
+    return check_name(v, "id", *id, n, DQ_ID_MAX) < 0 ? -1 : 1;
+}
+
+static void *alloc_array(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (!p)
+        abort();
+    return p;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Commands                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int parse_job(vctx *v, json_object *obj, const dq_limits *lim, dq_job_spec *job)
+typedef int (*parse_fn)(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req);
+
+static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *job)
 {
-    int present;
-    size_t n;
-    if (!json_object_is_type(obj, json_type_object))
-        return fail(v, DQ_BAD_REQUEST, "a job must be a JSON object");
-    if (topic_field(v, obj, 1, &job->topic) < 0)
+    if (topic_field(v, f, 1, &job->topic) < 0)
         return -1;
     job->id = NULL;
-    json_object *idv = field(obj, "id", &present);
-    if (present && id_value(v, "id", idv, &job->id) < 0)
+    if (id_field(v, f, 0, &job->id) < 0)
         return -1;
 
     job->delay_ms = 0;
     job->at_ms = -1;
-    int has_delay = seconds_field(v, obj, "delay", 0, DQ_DELAY_MAX_MS / 1000.0, &job->delay_ms);
+    int has_delay = seconds_field(v, f, F_DELAY, 0, DQ_DELAY_MAX_MS / 1000.0, &job->delay_ms);
     if (has_delay < 0)
         return -1;
-    int has_at = seconds_field(v, obj, "at", 0, 1e11, &job->at_ms);
+    int has_at = seconds_field(v, f, F_AT, 0, 1e11, &job->at_ms);
     if (has_at < 0)
         return -1;
     if (has_delay && has_at)
         return fail(v, DQ_BAD_REQUEST, "fields 'delay' and 'at' cannot both be given");
 
     job->ttr_ms = lim->default_ttr_ms;
-    int has_ttr = seconds_field(v, obj, "ttr", 0.001, DQ_TTR_MAX_MS / 1000.0, &job->ttr_ms);
+    int has_ttr = seconds_field(v, f, F_TTR, 0.001, DQ_TTR_MAX_MS / 1000.0, &job->ttr_ms);
     if (has_ttr < 0)
         return -1;
     int64_t ttr_upper = 0;
-    int has_upper = seconds_field(v, obj, "TTR", 0.001, DQ_TTR_MAX_MS / 1000.0, &ttr_upper);
+    int has_upper = seconds_field(v, f, F_TTR_UPPER, 0.001, DQ_TTR_MAX_MS / 1000.0, &ttr_upper);
     if (has_upper < 0)
         return -1;
     if (has_ttr && has_upper)
@@ -233,64 +435,63 @@ static int parse_job(vctx *v, json_object *obj, const dq_limits *lim, dq_job_spe
         return fail(v, DQ_BAD_REQUEST, "field 'ttr' must be at least 0.001 seconds");
 
     job->retries = -1;
-    if (int_field(v, obj, "retries", 0, DQ_RETRIES_MAX, &job->retries) < 0)
+    if (int_field(v, f, F_RETRIES, 0, DQ_RETRIES_MAX, &job->retries) < 0)
         return -1;
 
-    json_object *body = field(obj, "body", &present);
-    if (!present)
+    if (!take(f, F_BODY))
         return fail(v, DQ_BAD_REQUEST, "field 'body' is required");
-    /* Compact JSON text, so a string stays a string and an object an object. */
-    job->body = json_object_to_json_string_length(
-        body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-    job->body_len = n;
-    if (n > lim->max_body)
+    /* The body is kept as the text that was sent: compacted where it stands
+     * (a string token's span excludes its quotes). */
+    const json_tok *b = tok_of(f, F_BODY);
+    size_t start = b->type == JSON_STRING ? b->start - 1 : b->start;
+    size_t end = b->type == JSON_STRING ? b->end + 1 : b->end;
+    job->body = f->text + start;
+    job->body_len = json_compact(f->text, start, end, f->text + start);
+    if (job->body_len > lim->max_body)
         return fail(v, DQ_TOO_LARGE, "field 'body' is %zu bytes of JSON, more than the limit of %zu",
-                    n, lim->max_body);
-    return 0;
+                    job->body_len, lim->max_body);
+    return fields_all_taken(v, f);
 }
 
-static int parse_add(vctx *v, json_object *root, const dq_limits *lim, dq_request *req)
+static int parse_add(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
-    int present;
-    json_object *jobs = field(root, "jobs", &present);
-    if (!present) {
-        req->jobs = calloc(1, sizeof *req->jobs);
-        if (!req->jobs)
-            abort();
+    if (!take(f, F_JOBS)) {
+        req->jobs = alloc_array(1, sizeof *req->jobs);
         req->njobs = 1;
-        return parse_job(v, root, lim, &req->jobs[0]);
+        return parse_job(v, f, lim, &req->jobs[0]);
     }
-    if (!json_object_is_type(jobs, json_type_array))
+    const json_tok *jobs = tok_of(f, F_JOBS);
+    if (jobs->type != JSON_ARRAY)
         return fail(v, DQ_BAD_REQUEST, "field 'jobs' must be an array of job objects");
-    size_t n = json_object_array_length(jobs);
-    if (n < 1 || n > DQ_BATCH_MAX)
+    if (jobs->count < 1 || jobs->count > DQ_BATCH_MAX)
         return fail(v, DQ_BAD_REQUEST, "field 'jobs' must hold 1 to %d jobs", DQ_BATCH_MAX);
+    /* The batch form takes its fields from each job, none from the top. */
+    if (fields_all_taken(v, f) < 0)
+        return -1;
     req->batch = 1;
-    req->jobs = calloc(n, sizeof *req->jobs);
-    if (!req->jobs)
-        abort();
-    req->njobs = n;
+    req->njobs = jobs->count;
+    req->jobs = alloc_array(req->njobs, sizeof *req->jobs);
     char where[32];
-    for (size_t i = 0; i < n; i++) {
+    size_t t = f->tok[F_JOBS] + 1;
+    for (size_t i = 0; i < req->njobs; i++, t = f->doc->toks[t].skip) {
         snprintf(where, sizeof where, "jobs[%zu]", i);
         v->where = where;
-        if (parse_job(v, json_object_array_get_idx(jobs, i), lim, &req->jobs[i]) < 0)
+        if (f->doc->toks[t].type != JSON_OBJECT)
+            return fail(v, DQ_BAD_REQUEST, "a job must be a JSON object");
+        fieldset jf;
+        if (fields_from_object(v, &jf, f->text, f->doc, t) < 0 ||
+            parse_job(v, &jf, lim, &req->jobs[i]) < 0)
             return -1;
     }
     v->where = "";
     return 0;
 }
 
-/* Splits "a,b" into req->topics, copying into req->scratch. */
-static int split_topics(vctx *v, const char *list, size_t len, dq_request *req)
+/* Splits "a,b" in place into req->topics. */
+static int split_topics(vctx *v, char *list, dq_request *req)
 {
-    req->scratch = malloc(len + 1);
-    req->topics = calloc(DQ_POP_TOPICS_MAX, sizeof *req->topics);
-    if (!req->scratch || !req->topics)
-        abort();
-    memcpy(req->scratch, list, len);
-    req->scratch[len] = '\0';
-    char *p = req->scratch;
+    req->topics = alloc_array(DQ_POP_TOPICS_MAX, sizeof *req->topics);
+    char *p = list;
     for (;;) {
         char *comma = strchr(p, ',');
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
@@ -307,145 +508,144 @@ static int split_topics(vctx *v, const char *list, size_t len, dq_request *req)
     }
 }
 
-static int parse_pop(vctx *v, json_object *root, dq_request *req)
+static int parse_pop(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
-    int has_topic, has_topics;
-    json_object *topic = field(root, "topic", &has_topic);
-    json_object *topics = field(root, "topics", &has_topics);
+    (void)lim;
+    int has_topic = take(f, F_TOPIC), has_topics = take(f, F_TOPICS);
     if (has_topic && has_topics)
         return fail(v, DQ_BAD_REQUEST, "fields 'topic' and 'topics' cannot both be given");
     if (has_topic) {
-        if (!json_object_is_type(topic, json_type_string))
-            return fail(v, DQ_BAD_REQUEST, "field 'topic' must be a string");
-        if (split_topics(v, json_object_get_string(topic), (size_t)json_object_get_string_len(topic),
-                         req) < 0)
+        const char *list;
+        size_t n;
+        if (string_field(v, f, F_TOPIC, 1, &list, &n) < 0 || split_topics(v, (char *)list, req) < 0)
             return -1;
     } else if (has_topics) {
-        if (!json_object_is_type(topics, json_type_array))
+        const json_tok *arr = tok_of(f, F_TOPICS);
+        if (arr->type != JSON_ARRAY)
             return fail(v, DQ_BAD_REQUEST, "field 'topics' must be an array of strings");
-        size_t n = json_object_array_length(topics);
-        if (n < 1 || n > DQ_POP_TOPICS_MAX)
+        if (arr->count < 1 || arr->count > DQ_POP_TOPICS_MAX)
             return fail(v, DQ_BAD_REQUEST, "field 'topics' must hold 1 to %d topics",
                         DQ_POP_TOPICS_MAX);
-        req->topics = calloc(n, sizeof *req->topics);
-        if (!req->topics)
-            abort();
-        for (size_t i = 0; i < n; i++) {
-            json_object *t = json_object_array_get_idx(topics, i);
-            if (!json_object_is_type(t, json_type_string))
+        req->topics = alloc_array(arr->count, sizeof *req->topics);
+        size_t t = f->tok[F_TOPICS] + 1;
+        for (uint32_t i = 0; i < arr->count; i++, t = f->doc->toks[t].skip) {
+            const json_tok *e = &f->doc->toks[t];
+            size_t n;
+            if (e->type != JSON_STRING)
                 return fail(v, DQ_BAD_REQUEST, "field 'topics' must be an array of strings");
-            if (check_name(v, "topics", json_object_get_string(t),
-                           (size_t)json_object_get_string_len(t), DQ_TOPIC_MAX) < 0)
+            const char *topic = string_in_place(f->text, e, &n);
+            if (check_name(v, "topics", topic, n, DQ_TOPIC_MAX) < 0)
                 return -1;
-            req->topics[req->ntopics++] = json_object_get_string(t);
+            req->topics[req->ntopics++] = topic;
         }
     } else {
         return fail(v, DQ_BAD_REQUEST, "field 'topic' is required");
     }
     req->timeout_ms = 0;
-    if (seconds_field(v, root, "timeout", 0, DQ_POP_TIMEOUT_MAX_MS / 1000, &req->timeout_ms) < 0)
+    if (seconds_field(v, f, F_TIMEOUT, 0, DQ_POP_TIMEOUT_MAX_MS / 1000, &req->timeout_ms) < 0)
         return -1;
     int64_t count = 0;
-    if (int_field(v, root, "count", 1, DQ_POP_COUNT_MAX, &count) < 0)
+    if (int_field(v, f, F_COUNT, 1, DQ_POP_COUNT_MAX, &count) < 0)
         return -1;
     req->count = (int)count;
     return 0;
 }
 
-static int parse_one_id(vctx *v, json_object *root, dq_request *req)
+static int parse_one_id(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
-    int present;
-    json_object *id = field(root, "id", &present);
-    if (!present)
-        return fail(v, DQ_BAD_REQUEST, "field 'id' is required");
-    req->ids = calloc(1, sizeof *req->ids);
-    if (!req->ids)
-        abort();
+    (void)lim;
+    req->ids = alloc_array(1, sizeof *req->ids);
     req->nids = 1;
-    return id_value(v, "id", id, &req->ids[0]);
+    return id_field(v, f, 1, &req->ids[0]) < 0 ? -1 : 0;
 }
 
 /* finish/delete: "id" or a batch "ids". */
-static int parse_ids(vctx *v, json_object *root, dq_request *req)
+static int parse_remove(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
-    int has_id, has_ids;
-    field(root, "id", &has_id);
-    json_object *ids = field(root, "ids", &has_ids);
+    int has_id = take(f, F_ID), has_ids = take(f, F_IDS);
     if (has_id && has_ids)
         return fail(v, DQ_BAD_REQUEST, "fields 'id' and 'ids' cannot both be given");
     if (!has_ids)
-        return parse_one_id(v, root, req);
-    if (!json_object_is_type(ids, json_type_array))
+        return parse_one_id(v, f, lim, req);
+    const json_tok *arr = tok_of(f, F_IDS);
+    if (arr->type != JSON_ARRAY)
         return fail(v, DQ_BAD_REQUEST, "field 'ids' must be an array of strings");
-    size_t n = json_object_array_length(ids);
-    if (n < 1 || n > DQ_BATCH_MAX)
+    if (arr->count < 1 || arr->count > DQ_BATCH_MAX)
         return fail(v, DQ_BAD_REQUEST, "field 'ids' must hold 1 to %d ids", DQ_BATCH_MAX);
     req->batch = 1;
-    req->ids = calloc(n, sizeof *req->ids);
-    if (!req->ids)
-        abort();
-    req->nids = n;
+    req->nids = arr->count;
+    req->ids = alloc_array(req->nids, sizeof *req->ids);
     char what[32];
-    for (size_t i = 0; i < n; i++) {
+    size_t t = f->tok[F_IDS] + 1;
+    for (size_t i = 0; i < req->nids; i++, t = f->doc->toks[t].skip) {
         snprintf(what, sizeof what, "ids[%zu]", i);
-        if (id_value(v, what, json_object_array_get_idx(ids, i), &req->ids[i]) < 0)
+        if (id_value(v, what, f->text, &f->doc->toks[t], &req->ids[i]) < 0)
             return -1;
     }
     return 0;
 }
 
-static int parse_optional_topic(vctx *v, json_object *root, int required, dq_request *req)
+static int parse_release(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    req->delay_ms = 0;
+    if (parse_one_id(v, f, lim, req) < 0)
+        return -1;
+    return seconds_field(v, f, F_DELAY, 0, DQ_DELAY_MAX_MS / 1000.0, &req->delay_ms) < 0 ? -1 : 0;
+}
+
+static int one_topic(vctx *v, fieldset *f, int required, dq_request *req)
 {
     const char *topic = NULL;
-    int r = topic_field(v, root, required, &topic);
+    int r = topic_field(v, f, required, &topic);
     if (r < 0)
         return -1;
     if (r == 1) {
-        req->topics = calloc(1, sizeof *req->topics);
-        if (!req->topics)
-            abort();
+        req->topics = alloc_array(1, sizeof *req->topics);
         req->topics[0] = topic;
         req->ntopics = 1;
     }
     return 0;
 }
 
-static int parse_fields(vctx *v, json_object *root, const dq_limits *lim, dq_request *req)
+static int parse_kick(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
+    (void)lim;
     int64_t n = 1;
-    switch (req->cmd) {
-    case CMD_ADD:
-        return parse_add(v, root, lim, req);
-    case CMD_POP:
-        return parse_pop(v, root, req);
-    case CMD_FINISH:
-    case CMD_DELETE:
-        return parse_ids(v, root, req);
-    case CMD_GET:
-    case CMD_TOUCH:
-    case CMD_BURY:
-        return parse_one_id(v, root, req);
-    case CMD_RELEASE:
-        req->delay_ms = 0;
-        if (parse_one_id(v, root, req) < 0)
-            return -1;
-        return seconds_field(v, root, "delay", 0, DQ_DELAY_MAX_MS / 1000.0, &req->delay_ms) < 0 ? -1 : 0;
-    case CMD_KICK:
-        if (parse_optional_topic(v, root, 1, req) < 0)
-            return -1;
-        if (int_field(v, root, "count", 1, DQ_KICK_MAX, &n) < 0)
-            return -1;
-        req->count = (int)n;
-        return 0;
-    case CMD_STATS:
-        return parse_optional_topic(v, root, 0, req);
-    case CMD_HEALTH:
-    case CMD_METRICS:
-    case CMD_COUNT:
-        return 0;
-    }
+    if (one_topic(v, f, 1, req) < 0 || int_field(v, f, F_COUNT, 1, DQ_KICK_MAX, &n) < 0)
+        return -1;
+    req->count = (int)n;
     return 0;
 }
+
+static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    int64_t limit = DQ_STATS_LIMIT_MAX;
+    size_t n;
+    if (one_topic(v, f, 0, req) < 0 ||
+        int_field(v, f, F_LIMIT, 1, DQ_STATS_LIMIT_MAX, &limit) < 0 ||
+        string_field(v, f, F_CURSOR, 0, &req->cursor, &n) < 0)
+        return -1;
+    if (req->cursor && check_name(v, "cursor", req->cursor, n, DQ_TOPIC_MAX) < 0)
+        return -1;
+    if (req->ntopics && (req->cursor || (f->present & (1u << F_LIMIT))))
+        return fail(v, DQ_BAD_REQUEST, "fields 'cursor' and 'limit' page the list of all topics; "
+                                       "they cannot be given with 'topic'");
+    req->count = (int)limit;
+    return 0;
+}
+
+static int parse_none(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)v, (void)f, (void)lim, (void)req;
+    return 0;
+}
+
+static const parse_fn parsers[CMD_COUNT] = {
+#define DQ_COMMAND(e, name, flags, parser, handler) [CMD_##e] = parser,
+#include "commands.def"
+#undef DQ_COMMAND
+};
 
 /* ------------------------------------------------------------------------ */
 /* Query strings (GET /get?id=X, GET /stats?topic=T)                         */
@@ -462,9 +662,9 @@ static int hexval(char c)
     return -1;
 }
 
-/* Decodes %XX and '+' in s[0..n) into out (at least n+1 bytes). Returns the
+/* Decodes %XX and '+' in s[0..n) in place and NUL-terminates. Returns the
  * decoded length, or -1 on a malformed escape. */
-static long url_decode(const char *s, size_t n, char *out)
+static long url_decode(char *s, size_t n)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
@@ -474,149 +674,152 @@ static long url_decode(const char *s, size_t n, char *out)
             int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
             if (hi < 0 || lo < 0)
                 return -1;
-            out[o++] = (char)(hi * 16 + lo);
+            s[o++] = (char)(hi * 16 + lo);
             i += 2;
         } else {
-            out[o++] = s[i] == '+' ? ' ' : s[i];
+            s[o++] = s[i] == '+' ? ' ' : s[i];
         }
     }
-    out[o] = '\0';
+    s[o] = '\0';
     return (long)o;
 }
 
-/* Builds a JSON object of string fields from a query string, so GET requests
- * pass through the same validation as POST bodies. A repeated parameter is a
- * duplicate key: 400. */
-static json_object *query_to_object(vctx *v, const char *query)
+/* Loads the fields of a query string, decoded in a copy the request owns,
+ * so GET requests pass through the same validation as POST bodies. A
+ * repeated parameter is a duplicate key: 400. */
+static int fields_from_query(vctx *v, fieldset *f, const char *query, dq_request *req)
 {
-    json_object *obj = json_object_new_object();
-    if (!obj)
-        abort();
-    if (!query)
-        return obj;
+    memset(f, 0, sizeof *f);
+    if (!query || !*query)
+        return 0;
     size_t qlen = strlen(query);
-    char *key = malloc(qlen + 1), *val = malloc(qlen + 1);
-    if (!key || !val)
+    req->query = malloc(qlen + 1);
+    if (!req->query)
         abort();
-    const char *p = query;
+    memcpy(req->query, query, qlen + 1);
+    char *p = req->query;
     while (*p) {
-        const char *amp = strchr(p, '&');
-        size_t n = amp ? (size_t)(amp - p) : strlen(p);
+        char *amp = strchr(p, '&');
+        if (amp)
+            *amp = '\0';
+        size_t n = strlen(p);
         if (n > 0) {
-            const char *eq = memchr(p, '=', n);
+            char *eq = strchr(p, '=');
+            char *val = eq ? eq + 1 : p + n;
             size_t kn = eq ? (size_t)(eq - p) : n;
-            long kl = url_decode(p, kn, key);
-            long vl = eq ? url_decode(eq + 1, n - kn - 1, val) : 0;
-            if (!eq)
-                val[0] = '\0';
-            if (kl < 0 || vl < 0) {
-                fail(v, DQ_BAD_REQUEST, "query string has a malformed %%-escape");
-                goto bad;
-            }
-            if (!json_utf8_valid(val, (size_t)vl) || !json_utf8_valid(key, (size_t)kl)) {
-                fail(v, DQ_BAD_REQUEST, "query string is not valid UTF-8");
-                goto bad;
-            }
-            if (json_object_object_get_ex(obj, key, NULL)) {
-                fail(v, DQ_BAD_REQUEST, "query parameter '%.64s' is repeated", key);
-                goto bad;
-            }
-            json_object_object_add(obj, key, json_object_new_string_len(val, (int)vl));
+            long kl = url_decode(p, kn);
+            long vl = url_decode(val, strlen(val));
+            if (kl < 0 || vl < 0)
+                return fail(v, DQ_BAD_REQUEST, "query string has a malformed %%-escape");
+            if (!json_utf8_valid(p, (size_t)kl) || !json_utf8_valid(val, (size_t)vl))
+                return fail(v, DQ_BAD_REQUEST, "query string is not valid UTF-8");
+            field_id id = field_from_name(p, (size_t)kl);
+            if (id == NFIELDS)
+                return fail_field_name(v, "unknown query parameter", p, (size_t)kl, "");
+            if (f->present & (1u << id))
+                return fail(v, DQ_BAD_REQUEST, "query parameter '%s' is repeated", field_names[id]);
+            f->present |= 1u << id;
+            f->qval[id] = val;
+            f->qlen[id] = (size_t)vl;
         }
         if (!amp)
             break;
         p = amp + 1;
     }
-    free(key);
-    free(val);
-    return obj;
-bad:
-    free(key);
-    free(val);
-    json_object_put(obj);
-    return NULL;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Entry point                                                               */
 /* ------------------------------------------------------------------------ */
 
-static int resolve_command(vctx *v, const char *method, const char *path, json_object *root,
-                           dq_command *cmd)
+static int is_command_form(const char *path)
 {
-    int present;
-    json_object *cv = field(root, "command", &present);
-    if (present && !json_object_is_type(cv, json_type_string))
-        return fail(v, DQ_BAD_REQUEST, "field 'command' must be a string");
-    const char *cname = present ? json_object_get_string(cv) : NULL;
-    size_t clen = present ? (size_t)json_object_get_string_len(cv) : 0;
+    return path[0] == '\0' || strcmp(path, "/") == 0;
+}
 
-    int command_form = path[0] == '\0' || strcmp(path, "/") == 0;
-    if (command_form) {
+static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_command *cmd)
+{
+    const char *cname = NULL;
+    size_t clen = 0;
+    if (string_field(v, f, F_COMMAND, 0, &cname, &clen) < 0)
+        return -1;
+    char quoted[200] = "";
+    if (is_command_form(path)) {
         if (!cname)
             return fail(v, DQ_BAD_REQUEST, "field 'command' is required on POST /");
         *cmd = command_from_name(cname, clen);
-        if (*cmd == CMD_COUNT)
-            return fail(v, DQ_BAD_REQUEST, "unknown command '%.32s'", cname);
+        if (*cmd == CMD_COUNT) {
+            request_quote_input(quoted, sizeof quoted, cname, clen, 32);
+            return fail(v, DQ_BAD_REQUEST, "unknown command '%s'", quoted);
+        }
     } else {
         const char *name = path + 1;
         *cmd = command_from_name(name, strlen(name));
-        if (*cmd == CMD_COUNT)
-            return fail(v, DQ_BAD_REQUEST, "unknown command: no endpoint %.64s", path);
-        if (cname && (clen != strlen(name) || memcmp(cname, name, clen) != 0))
-            return fail(v, DQ_BAD_REQUEST, "field 'command' ('%.32s') does not match the path %s",
-                        cname, path);
+        if (*cmd == CMD_COUNT) {
+            request_quote_input(quoted, sizeof quoted, path, strlen(path), 64);
+            return fail(v, DQ_BAD_REQUEST, "unknown command: no endpoint %s", quoted);
+        }
+        if (cname && (clen != strlen(name) || memcmp(cname, name, clen) != 0)) {
+            request_quote_input(quoted, sizeof quoted, cname, clen, 32);
+            return fail(v, DQ_BAD_REQUEST, "field 'command' ('%s') does not match the path /%s",
+                        quoted, name);
+        }
     }
-    if (strcmp(method, "GET") == 0 && !command_is_read_only(*cmd))
-        return fail(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only get, stats, "
-                    "health and metrics", command_name(*cmd));
+    if (get && !(command_flags(*cmd) & CMDF_READ_ONLY))
+        return fail(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only the read-only "
+                    "commands (get, stats, health, metrics)", command_name(*cmd));
     return 0;
 }
 
-dq_status request_parse(const char *method, const char *path, const char *query, const char *body,
-                        size_t body_len, const dq_limits *lim, dq_request *req, char *err,
-                        size_t errlen)
+dq_status request_parse(json_doc *doc, const char *method, const char *path, const char *query,
+                        char *body, size_t body_len, const dq_limits *lim, dq_request *req,
+                        char *err, size_t errlen)
 {
-    vctx v = {"", err, errlen, DQ_OK};
+    vctx v = {"", "", err, errlen, DQ_OK};
+    fieldset f;
     memset(req, 0, sizeof *req);
     err[0] = '\0';
     if (!path)
         path = "/";
 
-    json_object *root = NULL;
-    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) {
-        method = "GET";
-        if (path[0] == '\0' || strcmp(path, "/") == 0) {
+    int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (get) {
+        if (is_command_form(path)) {
             fail(&v, DQ_BAD_REQUEST, "GET / is not a command; use POST / with a 'command' field");
             return v.status;
         }
-        root = query_to_object(&v, query);
-        if (!root)
-            return v.status;
+        if (fields_from_query(&v, &f, query, req) < 0)
+            goto bad;
     } else if (strcmp(method, "POST") == 0) {
-        int command_form = path[0] == '\0' || strcmp(path, "/") == 0;
-        if (body_len == 0 && !command_form) {
-            root = json_object_new_object(); /* POST /stats with no body */
-        } else if (json_parse_strict(body ? body : "", body_len, &root, err, errlen) < 0) {
-            return DQ_BAD_REQUEST;
-        }
-        if (!json_object_is_type(root, json_type_object)) {
-            json_object_put(root);
-            fail(&v, DQ_BAD_REQUEST, "body must be a JSON object");
-            return v.status;
+        if (body_len == 0 && !is_command_form(path)) {
+            memset(&f, 0, sizeof f); /* POST /stats with no body */
+        } else {
+            if (json_scan(doc, body ? body : "", body_len, err, errlen) < 0)
+                return DQ_BAD_REQUEST;
+            if (doc->toks[0].type != JSON_OBJECT) {
+                fail(&v, DQ_BAD_REQUEST, "body must be a JSON object");
+                return v.status;
+            }
+            if (fields_from_object(&v, &f, body, doc, 0) < 0)
+                goto bad;
         }
     } else {
-        fail(&v, DQ_BAD_REQUEST, "method %.16s is not allowed; use POST (or GET for get, stats, "
-             "health and metrics)", method);
+        char quoted[64] = "";
+        request_quote_input(quoted, sizeof quoted, method, strlen(method), 16);
+        fail(&v, DQ_BAD_REQUEST, "method %s is not allowed; use POST (or GET for the read-only "
+             "commands get, stats, health and metrics)", quoted);
         return v.status;
     }
-    req->root = root;
-    if (resolve_command(&v, method, path, root, &req->cmd) < 0 ||
-        parse_fields(&v, root, lim, req) < 0) {
-        request_free(req);
-        return v.status;
-    }
+    if (resolve_command(&v, get, path, &f, &req->cmd) < 0)
+        goto bad;
+    v.cmd = command_name(req->cmd);
+    if (parsers[req->cmd](&v, &f, lim, req) < 0 || fields_all_taken(&v, &f) < 0)
+        goto bad;
     return DQ_OK;
+bad:
+    request_free(req);
+    return v.status;
 }
 
 void request_free(dq_request *req)
@@ -624,7 +827,6 @@ void request_free(dq_request *req)
     free(req->jobs);
     free(req->ids);
     free(req->topics);
-    free(req->scratch);
-    json_object_put(req->root);
+    free(req->query);
     memset(req, 0, sizeof *req);
 }

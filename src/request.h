@@ -1,28 +1,27 @@
 /* request: turn one HTTP request (method, path, query, body) into a
  * validated command, applying every rule of the protocol. Pure: no I/O, no
- * clock, no Redis; a request that fails here has written nothing. */
+ * clock, no Redis; a request that fails here has written nothing.
+ *
+ * The body is parsed in place, once (json_scan): strings the command uses
+ * are decoded where they stand and job bodies are compacted where they
+ * stand, so the parsed request points into the caller's body buffer, which
+ * must outlive it. */
 #ifndef DQ_REQUEST_H
 #define DQ_REQUEST_H
 
-#include <json-c/json.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "json_scan.h"
 #include "status.h"
 
+#define CMDF_READ_ONLY 1
+#define CMDF_PUBLIC 2
+
 typedef enum {
-    CMD_ADD,
-    CMD_POP,
-    CMD_FINISH,
-    CMD_DELETE,
-    CMD_GET,
-    CMD_TOUCH,
-    CMD_RELEASE,
-    CMD_BURY,
-    CMD_KICK,
-    CMD_STATS,
-    CMD_HEALTH,
-    CMD_METRICS,
+#define DQ_COMMAND(e, name, flags, parser, handler) CMD_##e,
+#include "commands.def"
+#undef DQ_COMMAND
     CMD_COUNT
 } dq_command;
 
@@ -36,12 +35,13 @@ typedef enum {
 #define DQ_DELAY_MAX_MS (3652LL * 86400 * 1000) /* ten years, leap days included */
 #define DQ_KICK_MAX 10000
 #define DQ_RETRIES_MAX 1000000
+#define DQ_STATS_LIMIT_MAX 1000
 
-/* One job of an add. Strings point into the request's parsed JSON. */
+/* One job of an add. Strings point into the request body. */
 typedef struct {
     const char *id; /* NULL: the server makes one */
     const char *topic;
-    const char *body; /* the body as compact JSON text */
+    const char *body; /* the body's JSON text as sent, whitespace outside strings dropped */
     size_t body_len;
     int64_t delay_ms; /* relative delay; used when at_ms < 0 */
     int64_t at_ms;    /* absolute due time in Unix ms, or -1 */
@@ -62,12 +62,13 @@ typedef struct {
     const char **topics; /* pop: ntopics; kick/stats: 0 or 1 */
     size_t ntopics;
     int64_t timeout_ms; /* pop */
-    int count;          /* pop: 0 = single-job answer; kick: how many */
+    int count;          /* pop: 0 = single-job answer; kick: how many; stats: page size */
     int64_t delay_ms;   /* release */
+    const char *cursor; /* stats: list topics after this one; NULL from the start */
 
-    /* Owned storage the pointers above point into. */
-    json_object *root;
-    char *scratch;
+    /* Owned storage the pointers above point into (besides the body). */
+    void *arrays;
+    char *query; /* GET: the decoded copy of the query string */
 } dq_request;
 
 typedef struct {
@@ -78,21 +79,28 @@ typedef struct {
 const char *command_name(dq_command c);
 /* Returns the command for a name, or CMD_COUNT if unknown. */
 dq_command command_from_name(const char *name, size_t len);
-int command_is_read_only(dq_command c);
+int command_flags(dq_command c);
 
-/* Parses and validates. method: "GET" or "POST"; path: the URI path ("/" or
- * "/<command>"); query: the raw query string or NULL; body may be NULL when
- * body_len is 0. On DQ_OK, req is filled and must be released with
- * request_free. Otherwise err holds a sentence that names the field and the
- * rule, and req needs no freeing. */
-dq_status request_parse(const char *method, const char *path, const char *query, const char *body,
-                        size_t body_len, const dq_limits *lim, dq_request *req, char *err,
-                        size_t errlen);
+/* Parses and validates. method: "GET", "HEAD" or "POST"; path: the URI path
+ * ("/" or "/<command>"); query: the raw query string or NULL; body may be
+ * NULL when body_len is 0, and is modified in place. doc is the caller's
+ * reusable scanner storage. On DQ_OK, req is filled and must be released
+ * with request_free (body must outlive it). Otherwise err holds a sentence
+ * that names the field and the rule, and req needs no freeing. */
+dq_status request_parse(json_doc *doc, const char *method, const char *path, const char *query,
+                        char *body, size_t body_len, const dq_limits *lim, dq_request *req,
+                        char *err, size_t errlen);
 void request_free(dq_request *req);
 
 /* 1 if s[0..n) is a valid topic (1..128 bytes of [A-Za-z0-9_.:@/-]). */
 int request_topic_valid(const char *s, size_t n);
 /* 1 if s[0..n) is a valid id (1..256 bytes of the same characters). */
 int request_id_valid(const char *s, size_t n);
+
+/* Appends to out (of outlen bytes, always NUL-terminated) a quotable form
+ * of client input: at most max bytes of it, cut at a character boundary,
+ * control characters written as \u00XX and bytes that are not UTF-8 as
+ * \xNN, so an error sentence quoting it stays valid UTF-8 and printable. */
+void request_quote_input(char *out, size_t outlen, const char *s, size_t n, size_t max);
 
 #endif

@@ -1,63 +1,119 @@
-/* store: one Redis connection with scripts, timeouts and reconnection. */
+/* store: one Redis connection with functions, timeouts and reconnection. */
 #include "store.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "lua_library.inc"
+#include "store_errors.h"
 #include "util.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 250
 
+/* FCALL, function, numkeys, prefix: store_call fills the slots before the
+ * arguments, so a command is sent without copying them. */
+#define HEAD_ARGS 4
+
 struct dq_store {
     const dq_config *cfg;
     redisContext *ctx;
     char prefix[72];
-    char sha[SCRIPT_COUNT][41];
-    int64_t retry_at;   /* monotonic ms before which we do not reconnect */
-    int64_t failed_at;  /* monotonic ms of the last failed connect */
+    int64_t retry_at;  /* monotonic ms before which we do not reconnect */
+    int64_t failed_at; /* monotonic ms of the last failed connect */
     int backoff_ms;
     int subscriber;
+    /* The arguments of the call being built. */
+    const char *argv[HEAD_ARGS + STORE_MAX_ARGS];
+    size_t len[HEAD_ARGS + STORE_MAX_ARGS];
+    int argc;
+    char nums[STORE_MAX_ARGS][24]; /* storage for numbers added with store_arg_int */
+    int nnums;
 };
 
 /* Monotonic ms of the latest successful connect by any thread. */
 static int64_t last_connect_ok;
 
 /* ------------------------------------------------------------------------ */
+/* Why Redis cannot be used: logged once per change, shown to clients        */
+/* ------------------------------------------------------------------------ */
+
+static pthread_mutex_t cause_lock = PTHREAD_MUTEX_INITIALIZER;
+static char cause[300]; /* "" while Redis works */
+
+/* Records the current cause ("" = working) and logs it when it changed, so
+ * a Redis that stays down for an hour logs one line, not one per retry. */
+static void set_cause(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_cause(const char *fmt, ...)
+{
+    char now[sizeof cause];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(now, sizeof now, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&cause_lock);
+    int changed = strcmp(now, cause) != 0;
+    if (changed) {
+        if (now[0])
+            log_error("%s", now);
+        else
+            log_info("Redis is reachable again");
+        snprintf(cause, sizeof cause, "%s", now);
+    }
+    pthread_mutex_unlock(&cause_lock);
+}
+
+static void clear_cause(void)
+{
+    /* Cheap check first: the common case is "nothing to clear". */
+    if (__atomic_load_n(&cause[0], __ATOMIC_RELAXED))
+        set_cause("%s", "");
+}
+
+void store_last_cause(char *out, size_t outlen)
+{
+    pthread_mutex_lock(&cause_lock);
+    snprintf(out, outlen, "%s", cause);
+    pthread_mutex_unlock(&cause_lock);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
 /* ------------------------------------------------------------------------ */
 
-void args_reset(store_args *a)
+void store_args_begin(dq_store *s)
 {
-    a->argc = 0;
-    a->nnums = 0;
+    s->argc = 0;
+    s->nnums = 0;
 }
 
-void args_str(store_args *a, const char *s, size_t n)
+void store_arg(dq_store *s, const char *str, size_t n)
 {
-    if (a->argc >= STORE_MAX_ARGS)
+    if (s->argc >= STORE_MAX_ARGS)
         abort(); /* request limits keep us far below this */
-    a->argv[STORE_HEAD_ARGS + a->argc] = s;
-    a->len[STORE_HEAD_ARGS + a->argc] = n;
-    a->argc++;
+    s->argv[HEAD_ARGS + s->argc] = str;
+    s->len[HEAD_ARGS + s->argc] = n;
+    s->argc++;
 }
 
-void args_cstr(store_args *a, const char *s)
+void store_arg_str(dq_store *s, const char *str)
 {
-    args_str(a, s, strlen(s));
+    store_arg(s, str, strlen(str));
 }
 
-void args_int(store_args *a, int64_t v)
+void store_arg_int(dq_store *s, int64_t v)
 {
-    char *p = a->nums[a->nnums++];
-    int n = snprintf(p, sizeof a->nums[0], "%" PRId64, v);
-    args_str(a, p, (size_t)n);
+    char *p = s->nums[s->nnums++];
+    int n = snprintf(p, sizeof s->nums[0], "%" PRId64, v);
+    store_arg(s, p, (size_t)n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -102,44 +158,53 @@ static struct timeval ms_to_tv(int ms)
     return tv;
 }
 
-/* A reply error that means Redis did not run the command. */
-static int error_means_no_effect(const char *msg)
+static const char *where(const dq_config *c, char *buf, size_t n)
 {
-    static const char *const prefixes[] = {"LOADING", "READONLY", "MASTERDOWN", "BUSY", "NOAUTH",
-                                           "WRONGPASS", "NOPERM", "OOM", "MISCONF"};
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
-        if (strncmp(msg, prefixes[i], strlen(prefixes[i])) == 0)
-            return 1;
-    }
-    return 0;
+    if (c->redis_socket[0])
+        snprintf(buf, n, "%s", c->redis_socket);
+    else
+        snprintf(buf, n, "%s:%d", c->redis_host, c->redis_port);
+    return buf;
 }
 
-/* Runs one setup command on a fresh connection; 0 on success. */
-static int setup_command(dq_store *s, const char *what, int argc, const char **argv)
+/* AUTH and SELECT on a fresh connection; 0 on success. A refusal of the
+ * credentials is a cause of its own, so operators see it at once. */
+static int setup_connection(dq_store *s)
 {
-    redisReply *r = redisCommandArgv(s->ctx, argc, argv, NULL);
+    const dq_config *c = s->cfg;
+    char at[300];
+    if (c->redis_password[0]) {
+        const char *argv[3] = {"AUTH", c->redis_username, c->redis_password};
+        int argc = 3;
+        if (!c->redis_username[0]) {
+            argv[1] = c->redis_password;
+            argc = 2;
+        }
+        redisReply *r = redisCommandArgv(s->ctx, argc, argv, NULL);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            set_cause("Redis at %s refused delayq's credentials: AUTH failed (%s); check "
+                      "redis_username and redis_password", where(c, at, sizeof at),
+                      r ? r->str : s->ctx->errstr);
+            freeReplyObject(r);
+            return -1;
+        }
+        freeReplyObject(r);
+    }
+    char db[16];
+    snprintf(db, sizeof db, "%d", c->redis_db);
+    /* SELECT also tells whether Redis wants a password we did not send. */
+    redisReply *r = redisCommandArgv(s->ctx, 2, (const char *[]){"SELECT", db}, NULL);
     if (!r || r->type == REDIS_REPLY_ERROR) {
-        log_warn("redis %s failed: %s", what, r ? r->str : s->ctx->errstr);
+        if (r && store_error_is_auth(r->str, r->len))
+            set_cause("Redis at %s wants credentials: AUTH failed (%s); set redis_password (and "
+                      "redis_username)", where(c, at, sizeof at), r->str);
+        else
+            set_cause("Redis at %s refused SELECT %s: %s", where(c, at, sizeof at), db,
+                      r ? r->str : s->ctx->errstr);
         freeReplyObject(r);
         return -1;
     }
     freeReplyObject(r);
-    return 0;
-}
-
-static int load_scripts(dq_store *s)
-{
-    for (int i = 0; i < SCRIPT_COUNT; i++) {
-        redisReply *r = redisCommand(s->ctx, "SCRIPT LOAD %s", script_source((dq_script)i));
-        if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
-            log_warn("redis SCRIPT LOAD %s failed: %s", script_name((dq_script)i),
-                     r && r->type == REDIS_REPLY_ERROR ? r->str : s->ctx->errstr);
-            freeReplyObject(r);
-            return -1;
-        }
-        memcpy(s->sha[i], r->str, 41);
-        freeReplyObject(r);
-    }
     return 0;
 }
 
@@ -152,30 +217,19 @@ static int connect_now(dq_store *s)
     else
         s->ctx = redisConnectWithTimeout(c->redis_host, c->redis_port, ctv);
     if (!s->ctx || s->ctx->err) {
-        log_debug("redis connect failed: %s", s->ctx ? s->ctx->errstr : "out of memory");
+        char at[300];
+        set_cause("Redis at %s is unreachable (%s)", where(c, at, sizeof at),
+                  s->ctx ? s->ctx->errstr : "out of memory");
         store_disconnect(s);
         return -1;
     }
     redisSetTimeout(s->ctx, ms_to_tv(c->redis_timeout_ms));
-    if (c->redis_password[0]) {
-        const char *auth[3] = {"AUTH", c->redis_username, c->redis_password};
-        if (c->redis_username[0] ? setup_command(s, "AUTH", 3, auth) < 0
-                                 : setup_command(s, "AUTH", 2, (const char *[]){"AUTH", c->redis_password}) < 0)
-            goto fail;
+    if (setup_connection(s) < 0) {
+        store_disconnect(s);
+        return -1;
     }
-    if (c->redis_db != 0) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", c->redis_db);
-        if (setup_command(s, "SELECT", 2, (const char *[]){"SELECT", db}) < 0)
-            goto fail;
-    }
-    if (!s->subscriber && load_scripts(s) < 0)
-        goto fail;
     s->backoff_ms = BACKOFF_MIN_MS;
     return 0;
-fail:
-    store_disconnect(s);
-    return -1;
 }
 
 /* Makes sure a connection is there; -1 while Redis is unreachable (backing
@@ -221,52 +275,75 @@ static dq_status lost_reply(dq_store *s, int read_only)
     return read_only ? DQ_UNAVAILABLE : DQ_TIMEOUT;
 }
 
-dq_status store_eval(dq_store *s, dq_script script, store_args *a, int read_only,
-                     store_reply **reply)
+/* FUNCTION LOAD of this build's library. Another process may load it at
+ * the same moment: "already exists" is success. Returns 0 or -1. */
+static int load_library(dq_store *s)
+{
+    redisReply *r = redisCommand(s->ctx, "FUNCTION LOAD %s", lua_library);
+    if (!r)
+        return -1;
+    int ok = r->type != REDIS_REPLY_ERROR || strstr(r->str, "already exists");
+    if (!ok)
+        log_error("redis FUNCTION LOAD %s failed: %s", LUA_LIBRARY_NAME, r->str);
+    else
+        log_info("loaded the Redis function library %s", LUA_LIBRARY_NAME);
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static int is_function_missing(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strstr(r->str, "Function not found");
+}
+
+dq_status store_call(dq_store *s, dq_script fn, store_reply **reply, char *detail,
+                     size_t detail_len)
 {
     *reply = NULL;
+    if (detail_len)
+        detail[0] = '\0';
+    int read_only = lua_functions[fn].read_only;
     if (ensure_connected(s) < 0)
         return DQ_UNAVAILABLE;
-    /* EVALSHA sha 0 prefix args... (keys are built inside the script from
-     * the prefix; they all share its hash tag). */
-    int n = STORE_HEAD_ARGS + a->argc;
-    const char **argv = a->argv;
-    size_t *len = a->len;
-    argv[0] = "EVALSHA";
-    len[0] = 7;
-    argv[2] = "0";
-    len[2] = 1;
-    argv[3] = s->prefix;
-    len[3] = strlen(s->prefix);
+    int n = HEAD_ARGS + s->argc;
+    s->argv[0] = read_only ? "FCALL_RO" : "FCALL";
+    s->len[0] = strlen(s->argv[0]);
+    s->argv[1] = lua_functions[fn].name;
+    s->len[1] = strlen(lua_functions[fn].name);
+    s->argv[2] = "1";
+    s->len[2] = 1;
+    s->argv[3] = s->prefix;
+    s->len[3] = strlen(s->prefix);
     dq_status st = DQ_OK;
     for (int attempt = 0; attempt < 2; attempt++) {
-        argv[1] = s->sha[script];
-        len[1] = 40;
-        redisReply *r = redisCommandArgv(s->ctx, n, argv, len);
-        if (!r) {
-            st = lost_reply(s, read_only);
-            break;
-        }
-        if (r->type == REDIS_REPLY_ERROR) {
-            if (strncmp(r->str, "NOSCRIPT", 8) == 0 && attempt == 0 && load_scripts(s) == 0) {
-                freeReplyObject(r);
-                continue;
-            }
-            if (error_means_no_effect(r->str)) {
-                log_warn("redis refused %s: %s", script_name(script), r->str);
-                st = DQ_UNAVAILABLE;
-            } else {
-                log_error("script %s failed: %s", script_name(script), r->str);
-                st = DQ_INTERNAL;
-            }
+        redisReply *r = redisCommandArgv(s->ctx, n, s->argv, s->len);
+        if (!r)
+            return lost_reply(s, read_only);
+        if (attempt == 0 && is_function_missing(r)) {
             freeReplyObject(r);
-            break;
+            if (load_library(s) < 0)
+                return s->ctx ? DQ_INTERNAL : DQ_UNAVAILABLE;
+            continue;
         }
-        *reply = r;
-        break;
+        if (r->type != REDIS_REPLY_ERROR) {
+            clear_cause();
+            *reply = r;
+            return DQ_OK;
+        }
+        st = store_error_status(r->str, r->len, detail, detail_len);
+        if (st == DQ_UNAVAILABLE) {
+            char at[300];
+            if (store_error_is_auth(r->str, r->len))
+                set_cause("Redis at %s wants credentials: AUTH failed (%s); set redis_password",
+                          where(s->cfg, at, sizeof at), r->str);
+            else
+                log_warn("redis refused %s: %s", lua_functions[fn].name, r->str);
+        } else if (st == DQ_INTERNAL) {
+            log_error("function %s failed: %s", lua_functions[fn].name, r->str);
+        }
+        freeReplyObject(r);
+        return st;
     }
-    if (!s->ctx && st == DQ_OK)
-        st = DQ_UNAVAILABLE; /* script reload lost the connection */
     return st;
 }
 
@@ -278,6 +355,8 @@ dq_status store_ping(dq_store *s)
     if (!r)
         return lost_reply(s, 1);
     dq_status st = r->type == REDIS_REPLY_STATUS ? DQ_OK : DQ_UNAVAILABLE;
+    if (st == DQ_OK)
+        clear_cause();
     freeReplyObject(r);
     return st;
 }
@@ -362,14 +441,9 @@ int reply_is_nil(const store_reply *r)
     return !r || r->type == REDIS_REPLY_NIL;
 }
 
-int reply_is_array(const store_reply *r)
-{
-    return r && r->type == REDIS_REPLY_ARRAY;
-}
-
 size_t reply_len(const store_reply *r)
 {
-    return reply_is_array(r) ? r->elements : 0;
+    return r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
 }
 
 const store_reply *reply_at(const store_reply *r, size_t i)
@@ -391,8 +465,8 @@ const char *reply_str(const store_reply *r, size_t *n)
 
 int64_t reply_int(const store_reply *r)
 {
-    if (!r)
-        return 0;
+    if (!r || r->type == REDIS_REPLY_NIL)
+        return -1;
     if (r->type == REDIS_REPLY_INTEGER)
         return r->integer;
     if (r->type == REDIS_REPLY_STRING)

@@ -11,16 +11,18 @@
 
 #include "log.h"
 #include "store.h"
+#include "store_ops.h"
 #include "util.h"
 
 #define NEVER INT64_MAX
 #define RETRY_MS 200 /* after a failed Redis call */
+#define SWEEP_BATCH 100 /* topics forgotten per sweep call */
+#define SWEEP_CALLS 10  /* sweep calls per maintain, at most */
 
 typedef struct {
     const dq_config *cfg;
     dq_store *cmd; /* scripts */
     dq_store *sub; /* wake-up messages */
-    store_args *args;
     char token[33];
     int nbuckets;
     int *held;
@@ -43,30 +45,28 @@ static void drop_all(timer_state *t)
  * refuses (fatal). */
 static int maintain(timer_state *t)
 {
-    store_args *a = t->args;
-    args_reset(a);
-    args_cstr(a, "maintain");
-    args_cstr(a, t->token);
-    args_int(a, t->cfg->timer_lease_ms);
-    args_int(a, t->nbuckets);
-    args_int(a, rand() % t->nbuckets);
-    store_reply *r = NULL;
-    dq_status st = store_eval(t->cmd, SCRIPT_LOCK, a, 0, &r);
-    if (st == DQ_INTERNAL)
-        return -2; /* the script refused: wrong bucket count (logged by store) */
+    int *held = calloc((size_t)t->nbuckets, sizeof *held);
+    int *now_held = calloc((size_t)t->nbuckets, sizeof *now_held);
+    if (!held || !now_held)
+        abort();
+    int nheld = 0;
+    store_error err;
+    dq_status st = store_lock_maintain(t->cmd, t->token, t->cfg->timer_lease_ms, t->nbuckets,
+                                       rand() % t->nbuckets, held, &nheld, &err);
     if (st != DQ_OK) {
+        free(held);
+        free(now_held);
+        if (st == DQ_INTERNAL && err.detail[0]) {
+            log_error("config key 'buckets' (%d) differs from the %s this deployment's Redis "
+                      "records; stopping", t->nbuckets, err.detail);
+            return -2;
+        }
         if (util_mono_ms() - t->last_maintained > t->cfg->timer_lease_ms)
             drop_all(t); /* our leases have run out by now */
         return -1;
     }
-    int *now_held = calloc((size_t)t->nbuckets, sizeof *now_held);
-    if (!now_held)
-        abort();
-    for (size_t i = 0; i < reply_len(r); i++) {
-        int64_t k = reply_int(reply_at(r, i));
-        if (k >= 0 && k < t->nbuckets)
-            now_held[k] = 1;
-    }
+    for (int i = 0; i < nheld; i++)
+        now_held[held[i]] = 1;
     int gained = 0, lost = 0;
     for (int k = 0; k < t->nbuckets; k++) {
         if (now_held[k] && !t->held[k]) {
@@ -79,31 +79,41 @@ static int maintain(timer_state *t)
         t->held[k] = now_held[k];
     }
     if (gained || lost)
-        log_info("buckets: %zu held (+%d -%d)", reply_len(r), gained, lost);
+        log_info("buckets: %d held (+%d -%d)", nheld, gained, lost);
+    free(held);
     free(now_held);
-    store_reply_free(r);
     t->last_maintained = util_mono_ms();
     return 0;
+}
+
+/* Forgets topics idle past topic_retention_s. One timer does it: the
+ * holder of bucket 0. Bounded per maintain, so Redis is never blocked. */
+static void sweep(timer_state *t)
+{
+    if (!t->held[0])
+        return;
+    for (int i = 0; i < SWEEP_CALLS; i++) {
+        int64_t forgotten = 0;
+        if (store_sweep(t->cmd, (int64_t)t->cfg->topic_retention_s * 1000, SWEEP_BATCH,
+                        &forgotten) != DQ_OK)
+            return;
+        if (forgotten)
+            log_debug("forgot %lld idle topics", (long long)forgotten);
+        if (forgotten < SWEEP_BATCH)
+            return;
+    }
 }
 
 /* Moves what is due in bucket k, then records when it is next due. */
 static void move_bucket(timer_state *t, int k)
 {
     for (;;) {
-        store_args *a = t->args;
-        args_reset(a);
-        args_int(a, k);
-        args_int(a, t->cfg->timer_batch);
-        store_reply *r = NULL;
-        if (store_eval(t->cmd, SCRIPT_MOVE, a, 0, &r) != DQ_OK) {
+        int64_t moved, earliest, redis_now;
+        if (store_move(t->cmd, k, t->cfg->timer_batch, &moved, &earliest, &redis_now) != DQ_OK) {
             t->next_due[k] = util_mono_ms() + RETRY_MS;
             return;
         }
         int64_t mono = util_mono_ms();
-        int64_t moved = reply_int(reply_at(r, 0));
-        int64_t earliest = reply_int(reply_at(r, 1));
-        int64_t redis_now = reply_int(reply_at(r, 2));
-        store_reply_free(r);
         t->redis_offset = redis_now - mono;
         if (moved)
             log_debug("bucket %d: moved %" PRId64, k, moved);
@@ -161,10 +171,9 @@ int timer_run(const dq_config *cfg, int stop_fd)
     t.nbuckets = cfg->buckets;
     t.cmd = store_new(cfg);
     t.sub = store_new(cfg);
-    t.args = malloc(sizeof *t.args);
     t.held = calloc((size_t)t.nbuckets, sizeof *t.held);
     t.next_due = calloc((size_t)t.nbuckets, sizeof *t.next_due);
-    if (!t.cmd || !t.sub || !t.args || !t.held || !t.next_due)
+    if (!t.cmd || !t.sub || !t.held || !t.next_due)
         return 1;
     util_random_hex(t.token, 16);
     snprintf(t.wake_channel, sizeof t.wake_channel, "%s:wake", store_prefix(t.cmd));
@@ -179,11 +188,11 @@ int timer_run(const dq_config *cfg, int stop_fd)
         if (now >= next_maintain) {
             int rc = maintain(&t);
             if (rc == -2) {
-                log_error("config key 'buckets' (%d) differs from the one this deployment's "
-                          "Redis records; stopping", t.nbuckets);
                 exit_code = 1;
                 break;
             }
+            if (rc == 0)
+                sweep(&t);
             next_maintain = now + (rc == 0 ? cfg->timer_lease_ms / 3 : RETRY_MS);
         }
         ensure_subscribed(&t);
@@ -212,22 +221,13 @@ int timer_run(const dq_config *cfg, int stop_fd)
     }
 
     /* Hand the buckets over at once rather than after a lease. */
-    store_args *a = t.args;
-    args_reset(a);
-    args_cstr(a, "release");
-    args_cstr(a, t.token);
-    args_int(a, cfg->timer_lease_ms);
-    args_int(a, t.nbuckets);
-    args_int(a, 0);
-    store_reply *r = NULL;
-    if (store_eval(t.cmd, SCRIPT_LOCK, a, 0, &r) == DQ_OK)
-        log_info("stopped; released %" PRId64 " bucket locks", reply_int(r));
+    int64_t released = 0;
+    if (store_lock_release(t.cmd, t.token, cfg->timer_lease_ms, t.nbuckets, &released) == DQ_OK)
+        log_info("stopped; released %" PRId64 " bucket locks", released);
     else
         log_warn("stopped; could not release bucket locks (they expire with the lease)");
-    store_reply_free(r);
     store_free(t.cmd);
     store_free(t.sub);
-    free(t.args);
     free(t.held);
     free(t.next_due);
     return exit_code;

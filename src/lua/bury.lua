@@ -1,11 +1,12 @@
 -- bury: a reserved job is set aside until kicked.
--- ARGV: P, id. Returns 'ok', 'not_found' or 'conflict:<state>'.
+-- KEYS: P. ARGV: allow, id. Returns 'ok'.
+-- Errors: DQ_NOT_FOUND; DQ_CONFLICT <state> when the job is not reserved.
+limit_topics(ARGV[1])
 local id = ARGV[2]
 local j = redis.call('HMGET', job_key(id), 's', 't', 'k')
-if not j[1] then return 'not_found' end
-if j[1] ~= 'reserved' then return 'conflict:' .. j[1] end
+if not j[1] or not allowed(j[2]) then return redis.error_reply('DQ_NOT_FOUND') end
+if j[1] ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j[1]) end
 redis.call('ZREM', bucket_key(j[3]), id)
-bury(id, j[2])
+bury(id, j[2], reserve_seq(1))
 move_count(j[2], 'reserved', 'buried')
-flush()
 return 'ok'

@@ -1,13 +1,28 @@
--- common.lua: helpers prepended to every delayq script (src/lua/embed.sh).
--- ARGV[1] is always the key prefix with its hash tag, e.g. "{dq}": every key
--- of a deployment shares that tag, so each script touches one hash slot.
+-- common.lua: what every delayq function shares: key names, Redis' clock,
+-- the per-topic counters, and the per-call bookkeeping that flush() writes
+-- once at the end of a call.
+--
+-- src/lua/embed.sh builds one Redis Functions library from this file and
+-- the other .lua files: each of them becomes the body of a function that
+-- runs begin(KEYS) first and flush() after it, whatever it returns,
+-- so neither can be forgotten. The per-call tables below are made anew by
+-- begin(): the library's Lua state lives as long as Redis keeps it loaded,
+-- so anything left in them would leak into the next call.
+--
+-- KEYS[1] is the key prefix with its hash tag, e.g. "{dq}": every key a
+-- function touches is derived from it, so each call stays in one hash slot.
 -- Job hash fields: t topic, ttr (ms), n deliveries so far, r retries (-1
--- unlimited), kb deliveries at the last kick, c created (ms), s state, d due
--- (ms, while delay or reserved), k bucket, g list generation. The body is a
--- string key of its own (P:v:<id>): inside the hash, a body over 64 bytes
--- would turn Redis' compact listpack encoding into a hash table, tripling the
--- memory a job costs.
-local P = ARGV[1]
+-- unlimited), kb deliveries at the last kick, c created (ms), s state
+-- (delay, ready, reserved, buried), d due (ms, while delay or reserved,
+-- else -1), k bucket. The body is a string key of its own (P:v:<id>):
+-- inside the hash, a body over 64 bytes would turn Redis' compact listpack
+-- encoding into a hash table, tripling the memory a job costs.
+--
+-- Errors go back to C in one style: redis.error_reply('DQ_<CODE> <detail>')
+-- for the whole call, and the same words as the items of a batch reply
+-- ('ok', 'DQ_CONFLICT <state>', 'DQ_NOT_FOUND'); src/store_ops.c maps them.
+
+local P
 local TEN_YEARS_MS = 3652 * 86400 * 1000
 
 local function now_ms()
@@ -15,6 +30,8 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Numbers go to redis.call as strings: Redis formats a Lua number with
+-- %.17g, which costs more than the command it is an argument of.
 local function num(x)
     return string.format('%d', x)
 end
@@ -26,20 +43,51 @@ local function ready_key(topic) return P .. ':r:' .. topic end
 local function buried_key(topic) return P .. ':x:' .. topic end
 local function stats_key(topic) return P .. ':s:' .. topic end
 
--- Counters and list appends are gathered during a script and written once
--- per topic by flush(), so moving a thousand jobs costs a handful of
--- commands beyond the per-job reads and writes. Every script that changes
--- state ends with flush().
-local counters = {}   -- topic -> {field -> delta}
-local appends = {}    -- list key -> {entries...}, in order
-local append_order = {}
-local ready_topics = {} -- topic -> jobs made ready in this call
+-- Per-call state, reset by begin().
+local counters      -- topic -> {field -> delta}
+local topic_order   -- topics in the order first counted (deterministic writes)
+local zadds         -- sorted-set key -> {score, member, score, member, ...}
+local zadd_order
+local ready_topics  -- topic -> jobs made ready in this call
+local ready_order
+local bucket_heads  -- bucket key -> earliest due known (false: empty)
+local allow_prefixes -- nil: every topic; else the token's topic prefixes
+
+local function begin(keys)
+    P = keys[1]
+    counters, topic_order = {}, {}
+    zadds, zadd_order = {}, {}
+    ready_topics, ready_order = {}, {}
+    bucket_heads = {}
+    allow_prefixes = nil
+end
+
+-- The caller's token's topic prefixes, comma-separated ('' for a token
+-- without a topic limit, or when auth is off), for allowed().
+local function limit_topics(allow)
+    if allow ~= '' then
+        allow_prefixes = {}
+        for p in string.gmatch(allow, '[^,]+') do allow_prefixes[#allow_prefixes + 1] = p end
+    end
+end
+
+-- May the caller's token act on a job of this topic? Checked inside the
+-- same call that acts, so no other client can change the answer between
+-- the check and the action.
+local function allowed(topic)
+    if not allow_prefixes then return true end
+    for _, p in ipairs(allow_prefixes) do
+        if string.sub(topic, 1, #p) == p then return true end
+    end
+    return false
+end
 
 local function count(topic, field, by)
     local c = counters[topic]
     if not c then
         c = {}
         counters[topic] = c
+        topic_order[#topic_order + 1] = topic
     end
     c[field] = (c[field] or 0) + by
 end
@@ -49,79 +97,54 @@ local function move_count(topic, from, to)
     count(topic, to, 1)
 end
 
-local function append(key, entry)
-    local list = appends[key]
+local function zadd(key, score, member)
+    local list = zadds[key]
     if not list then
         list = {}
-        appends[key] = list
-        append_order[#append_order + 1] = key
+        zadds[key] = list
+        zadd_order[#zadd_order + 1] = key
     end
-    list[#list + 1] = entry
+    list[#list + 1] = score
+    list[#list + 1] = member
 end
 
--- A list entry is "<generation>:<id>". The generation changes every time the
--- job enters a list, so an entry left behind by finish/delete (lists are not
--- searched, to keep finish O(1)) or by an earlier state is recognised as
--- stale and skipped. One INCR per script call; jobs of the same call get
--- "<call>.<n>".
-local call_seq
-local call_n = 0
-local function next_generation()
-    if not call_seq then
-        call_seq = num(redis.call('INCR', P .. ':seq'))
+-- Ready and buried jobs sit in sorted sets scored by a sequence number, so
+-- a pop takes them in the order they came and finish/delete remove them
+-- at once: nothing stale is ever left behind. reserve_seq(n) takes n
+-- numbers with one INCRBY and returns the first.
+local function reserve_seq(n)
+    return tonumber(redis.call('INCRBY', P .. ':seq', num(n))) - n + 1
+end
+
+-- Queues a job whose hash already says s=ready on its topic's ready set.
+local function enqueue_ready(id, topic, seq)
+    zadd(ready_key(topic), num(seq), id)
+    if not ready_topics[topic] then
+        ready_topics[topic] = 0
+        ready_order[#ready_order + 1] = topic
     end
-    call_n = call_n + 1
-    return call_seq .. '.' .. call_n
+    ready_topics[topic] = ready_topics[topic] + 1
 end
 
-local function split_entry(e)
-    local sep = string.find(e, ':', 1, true)
-    return string.sub(e, 1, sep - 1), string.sub(e, sep + 1)
-end
-
--- Queues a job on its topic's ready list under a new generation, which the
--- caller writes into the job hash with s=ready.
-local function enqueue_ready(id, topic)
-    local g = next_generation()
-    append(ready_key(topic), g .. ':' .. id)
-    ready_topics[topic] = (ready_topics[topic] or 0) + 1
-    return g
-end
-
--- Makes an existing job ready.
-local function make_ready(id, topic)
-    redis.call('HSET', job_key(id), 's', 'ready', 'g', enqueue_ready(id, topic), 'd', '-1')
+-- Makes a job ready: its hash says so and it joins its topic's queue.
+local function make_ready(id, topic, seq)
+    redis.call('HSET', job_key(id), 's', 'ready', 'd', '-1')
+    enqueue_ready(id, topic, seq)
 end
 
 -- Sets a job aside; pop never sees it, kick brings it back.
-local function bury(id, topic)
-    local g = next_generation()
-    redis.call('HSET', job_key(id), 's', 'buried', 'g', g, 'd', '-1')
-    append(buried_key(topic), g .. ':' .. id)
+local function bury(id, topic, seq)
+    redis.call('HSET', job_key(id), 's', 'buried', 'd', '-1')
+    zadd(buried_key(topic), num(seq), id)
     count(topic, 'buries', 1)
 end
 
--- Writes the gathered list appends and counters, then tells waiting
--- long-polls how many jobs each topic got ("<count>:<topic>", once per topic
--- per call; each worker process wakes that many of its waiters).
--- Numbers go to redis.call as strings: Redis formats a Lua number with
--- %.17g, which costs more than the command it is an argument of.
-local function flush()
-    for _, key in ipairs(append_order) do
-        local list = appends[key]
-        for i = 1, #list, 1000 do -- unpack() has a stack limit
-            redis.call('RPUSH', key, unpack(list, i, math.min(i + 999, #list)))
-        end
-    end
-    for topic, c in pairs(counters) do
-        for field, by in pairs(c) do
-            if by ~= 0 then
-                redis.call('HINCRBY', stats_key(topic), field, num(by))
-            end
-        end
-    end
-    for topic, n in pairs(ready_topics) do
-        redis.call('PUBLISH', P .. ':ready', num(n) .. ':' .. topic)
+-- Takes a job out of its topic's ready or buried set, whichever holds it.
+local function unlist(id, topic, state)
+    if state == 'ready' then
+        redis.call('ZREM', ready_key(topic), id)
+    elseif state == 'buried' then
+        redis.call('ZREM', buried_key(topic), id)
     end
 end
 
@@ -129,7 +152,6 @@ end
 -- entry, timers are told, since they sleep until the earliest one. A
 -- bucket's head is read once per call: jobs scheduled by one call (a batch
 -- add, a pop of many) compare against what the call already wrote.
-local bucket_heads = {} -- bucket key -> earliest due known (false: empty)
 local function schedule(id, k, due)
     local bk = bucket_key(k)
     local head = bucket_heads[bk]
@@ -161,4 +183,44 @@ local function buckets_match(nb)
         return true
     end
     return tonumber(known) == tonumber(nb)
+end
+
+-- Writes what the call gathered: sorted-set entries once per key, each
+-- topic's counters, the deployment's totals, and which topics hold no job
+-- any more (P:idle, so delayq-timer forgets them after topic_retention_s;
+-- P:topics lists the topics that have counters). Then tells waiting
+-- long-polls how many jobs each topic got ("<count>:<topic>", once per
+-- topic per call; each worker process wakes that many of its waiters).
+local function flush()
+    for _, key in ipairs(zadd_order) do
+        local list = zadds[key]
+        for i = 1, #list, 2000 do -- unpack() has a stack limit
+            redis.call('ZADD', key, unpack(list, i, math.min(i + 1999, #list)))
+        end
+    end
+    local totals = {}
+    for _, topic in ipairs(topic_order) do
+        local sk = stats_key(topic)
+        for field, by in pairs(counters[topic]) do
+            if by ~= 0 then
+                local now = redis.call('HINCRBY', sk, field, num(by))
+                if field == 'jobs' then
+                    if now == 0 then
+                        redis.call('ZADD', P .. ':idle', num(now_ms()), topic)
+                    elseif now == by then
+                        redis.call('ZREM', P .. ':idle', topic)
+                        redis.call('ZADD', P .. ':topics', '0', topic)
+                    end
+                else
+                    totals[field] = (totals[field] or 0) + by
+                end
+            end
+        end
+    end
+    for field, by in pairs(totals) do
+        if by ~= 0 then redis.call('HINCRBY', P .. ':totals', field, num(by)) end
+    end
+    for _, topic in ipairs(ready_order) do
+        redis.call('PUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic)
+    end
 end

@@ -1,21 +1,18 @@
--- kick: up to `count` buried jobs of a topic become ready, each with its
--- full retries again. ARGV: P, topic, count. Returns the number kicked.
-local topic, want = ARGV[2], tonumber(ARGV[3])
-local bk = buried_key(topic)
-local kicked = 0
-while kicked < want do
-    local e = redis.call('LPOP', bk)
-    if not e then break end
-    local g, id = split_entry(e)
+-- kick: up to `count` buried jobs of a topic become ready, oldest burial
+-- first, each with its full retries again.
+-- KEYS: P. ARGV: topic, count. Returns the number kicked.
+local topic, want = ARGV[1], tonumber(ARGV[2])
+local taken = redis.call('ZPOPMIN', buried_key(topic), num(want))
+local kicked = #taken / 2
+if kicked == 0 then return 0 end
+local seq = reserve_seq(kicked)
+for i = 1, #taken, 2 do
+    local id = taken[i]
     local jk = job_key(id)
-    local j = redis.call('HMGET', jk, 's', 'g', 'n')
-    if j[1] == 'buried' and j[2] == g then
-        redis.call('HSET', jk, 'kb', j[3])
-        make_ready(id, topic)
-        move_count(topic, 'buried', 'ready')
-        count(topic, 'kicked', 1)
-        kicked = kicked + 1
-    end
+    redis.call('HSET', jk, 'kb', redis.call('HGET', jk, 'n'), 's', 'ready', 'd', '-1')
+    enqueue_ready(id, topic, seq + (i - 1) / 2)
 end
-flush()
+count(topic, 'buried', -kicked)
+count(topic, 'ready', kicked)
+count(topic, 'kicked', kicked)
 return kicked

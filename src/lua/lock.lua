@@ -1,15 +1,16 @@
 -- lock: bucket ownership for delayq-timer.
--- ARGV: P, op, token, lease_ms, buckets, start.
+-- KEYS: P. ARGV: op, token, lease_ms, buckets, start.
 -- op 'maintain': registers the timer (heartbeat), renews the bucket locks it
 --   holds, gives back what exceeds its fair share ceil(buckets / timers) and
 --   takes free buckets up to it, scanning from `start`. Returns the held
---   bucket numbers, or an error if the deployment uses another bucket count.
+--   bucket numbers. Error: DQ_BUCKETS <known> when the deployment uses
+--   another bucket count.
 -- op 'release': drops every lock the token holds (compare-and-delete) and
 --   the heartbeat. Returns the number of locks released.
 -- Both publish "rebalance" on P:wake when buckets should change hands (a
 -- timer joined, gave buckets back or left), so the others maintain at once.
-local op, token, lease, nb, start = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]),
-    tonumber(ARGV[6])
+local op, token, lease, nb, start = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
+    tonumber(ARGV[5])
 local timers = P .. ':timers'
 local function lock_key(k) return P .. ':lock:' .. k end
 
@@ -27,11 +28,11 @@ if op == 'release' then
 end
 
 if not buckets_match(nb) then
-    return redis.error_reply('ERR buckets_mismatch: this deployment uses another bucket count')
+    return redis.error_reply('DQ_BUCKETS ' .. redis.call('GET', P .. ':buckets'))
 end
 local now = now_ms()
-local joined = redis.call('ZADD', timers, now + lease, token) == 1
-redis.call('ZREMRANGEBYSCORE', timers, '-inf', now)
+local joined = redis.call('ZADD', timers, num(now + lease), token) == 1
+redis.call('ZREMRANGEBYSCORE', timers, '-inf', num(now))
 local fair = math.ceil(nb / redis.call('ZCARD', timers))
 
 local held = {}
@@ -40,7 +41,7 @@ for i = 0, nb - 1 do
     local k = (start + i) % nb
     if redis.call('GET', lock_key(k)) == token then
         if #held < fair then
-            redis.call('PEXPIRE', lock_key(k), lease)
+            redis.call('PEXPIRE', lock_key(k), num(lease))
             held[#held + 1] = k
         else
             redis.call('DEL', lock_key(k))
@@ -51,7 +52,7 @@ end
 for i = 0, nb - 1 do
     if #held >= fair then break end
     local k = (start + i) % nb
-    if redis.call('SET', lock_key(k), token, 'NX', 'PX', lease) then
+    if redis.call('SET', lock_key(k), token, 'NX', 'PX', num(lease)) then
         held[#held + 1] = k
     end
 end

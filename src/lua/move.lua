@@ -1,35 +1,35 @@
 -- move: the timer's step for one bucket. Due delayed jobs become ready;
 -- reserved jobs past their TTR deadline are redelivered (or buried when
 -- their retries are spent).
--- ARGV: P, bucket, limit. Returns {moved, earliest remaining due ms or -1,
--- Redis now ms}.
-local k, limit = ARGV[2], tonumber(ARGV[3])
+-- KEYS: P. ARGV: bucket, limit.
+-- Returns {moved, earliest remaining due ms or -1, Redis now ms}.
+local k, limit = ARGV[1], tonumber(ARGV[2])
 local bk = bucket_key(k)
 local now = now_ms()
-local ids = redis.call('ZRANGEBYSCORE', bk, '-inf', now, 'LIMIT', 0, limit)
+local ids = redis.call('ZRANGEBYSCORE', bk, '-inf', num(now), 'LIMIT', '0', num(limit))
 if #ids > 0 then
     -- The ids are the bucket's lowest-ranked entries, so rank removal is exact.
-    redis.call('ZREMRANGEBYRANK', bk, 0, #ids - 1)
-end
-for _, id in ipairs(ids) do
-    local j = redis.call('HMGET', job_key(id), 's', 't', 'n', 'r', 'kb')
-    local state, topic = j[1], j[2]
-    if state == 'delay' then
-        make_ready(id, topic)
-        move_count(topic, 'delay', 'ready')
-    elseif state == 'reserved' then
-        if retries_spent(j[3], j[4], j[5]) then
-            bury(id, topic)
-            move_count(topic, 'reserved', 'buried')
-        else
-            make_ready(id, topic)
-            move_count(topic, 'reserved', 'ready')
-            count(topic, 'redelivered', 1)
+    redis.call('ZREMRANGEBYRANK', bk, '0', num(#ids - 1))
+    local seq = reserve_seq(#ids)
+    for i, id in ipairs(ids) do
+        local j = redis.call('HMGET', job_key(id), 's', 't', 'n', 'r', 'kb')
+        local state, topic = j[1], j[2]
+        if state == 'delay' then
+            make_ready(id, topic, seq + i - 1)
+            move_count(topic, 'delay', 'ready')
+        elseif state == 'reserved' then
+            if retries_spent(j[3], j[4], j[5]) then
+                bury(id, topic, seq + i - 1)
+                move_count(topic, 'reserved', 'buried')
+            else
+                make_ready(id, topic, seq + i - 1)
+                move_count(topic, 'reserved', 'ready')
+                count(topic, 'redelivered', 1)
+            end
         end
+        -- A bucket entry is removed with its job, so no other state occurs.
     end
-    -- Any other state (job gone) leaves nothing to do: the entry was stale.
 end
-flush()
 local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
 local earliest = -1
 if head[2] then earliest = tonumber(head[2]) end

@@ -1,23 +1,29 @@
 -- remove: finish or delete jobs, whatever their state.
--- ARGV: P, 'finished' | 'deleted', id1, id2, ...
--- Returns one integer per id: 1 removed, 0 no such job.
+-- KEYS: P. ARGV: allow, 'finished' | 'deleted', id1, id2, ...
+-- Returns one item per id: 'ok', or 'DQ_NOT_FOUND' when there is no such
+-- job or the caller may not act on its topic (the two answer alike, so a
+-- token limited to topics cannot learn which other ids exist).
+limit_topics(ARGV[1])
 local kind = ARGV[2]
 local out = {}
 for i = 3, #ARGV do
     local id = ARGV[i]
     local jk = job_key(id)
     local j = redis.call('HMGET', jk, 's', 't', 'k')
-    if not j[1] then
-        out[#out + 1] = 0
+    if not j[1] or not allowed(j[2]) then
+        out[#out + 1] = 'DQ_NOT_FOUND'
     else
-        if j[1] == 'delay' or j[1] == 'reserved' then
+        local state, topic = j[1], j[2]
+        if state == 'delay' or state == 'reserved' then
             redis.call('ZREM', bucket_key(j[3]), id)
+        else
+            unlist(id, topic, state)
         end
-        count(j[2], j[1], -1)
-        count(j[2], kind, 1)
+        count(topic, state, -1)
+        count(topic, kind, 1)
+        count(topic, 'jobs', -1)
         redis.call('DEL', jk, body_key(id))
-        out[#out + 1] = 1
+        out[#out + 1] = 'ok'
     end
 end
-flush()
 return out

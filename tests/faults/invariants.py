@@ -6,8 +6,8 @@ check(resp, prefix="{dq}") -> dict with
   states         {state: count}
   by_topic       {topic: {state: count}}
   stats          {topic: {field: int}} (the P:s:<topic> hashes)
-  stale_ready    ready-list entries that no longer name a ready job
-  stale_buried   buried-list entries that no longer name a buried job
+  stale_ready    ready-set members that do not name a ready job of that topic
+  stale_buried   buried-set members that do not name a buried job of that topic
   bucket_entries total bucket zset members
   problems       list of strings (empty when every invariant holds)
 
@@ -16,12 +16,15 @@ Invariants:
     a topic t and a bucket k;
   - a delay or reserved job is a member of exactly one bucket zset, its own
     P:b:<k>, scored by its due time d;
-  - a ready or buried job is in no bucket, and the list of its state
-    (P:r:<t> or P:x:<t>) holds its entry "<g>:<id>" exactly once;
+  - a ready or buried job is in no bucket and is a member of the set of its
+    state (P:r:<t> or P:x:<t>); those sets hold nothing else (no stale
+    entries: they are sorted sets from which finish and delete remove);
   - every bucket member is a delay or reserved job (no orphan entries);
-  - every topic with a job is in P:topics; the gauges delay/ready/reserved/
-    buried of P:s:<t> equal the counts of job hashes by state, and
-    added - finished - deleted equals their sum.
+  - every topic with a job is in P:topics and not in P:idle; the gauges
+    delay/ready/reserved/buried of P:s:<t> equal the counts of job hashes by
+    state, and so does its `jobs` field in total; a topic listed in P:idle
+    holds no job; the deployment's totals (P:totals) gauges equal the counts
+    of all job hashes by state.
 """
 
 SCRIPT = r"""
@@ -51,14 +54,14 @@ for _, bk in ipairs(redis.call('KEYS', P .. ':b:*')) do
     end
 end
 
+-- members of the ready (r) and buried (x) sets: kind|topic|id -> true
 local entries = {}
 local nentries = {r = 0, x = 0}
 for _, kind in ipairs({'r', 'x'}) do
     for _, lk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
         local topic = string.sub(lk, plen)
-        for _, e in ipairs(redis.call('LRANGE', lk, 0, -1)) do
-            local key = kind .. '|' .. topic .. '|' .. e
-            entries[key] = (entries[key] or 0) + 1
+        for _, id in ipairs(redis.call('ZRANGE', lk, 0, -1)) do
+            entries[kind .. '|' .. topic .. '|' .. id] = true
             nentries[kind] = nentries[kind] + 1
         end
     end
@@ -70,8 +73,8 @@ local live = {r = 0, x = 0}
 local njobs = 0
 for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
     local id = string.sub(jk, plen)
-    local j = redis.call('HMGET', jk, 's', 'k', 'g', 't', 'd')
-    local s, k, g, t, d = j[1], j[2], j[3], j[4], j[5]
+    local j = redis.call('HMGET', jk, 's', 'k', 't', 'd')
+    local s, k, t, d = j[1], j[2], j[3], j[4]
     njobs = njobs + 1
     if not s or not t or not k then
         bad('job ' .. id .. ': missing field s/t/k')
@@ -96,14 +99,10 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
                 bad('job ' .. id .. ' (' .. s .. ') is also in bucket(s) ' .. e.ks)
             end
             local kind = (s == 'ready') and 'r' or 'x'
-            local c = entries[kind .. '|' .. t .. '|' .. tostring(g) .. ':' .. id]
-            if not c then
-                bad('job ' .. id .. ' (' .. s .. ', g=' .. tostring(g) .. ') has no entry in ' .. P .. ':' .. kind .. ':' .. t)
+            if not entries[kind .. '|' .. t .. '|' .. id] then
+                bad('job ' .. id .. ' (' .. s .. ') is not in ' .. P .. ':' .. kind .. ':' .. t)
             else
                 live[kind] = live[kind] + 1
-                if c > 1 then
-                    bad('job ' .. id .. ' (' .. s .. ') has ' .. c .. ' entries in its list')
-                end
             end
         else
             bad('job ' .. id .. ': unknown state ' .. s)
@@ -117,18 +116,26 @@ for id, e in pairs(inb) do
 end
 
 local topics = {}
-for _, t in ipairs(redis.call('SMEMBERS', P .. ':topics')) do topics[t] = true end
+for _, t in ipairs(redis.call('ZRANGE', P .. ':topics', 0, -1)) do topics[t] = true end
+local idle = {}
+for _, t in ipairs(redis.call('ZRANGE', P .. ':idle', 0, -1)) do idle[t] = true end
 for t, _ in pairs(counts) do
     if not topics[t] then bad('topic ' .. t .. ' has jobs but is not in ' .. P .. ':topics') end
+    if idle[t] then bad('topic ' .. t .. ' has jobs but is in ' .. P .. ':idle') end
+end
+for t, _ in pairs(idle) do
+    if not topics[t] then bad('idle topic ' .. t .. ' is not in ' .. P .. ':topics') end
 end
 local stats = {}
 local GAUGES = {'delay', 'ready', 'reserved', 'buried'}
 local FIELDS = {'delay', 'ready', 'reserved', 'buried', 'added', 'popped', 'finished',
-                'deleted', 'redelivered', 'buries', 'kicked'}
+                'deleted', 'redelivered', 'buries', 'kicked', 'jobs'}
 for t, _ in pairs(topics) do
     local v = redis.call('HMGET', P .. ':s:' .. t, unpack(FIELDS))
     local row = {}
-    for i, f in ipairs(FIELDS) do row[#row + 1] = f; row[#row + 1] = tonumber(v[i] or 0) end
+    for i, f in ipairs(FIELDS) do
+        if f ~= 'jobs' then row[#row + 1] = f; row[#row + 1] = tonumber(v[i] or 0) end
+    end
     stats[#stats + 1] = {t, row}
     local sum = 0
     for i, f in ipairs(GAUGES) do
@@ -139,10 +146,23 @@ for t, _ in pairs(topics) do
             bad('stats ' .. t .. ': gauge ' .. f .. ' = ' .. have .. ' but ' .. want .. ' job hashes are ' .. f)
         end
     end
+    if tonumber(v[12] or 0) ~= sum then
+        bad('stats ' .. t .. ': jobs = ' .. tostring(v[12]) .. ' but the gauges sum to ' .. sum)
+    end
+    if sum == 0 and not idle[t] then
+        bad('topic ' .. t .. ' holds no job but is not in ' .. P .. ':idle')
+    end
     local added, finished, deleted = tonumber(v[5] or 0), tonumber(v[7] or 0), tonumber(v[8] or 0)
     if added - finished - deleted ~= sum then
         bad('stats ' .. t .. ': added ' .. added .. ' - finished ' .. finished .. ' - deleted ' ..
             deleted .. ' ~= gauges ' .. sum)
+    end
+end
+local tv = redis.call('HMGET', P .. ':totals', unpack(GAUGES))
+for i, f in ipairs(GAUGES) do
+    if tonumber(tv[i] or 0) ~= (states[f] or 0) then
+        bad('totals: gauge ' .. f .. ' = ' .. tostring(tv[i]) .. ' but ' .. (states[f] or 0) ..
+            ' job hashes are ' .. f)
     end
 end
 
@@ -154,8 +174,10 @@ for t, c in pairs(counts) do
     for s, n in pairs(c) do row[#row + 1] = s; row[#row + 1] = n end
     bt[#bt + 1] = {t, row}
 end
-return {njobs, st, bt, stats, nentries['r'] - live['r'], nentries['x'] - live['x'],
-        bucket_entries, nproblems, problems}
+local stale_r, stale_x = nentries['r'] - live['r'], nentries['x'] - live['x']
+if stale_r > 0 then bad(stale_r .. ' ready-set members name no ready job of their topic') end
+if stale_x > 0 then bad(stale_x .. ' buried-set members name no buried job of their topic') end
+return {njobs, st, bt, stats, stale_r, stale_x, bucket_entries, nproblems, problems}
 """
 
 

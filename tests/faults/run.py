@@ -914,11 +914,13 @@ def run(ctx):
         keys = sorted(k.decode() for k in r("KEYS", "*"))
     finally:
         r.close()
-    allowed_exact = {"{dq}:topics", "{dq}:seq", "{dq}:buckets", "{dq}:timers"}
+    allowed_exact = {"{dq}:topics", "{dq}:idle", "{dq}:totals", "{dq}:seq", "{dq}:buckets",
+                     "{dq}:timers"}
     allowed_prefix = ("{dq}:s:", "{dq}:lock:")
     extra = [k for k in keys if k not in allowed_exact and not k.startswith(allowed_prefix)]
     if extra:
-        L.violation("leftover_keys", "%d keys besides stats/topics/seq/buckets/lock/timers: %s" %
+        L.violation("leftover_keys", "%d keys besides stats/topics/idle/totals/seq/buckets/lock/"
+                    "timers: %s" %
                     (len(extra), extra[:30]))
     # stats over HTTP equal the Redis hashes, and the counters agree with the ledger
     conn = Http(c.http_port, timeout=30)

@@ -1,13 +1,17 @@
 /* libFuzzer target: the whole pure request path (strict JSON, query strings,
  * every field rule). Input: "<METHOD> <path>[?query]\n<body>". Any crash,
  * leak or sanitizer report is a bug; a successful parse is re-checked for the
- * invariants the handlers rely on. */
+ * invariants the handlers rely on (a job body is itself strict JSON), and
+ * every error must be a valid UTF-8 sentence. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_scan.h"
 #include "request.h"
+
+static json_doc doc; /* reused across inputs, as a request thread does */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -22,8 +26,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     head[head_len] = '\0';
     if (strlen(head) != head_len)
         return 0; /* NUL in the request line: not something FastCGI passes */
-    const char *body = nl ? nl + 1 : "";
     size_t body_len = nl ? size - head_len - 1 : 0;
+    /* The parser works in place on the body: give it a private copy. */
+    char *body = malloc(body_len ? body_len : 1);
+    assert(body);
+    if (body_len)
+        memcpy(body, nl + 1, body_len);
 
     char *space = strchr(head, ' ');
     const char *method = "POST";
@@ -40,9 +48,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dq_limits lim = {65536, 60000};
     dq_request req;
     char err[512];
-    dq_status st = request_parse(method, path, query, body, body_len, &lim, &req, err, sizeof err);
+    dq_status st = request_parse(&doc, method, path, query, body, body_len, &lim, &req, err,
+                                 sizeof err);
+    json_doc_trim(&doc);
     if (st != DQ_OK) {
         assert(err[0] != '\0'); /* every failure names its reason */
+        assert(json_utf8_valid(err, strlen(err)));
+        for (const char *p = err; *p; p++)
+            assert((unsigned char)*p >= 0x20);
+        free(body);
         return 0;
     }
     assert(req.cmd < CMD_COUNT);
@@ -53,6 +67,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         assert(j->ttr_ms >= 1 && j->ttr_ms <= DQ_TTR_MAX_MS);
         assert(j->delay_ms >= 0 && j->delay_ms <= DQ_DELAY_MAX_MS);
         assert(j->body_len <= lim.max_body);
+        json_doc check;
+        json_doc_init(&check);
+        assert(json_scan(&check, j->body, j->body_len, err, sizeof err) == 0);
+        json_doc_free(&check);
     }
     for (size_t i = 0; i < req.nids; i++)
         assert(request_id_valid(req.ids[i], strlen(req.ids[i])));
@@ -60,5 +78,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         assert(request_topic_valid(req.topics[i], strlen(req.topics[i])));
     assert(req.timeout_ms >= 0 && req.timeout_ms <= DQ_POP_TIMEOUT_MAX_MS);
     request_free(&req);
+    free(body);
     return 0;
 }

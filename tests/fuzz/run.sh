@@ -11,9 +11,9 @@ work=${FUZZ_WORK_DIR:-$(mktemp -d)}
 mkdir -p "$work/corpus"
 cp "$here"/corpus/* "$work/corpus/"
 clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$top/src" $(pkg-config --cflags json-c) \
-    "$here/fuzz_request.c" "$top/src/request.c" "$top/src/json_strict.c" \
-    "$top/src/buf.c" "$top/src/status.c" $(pkg-config --libs json-c) -lm \
+    -I"$top/src" \
+    "$here/fuzz_request.c" "$top/src/request.c" "$top/src/json_scan.c" \
+    "$top/src/buf.c" "$top/src/status.c" -lm \
     -o "$work/fuzz_request"
 cd "$work"
 ./fuzz_request -max_total_time="$seconds" -dict="$here/json.dict" -max_len=4096 \

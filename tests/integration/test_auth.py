@@ -10,13 +10,13 @@ from harness import ClusterTestCase, main
 
 ADMIN = "admin-token-0123456789"
 PRODUCER = "producer-token-abcdef"  # may only add (and stats) on order.*
-CONSUMER = "consumer-token-abcdef"  # may pop/finish/touch on order.*
+CONSUMER = "consumer-token-abcdef"  # may pop/finish/touch/get on order.*
 
 TOKENS_DIR = tempfile.mkdtemp(prefix="delayq-auth-")
 TOKENS = os.path.join(TOKENS_DIR, "tokens")
 with open(TOKENS, "w") as f:
     f.write("# test tokens\n%s\n%s topics=order. commands=add,stats\n"
-            "%s topics=order. commands=pop,finish,touch\n" % (ADMIN, PRODUCER, CONSUMER))
+            "%s topics=order. commands=pop,finish,touch,get\n" % (ADMIN, PRODUCER, CONSUMER))
 os.chmod(TOKENS_DIR, 0o755)
 
 
@@ -73,22 +73,78 @@ class Auth(ClusterTestCase):
         st, h, data = self.c.request("GET", "/metrics", None, {"Authorization": "Bearer " + PRODUCER})
         self.assertEqual(st, 401)
 
+    def assertLikeUnknownId(self, cmd, token, jid, **fields):
+        """cmd on jid answers exactly as it would for an id that does not
+        exist, and changes nothing: a token limited to topics cannot tell
+        another topic's job from no job."""
+        before = self.c.snapshot()
+        st, body = self.call(cmd, token, id=jid, **fields)
+        self.assertEqual(before, self.c.snapshot(), "%s of another topic's job changed Redis" % cmd)
+        st2, body2 = self.call(cmd, token, id="never-" + jid, **fields)
+        self.assertError(st, body, 404, "not_found")
+        self.assertEqual((st, body["error"].replace(jid, "X")),
+                         (st2, body2["error"].replace("never-" + jid, "X")))
+
     def test_consumer_checks_the_topic_of_jobs_named_by_id(self):
         self.assertOk(*self.call("add", ADMIN, topic="mail.x", id="mail-9", body=1))
         self.assertOk(*self.call("add", ADMIN, topic="order.paid", id="ord-9", body=1))
         self.assertUnauthorized(*self.call("pop", CONSUMER, topic="mail.x"))
-        self.unchanged(lambda: self.assertUnauthorized(*self.call("finish", CONSUMER, id="mail-9")))
-        self.unchanged(lambda: self.assertUnauthorized(
-            *self.call("finish", CONSUMER, ids=["ord-9", "mail-9"])))
+        self.assertLikeUnknownId("finish", CONSUMER, "mail-9")
+        self.assertLikeUnknownId("touch", CONSUMER, "mail-9")
+        # In a batch, an id of another topic is one more unknown id.
+        self.unchanged(lambda: self.assertEqual(
+            self.call("finish", CONSUMER, ids=["nope-9", "mail-9"])[1]["results"],
+            [{"id": "nope-9", "success": False, "code": "not_found", "error": "no job with this id"},
+             {"id": "mail-9", "success": False, "code": "not_found", "error": "no job with this id"}]))
         st, body = self.call("pop", CONSUMER, topic="order.paid")
         self.assertOk(st, body)
         self.assertEqual(body["id"], "ord-9")
         self.assertOk(*self.call("touch", CONSUMER, id="ord-9"))
         self.assertOk(*self.call("finish", CONSUMER, id="ord-9"))
-        # An unknown id is not a topic leak: it is simply not found.
         self.assertError(*self.call("finish", CONSUMER, id="nope-1"), 404, "not_found")
-        self.assertUnauthorized(*self.call("delete", CONSUMER, id="mail-9"))
+        self.assertUnauthorized(*self.call("delete", CONSUMER, id="mail-9"))  # not its command
+        # A conflicting add does not tell a limited producer the other job's state.
+        st, body = self.call("add", PRODUCER, topic="order.x", id="mail-9", body=1)
+        self.assertError(st, body, 409, "conflict")
+        self.assertNotIn("state", body["error"])
         self.assertOk(*self.call("delete", ADMIN, id="mail-9"))
+
+    def test_no_race_between_the_check_and_the_action(self):
+        """Ids that do not exist yet pass any check made before the action;
+        the action must check the topic itself. A limited token hammers
+        finish and get on ids while another client adds them under a topic
+        the token may not use: no job may be finished, no body read."""
+        import threading
+        ids = ["race-%d" % i for i in range(300)]
+        stop = threading.Event()
+        leaks = []
+
+        def hammer():
+            conn = self.c.new_http()
+            while not stop.is_set():
+                for jid in ids:
+                    st, h, data = conn.request("POST", "/finish", json.dumps({"id": jid}).encode(),
+                                               {"Authorization": "Bearer " + CONSUMER})
+                    if st == 200:
+                        leaks.append(("finish", jid))
+                    st, h, data = conn.request("GET", "/get?id=" + jid, None,
+                                               {"Authorization": "Bearer " + CONSUMER})
+                    if st == 200 or b"secret" in data:
+                        leaks.append(("get", jid))
+            conn.close()
+
+        ths = [threading.Thread(target=hammer) for _ in range(4)]
+        for th in ths:
+            th.start()
+        for jid in ids:
+            self.assertOk(*self.call("add", ADMIN, topic="mail.secret", id=jid, body="secret"))
+        stop.set()
+        for th in ths:
+            th.join(60)
+        self.assertEqual(leaks, [])
+        st, body = self.call("stats", ADMIN, topic="mail.secret")
+        self.assertEqual(body["topics"]["mail.secret"]["ready"], 300)
+        self.assertOk(*self.call("delete", ADMIN, ids=ids))
 
 
 if __name__ == "__main__":

@@ -254,12 +254,12 @@ class StarvationTest(ClusterTestCase):
         self.assertEqual(s["topics"][idle]["reserved"], 50)
         self.assertEqual(s["topics"][idle]["ready"], 0)
 
-    def lpop_calls(self):
+    def pop_calls(self):
         """LPOPs Redis has run: each pop script call makes one per topic,
         whether or not it finds a job, and nothing else here uses LPOP."""
         stats = self.c.redis("INFO", "commandstats").decode()
         for line in stats.splitlines():
-            if line.startswith("cmdstat_lpop:"):
+            if line.startswith("cmdstat_zpopmin:"):
                 return int(line.split("calls=")[1].split(",")[0])
         return 0
 
@@ -276,25 +276,25 @@ class StarvationTest(ClusterTestCase):
             results.append(self.c.req("pop", conn=conn, topic=t, timeout=timeout))
             conn.close()
 
-        before = self.lpop_calls()
+        before = self.pop_calls()
         ths = [threading.Thread(target=waiter) for _ in range(waiters)]
         for th in ths:
             th.start()
         # every waiter has made its first (empty) pop once LPOP has been
         # called that many times; then it waits
         limit = time.monotonic() + timeout / 2
-        while self.lpop_calls() - before < waiters and time.monotonic() < limit:
+        while self.pop_calls() - before < waiters and time.monotonic() < limit:
             time.sleep(0.01)
-        self.assertEqual(self.lpop_calls() - before, waiters, "waiters did not start in time")
+        self.assertEqual(self.pop_calls() - before, waiters, "waiters did not start in time")
         time.sleep(0.05)
-        before = self.lpop_calls()
+        before = self.pop_calls()
         st, r = self.c.req("add", topic=t, id=t + "-1", body=1)
         self.assertOk(st, r)
         limit = time.monotonic() + timeout / 2
         while not results and time.monotonic() < limit:
             time.sleep(0.005)
         time.sleep(0.1)  # let the other woken pops finish
-        pops = self.lpop_calls() - before
+        pops = self.pop_calls() - before
         answered = list(results)
         for th in ths:
             th.join(timeout + 10 * SLOW)

@@ -583,17 +583,27 @@ class AclUserTest(AuthWorksMixin, AuthTestBase):
 
 
 class WrongPasswordMixin:
+    CAUSE = "WRONGPASS"  # what Redis answers, named in answers and logs
+
     def test_wrong_password(self):
+        """Wrong (or missing) credentials are not "Redis is unreachable": the
+        cause is in every 503 and in /health, and logged once."""
         c = self.c
         t = unique("wp")
         for name, method, path, body, is_read in command_table(
                 t, dict(ready=t + "-a", delay=t + "-b", reserved=t + "-c")):
             st, r, dt = timed(c, method, path, body)
             self.assertError(st, r, 503, "unavailable", "%s with a wrong Redis password" % name)
+            self.assertIn("AUTH failed", r["error"], name)
+            self.assertIn(self.CAUSE, r["error"], name)
             self.assertLess(dt, 2.0 * SLOW, name)
+        st, r = c.get("/health")
+        self.assertError(st, r, 503, "unavailable")
+        self.assertIn(self.CAUSE, r["error"])
+        self.assertEqual(r["redis"], "down")
         self.assertEqual(c.redis("KEYS", "*"), [], "something was written")
         deadline = time.monotonic() + 5 * SLOW
-        want = [b"AUTH failed", b"WRONGPASS"]
+        want = [b"AUTH failed", self.CAUSE.encode()]
         while True:
             with open(c.path("fcgi.log"), "rb") as f:
                 fl = f.read()
@@ -604,10 +614,17 @@ class WrongPasswordMixin:
             self.assertLess(time.monotonic(), deadline,
                             "no AUTH failure in the logs:\n%s\n%s" % (fl[-1500:], tl[-1500:]))
             time.sleep(0.1)
-        line = [x for x in fl.splitlines() if b"WRONGPASS" in x][0].decode()
-        tline = [x for x in tl.splitlines() if b"WRONGPASS" in x][0].decode()
-        print("fcgi log: %s\ntimer log: %s" % (line, tline))
-        self.assertNotIn(self.DELAYQ["redis_password"], fl.decode() + tl.decode(),
+        time.sleep(1.0)  # the timer retries meanwhile: the cause must not be logged again
+        with open(c.path("fcgi.log"), "rb") as f:
+            fl = f.read()
+        with open(c.timer_logs[0], "rb") as f:
+            tl = f.read()
+        lines = [x for x in fl.splitlines() if self.CAUSE.encode() in x]
+        tlines = [x for x in tl.splitlines() if self.CAUSE.encode() in x]
+        print("fcgi log: %s\ntimer log: %s" % (lines[0].decode(), tlines[0].decode()))
+        self.assertEqual(len(tlines), 1, "a state is logged once, not on every retry")
+        self.assertLessEqual(len(lines), c.workers, "once per worker process")
+        self.assertNotIn(self.DELAYQ.get("redis_password") or "\0", fl.decode() + tl.decode(),
                          "the password appears in a log")
 
 
@@ -619,6 +636,12 @@ class RequirepassWrongTest(WrongPasswordMixin, AuthTestBase):
 class AclUserWrongTest(WrongPasswordMixin, AuthTestBase):
     AUTH = dict(auth_user="dq", auth_password="right-password-2", allow_unhealthy=True)
     DELAYQ = dict(redis_username="dq", redis_password="wrong-password-2")
+
+
+class MissingPasswordTest(WrongPasswordMixin, AuthTestBase):
+    CAUSE = "NOAUTH"
+    AUTH = dict(auth_password="right-password-3", allow_unhealthy=True)
+    DELAYQ = {}
 
 
 if __name__ == "__main__":

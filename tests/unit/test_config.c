@@ -114,6 +114,7 @@ static void expect_cfg_equal(const dq_config *a, const dq_config *b)
     S(redis_socket); S(redis_username); S(redis_password); I(redis_db);
     I(redis_connect_timeout_ms); I(redis_timeout_ms); S(prefix); I(buckets); I(max_body);
     I(max_request); I(default_ttr); I(timer_lease_ms); I(timer_batch); S(log_level);
+    I(max_connections); I(topic_retention_s); I(metrics_max_topics);
 #undef S
 #undef I
 }
@@ -147,6 +148,9 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.default_ttr, 60);
     assert_int_equal(cfg.timer_lease_ms, 5000);
     assert_int_equal(cfg.timer_batch, 1000);
+    assert_int_equal(cfg.max_connections, 10000);
+    assert_int_equal(cfg.topic_retention_s, 3600);
+    assert_int_equal(cfg.metrics_max_topics, 1000);
     assert_string_equal(cfg.log_level, "info");
     assert_string_equal(cfg.auth_file, "");
 }
@@ -155,10 +159,11 @@ static void test_key_table(void **state)
 {
     (void)state;
     static const char *const expected[] = {
-        "listen", "workers", "threads", "backlog", "redis_host", "redis_port", "redis_socket",
-        "redis_username", "redis_password", "redis_db", "redis_connect_timeout_ms",
-        "redis_timeout_ms", "prefix", "buckets", "max_body", "max_request", "default_ttr",
-        "timer_lease_ms", "timer_batch", "log_level", "auth_file",
+        "listen", "workers", "threads", "max_connections", "backlog", "redis_host", "redis_port",
+        "redis_socket", "redis_username", "redis_password", "redis_db",
+        "redis_connect_timeout_ms", "redis_timeout_ms", "prefix", "buckets", "max_body",
+        "max_request", "default_ttr", "timer_lease_ms", "timer_batch", "topic_retention_s",
+        "metrics_max_topics", "log_level", "auth_file",
     };
     size_t n = sizeof expected / sizeof expected[0];
     assert_int_equal(nkeys(), n);

@@ -22,13 +22,17 @@
 static dq_limits lim;
 static char err[1024];
 static dq_request req;
-static int live; /* req holds a parsed request that must be freed */
+static json_doc doc;
+static char *text; /* the body the parsed request points into */
+static int live;   /* req holds a parsed request that must be freed */
 
 static void drop(void)
 {
     if (live)
         request_free(&req);
     live = 0;
+    free(text);
+    text = NULL;
 }
 
 static int setup(void **state)
@@ -44,25 +48,25 @@ static int teardown(void **state)
 {
     (void)state;
     drop();
+    json_doc_free(&doc);
     return 0;
 }
 
 /* Parses with the body copied into an exactly sized buffer (no NUL after
- * it), which is freed before returning: the request must not point into it. */
+ * it, so the parser cannot rely on one), kept until the next parse: the
+ * request points into it. */
 static dq_status run_n(const char *method, const char *path, const char *query, const char *body,
                        size_t n)
 {
     drop();
-    char *copy = NULL;
     if (body) {
-        copy = malloc(n ? n : 1);
-        assert_non_null(copy);
-        memcpy(copy, body, n);
+        text = malloc(n ? n : 1);
+        assert_non_null(text);
+        memcpy(text, body, n);
     }
     memset(&req, 0xa5, sizeof req);
     snprintf(err, sizeof err, "untouched");
-    dq_status st = request_parse(method, path, query, copy, n, &lim, &req, err, sizeof err);
-    free(copy);
+    dq_status st = request_parse(&doc, method, path, query, text, n, &lim, &req, err, sizeof err);
     if (st == DQ_OK)
         live = 1;
     return st;
@@ -101,7 +105,7 @@ static void check_bad(const char *file, int line, dq_status st, dq_status want, 
         }
     }
     va_end(ap);
-    if (req.root || req.jobs || req.ids || req.topics || req.scratch)
+    if (req.jobs || req.ids || req.topics || req.query)
         fail_msg("%s:%d: %s: a failed parse left storage in the request", file, line, what);
 }
 
@@ -165,7 +169,7 @@ static void test_command_names(void **state)
     for (size_t i = 0; i < CMD_COUNT; i++) {
         assert_int_equal(command_from_name(all[i].name, strlen(all[i].name)), all[i].cmd);
         assert_string_equal(command_name(all[i].cmd), all[i].name);
-        assert_int_equal(command_is_read_only(all[i].cmd), all[i].read_only);
+        assert_int_equal((command_flags(all[i].cmd) & CMDF_READ_ONLY) != 0, all[i].read_only);
     }
     assert_int_equal(command_from_name("ADD", 3), CMD_COUNT);
     assert_int_equal(command_from_name("Pop", 3), CMD_COUNT);
@@ -249,7 +253,7 @@ static void test_command_form(void **state)
     BAD_POST("/", "{\"command\":1}", "'command'", "string");
     BAD_POST("/", "{\"command\":[\"add\"]}", "'command'");
     BAD_POST("/", "{\"command\":null}", "'command'");
-    BAD_POST("/", "{\"Command\":\"stats\"}", "'command'");
+    BAD_POST("/", "{\"Command\":\"stats\"}", "unknown field 'Command'");
 }
 
 static void test_path_form(void **state)
@@ -460,8 +464,10 @@ static void test_get_query_decoding(void **state)
     assert_string_equal(req.ids[0], "order");
     OK_GET("/stats", "topic=ord%65r.created");
     assert_string_equal(req.topics[0], "order.created");
-    /* Unknown parameters are ignored; empty pieces are skipped. */
-    OK_GET("/get", "x=1&&id=j1&y&");
+    /* Unknown parameters are refused like unknown fields; empty pieces
+     * are skipped. */
+    BAD_GET("/get", "x=1&&id=j1", "unknown query parameter 'x'");
+    OK_GET("/get", "&&id=j1&");
     assert_string_equal(req.ids[0], "j1");
     /* Decoded values are validated like the JSON fields. */
     BAD_GET("/get", "id=a+b", "'id'");
@@ -470,7 +476,7 @@ static void test_get_query_decoding(void **state)
     BAD_GET("/get", "id=", "'id'");
     BAD_GET("/get", "id", "'id'");
     BAD_GET("/get", NULL, "'id'", "required");
-    BAD_GET("/get", "ID=x", "'id'", "required");
+    BAD_GET("/get", "ID=x", "unknown query parameter 'ID'");
     BAD_GET("/stats", "topic=", "'topic'");
     BAD_GET("/stats", "topic=a%2Cb", "'topic'");
     BAD_GET("/stats", "topic=caf%C3%A9", "'topic'");
@@ -503,7 +509,7 @@ static void test_get_query_repeated(void **state)
     BAD_GET("/stats", "topic=a&topic=a", "'topic'", "repeated");
     BAD_GET("/get", "id=x&id=x", "'id'", "repeated");
     BAD_GET("/get", "id=x&%69d=y", "'id'", "repeated");
-    BAD_GET("/get", "id=x&foo=1&foo=2", "'foo'", "repeated");
+    BAD_GET("/get", "id=x&foo=1&foo=2", "unknown query parameter 'foo'");
 }
 
 static void test_get_query_malformed(void **state)
@@ -540,7 +546,7 @@ static void test_add_minimal(void **state)
     assert_memory_equal(req.jobs[0].body, "1", 1);
 
     OK_POST("/", "{\"command\":\"add\",\"topic\":\"order\",\"id\":\"order-42\",\"delay\":1800,"
-                 "\"ttr\":60,\"body\":{\"sku\":\"x\"},\"unknown\":[1,2,3]}");
+                 "\"ttr\":60,\"body\":{\"sku\":\"x\"}}");
     assert_string_equal(req.jobs[0].id, "order-42");
     assert_int_equal(req.jobs[0].delay_ms, 1800000);
     assert_int_equal(req.jobs[0].ttr_ms, 60000);
@@ -555,7 +561,7 @@ static void test_add_topic_and_id(void **state)
 {
     (void)state;
     BAD_POST("/add", "{\"body\":1}", "'topic'", "required");
-    BAD_POST("/add", "{\"Topic\":\"t\",\"body\":1}", "'topic'", "required");
+    BAD_POST("/add", "{\"Topic\":\"t\",\"body\":1}", "unknown field 'Topic'");
     BAD_POST("/add", "{\"topic\":1,\"body\":1}", "'topic'", "string");
     BAD_POST("/add", "{\"topic\":null,\"body\":1}", "'topic'");
     BAD_POST("/add", "{\"topic\":\"\",\"body\":1}", "'topic'");
@@ -660,9 +666,8 @@ static void test_add_ttr(void **state)
     BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"TTR\":86401}", "'TTR'");
     BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"TTR\":\"5\"}", "'TTR'", "number");
     BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"ttr\":5,\"TTR\":5}", "'ttr'", "'TTR'");
-    /* Other spellings are just unknown fields. */
-    OK_POST("/add", "{\"topic\":\"t\",\"body\":1,\"Ttr\":0}");
-    assert_int_equal(req.jobs[0].ttr_ms, 60000);
+    /* Other spellings are unknown fields. */
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"Ttr\":0}", "unknown field 'Ttr'");
 }
 
 static void test_add_retries(void **state)
@@ -700,7 +705,7 @@ static void test_add_body(void **state)
 {
     (void)state;
     BAD_POST("/add", "{\"topic\":\"t\"}", "'body'", "required");
-    BAD_POST("/add", "{\"topic\":\"t\",\"Body\":1}", "'body'", "required");
+    BAD_POST("/add", "{\"topic\":\"t\",\"Body\":1}", "unknown field 'Body'");
 
     /* Kept as compact JSON text: a string stays a string, an object an object. */
     expect_body("{\"topic\":\"t\",\"body\":\"hello\"}", "\"hello\"");
@@ -718,7 +723,8 @@ static void test_add_body(void **state)
     expect_body("{\"topic\":\"t\",\"body\":\"a/b\"}", "\"a/b\"");
     expect_body("{\"topic\":\"t\",\"body\":\"line\\nnext\\t\\\"q\\\" \\\\\"}",
                 "\"line\\nnext\\t\\\"q\\\" \\\\\"");
-    expect_body("{\"topic\":\"t\",\"body\":\"caf\xc3\xa9 \\u00e9\"}", "\"caf\xc3\xa9 \xc3\xa9\"");
+    /* Escapes stay escapes: the text is kept, not re-encoded. */
+    expect_body("{\"topic\":\"t\",\"body\":\"caf\xc3\xa9 \\u00e9\"}", "\"caf\xc3\xa9 \\u00e9\"");
     expect_body("{\"topic\":\"t\",\"body\":{\"order\":{\"id\":42,\"items\":[{\"sku\":\"a\"}]}}}",
                 "{\"order\":{\"id\":42,\"items\":[{\"sku\":\"a\"}]}}");
 }
@@ -796,10 +802,9 @@ static void test_add_batch(void **state)
     assert_int_equal(req.batch, 1);
     assert_int_equal(req.njobs, 1);
 
-    /* Top-level job fields are ignored in the batch form. */
-    OK_POST("/add", "{\"topic\":\"bad topic!\",\"ttr\":-5,\"jobs\":[{\"topic\":\"a\",\"body\":1}]}");
-    assert_string_equal(req.jobs[0].topic, "a");
-    assert_int_equal(req.jobs[0].ttr_ms, 60000);
+    /* The batch form takes its fields from each job, none from the top. */
+    BAD_POST("/add", "{\"ttr\":5,\"jobs\":[{\"topic\":\"a\",\"body\":1}]}", "field 'ttr'",
+             "not a field of add");
 
     char *b = batch(1000, 1000, "");
     OK_POST("/add", b);
@@ -1143,23 +1148,37 @@ static void test_stats(void **state)
     BAD_POST("/stats", "{\"topic\":null}", "'topic'");
 }
 
-static void test_health_metrics_ignore_fields(void **state)
+static void test_unknown_fields_refused(void **state)
 {
     (void)state;
-    OK_POST("/health", "{\"topic\":\"not a topic\",\"id\":7}");
-    assert_int_equal(req.cmd, CMD_HEALTH);
-    OK_POST("/metrics", "{\"anything\":[1,2,{}]}");
-    assert_int_equal(req.cmd, CMD_METRICS);
-    OK_GET("/health", "x=%41");
-}
-
-static void test_unknown_fields_ignored(void **state)
-{
-    (void)state;
-    OK_POST("/pop", "{\"topic\":\"t\",\"foo\":{\"bar\":[1,\"x\",null]},\"Timeout\":\"x\"}");
-    assert_int_equal(req.timeout_ms, 0);
-    OK_POST("/finish", "{\"id\":\"x\",\"topic\":7,\"ttr\":\"no\"}");
-    assert_string_equal(req.ids[0], "x");
+    /* A typo must never be obeyed by being ignored: "dealy" would make an
+     * unpaid order's job ready at once. */
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1,\"dealy\":1800}", "unknown field 'dealy'");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"Timeout\":5}", "unknown field 'Timeout'");
+    BAD_POST("/finish", "{\"id\":\"x\",\"topic\":\"t\"}", "field 'topic'", "not a field of finish");
+    BAD_POST("/health", "{\"id\":7}", "field 'id'", "not a field of health");
+    BAD_POST("/metrics", "{\"anything\":[1,2,{}]}", "unknown field 'anything'");
+    BAD_GET("/health", "x=%41", "unknown query parameter 'x'");
+    BAD_GET("/get", "id=a&topic=t", "field 'topic'", "not a field of get");
+    /* In a batch, each job's fields are checked, and the top level takes
+     * no job field. */
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"t\",\"body\":1},{\"topic\":\"t\",\"body\":1,\"x\":2}]}",
+             "'jobs[1].x'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"jobs\":[{\"topic\":\"t\",\"body\":1}]}", "field 'topic'",
+             "not a field of add");
+    /* A field name is its whole decoded string: a NUL does not end it. */
+    BAD_POST("/add", "{\"topic\\u0000zz\":\"t\",\"body\":1}", "unknown field 'topic\\u0000zz'");
+    BAD_POST("/add", "{\"top\\u0069c\":\"t\",\"body\":1,\"topic\":\"u\"}", "duplicate key");
+    OK_POST("/add", "{\"top\\u0069c\":\"t\",\"b\\u006fdy\":1}");
+    assert_string_equal(req.jobs[0].topic, "t");
+    BAD_GET("/get", "id%00x=a", "unknown query parameter 'id\\u0000x'");
+    /* A long unknown name is quoted shortened, still valid UTF-8. */
+    char *longname = rep('n', 500);
+    char *body = fmt("{\"%s\":1}", longname);
+    BAD_POST("/stats", body, "unknown field 'nnnn", "...");
+    assert_true(strlen(err) < 200);
+    free(body);
+    free(longname);
 }
 
 static void test_free_is_reusable(void **state)
@@ -1169,9 +1188,8 @@ static void test_free_is_reusable(void **state)
     OK_POST("/pop", "{\"topic\":\"a,b\"}");
     request_free(&req);
     live = 0;
-    assert_null(req.root);
     assert_null(req.topics);
-    assert_null(req.scratch);
+    assert_null(req.query);
     assert_int_equal(req.ntopics, 0);
     request_free(&req); /* twice is harmless */
 }
@@ -1214,8 +1232,7 @@ int main(void)
         T(test_release_delay),
         T(test_kick),
         T(test_stats),
-        T(test_health_metrics_ignore_fields),
-        T(test_unknown_fields_ignored),
+        T(test_unknown_fields_refused),
         T(test_free_is_reusable),
     };
 #undef T

@@ -70,17 +70,26 @@ void cli_out_id(FILE *out, json_object *ans, const char *verb)
         fprintf(out, "%s\n", id);
 }
 
-static void print_job(FILE *out, json_object *job)
+/* A job's body as the server sent it (a json-c tree would round numbers). */
+static void print_value(FILE *out, const cli_json *answer, long index)
+{
+    size_t n = 0;
+    const char *v = cli_json_raw(answer, "jobs", index, "value", &n);
+    fprintf(out, "%-9s %.*s\n", "value", (int)(v ? n : 4), v ? v : "null");
+}
+
+static void print_job(FILE *out, json_object *job, const cli_json *answer, long index)
 {
     kv(out, "id", field_str(job, "id", "?"));
     kv(out, "topic", field_str(job, "topic", "?"));
     kv(out, "attempts", json_text(field(job, "attempts")));
     kv(out, "ttr", json_text(field(job, "ttr")));
-    kv(out, "value", json_text(field(job, "value")));
+    print_value(out, answer, index);
 }
 
-void cli_out_pop(FILE *out, json_object *ans)
+void cli_out_pop(FILE *out, const cli_json *answer)
 {
+    json_object *ans = answer->tree;
     json_object *jobs = field(ans, "jobs");
     if (json_object_is_type(jobs, json_type_array)) {
         size_t n = json_object_array_length(jobs);
@@ -89,7 +98,7 @@ void cli_out_pop(FILE *out, json_object *ans)
         for (size_t i = 0; i < n; i++) {
             if (i > 0)
                 fprintf(out, "\n");
-            print_job(out, json_object_array_get_idx(jobs, i));
+            print_job(out, json_object_array_get_idx(jobs, i), answer, (long)i);
         }
         return;
     }
@@ -97,11 +106,12 @@ void cli_out_pop(FILE *out, json_object *ans)
         fprintf(out, "no job\n");
         return;
     }
-    print_job(out, ans);
+    print_job(out, ans, answer, -1);
 }
 
-void cli_out_get(FILE *out, json_object *ans)
+void cli_out_get(FILE *out, const cli_json *answer)
 {
+    json_object *ans = answer->tree;
     char t[48];
     json_object *retries = field(ans, "retries");
     kv(out, "id", field_str(ans, "id", "?"));
@@ -112,7 +122,7 @@ void cli_out_get(FILE *out, json_object *ans)
     kv(out, "ttr", json_text(field(ans, "ttr")));
     kv(out, "due", iso_time(field(ans, "due"), t, sizeof t));
     kv(out, "created", iso_time(field(ans, "created"), t, sizeof t));
-    kv(out, "value", json_text(field(ans, "value")));
+    print_value(out, answer, -1);
 }
 
 const char *cli_out_results(FILE *out, json_object *ans, const char *verb)

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json_strict.h"
+#include "cli_json.h"
 
 /* Bodies are at most 64 KiB by default (max_body) and a request at most
  * 1 MiB; reading a little past that lets the server answer 413 itself. */
@@ -50,25 +50,20 @@ static int put_string(dq_buf *out, cli_field f, const char *s, size_t n, char *e
  * business. */
 static int put_number(dq_buf *out, cli_field f, const char *s, char *err, size_t errlen)
 {
-    json_object *v = NULL;
-    char why[256];
-    int rc = -1;
-    if (json_parse_strict(s, strlen(s), &v, why, sizeof why) < 0 ||
-        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double))) {
-        snprintf(err, errlen, "--%s needs a number of %s, not '%s'", cli_field_flag(f),
-                 f == CLI_F_RETRIES || f == CLI_F_COUNT ? "times" : "seconds", s);
-        goto out;
-    }
     /* Leading/trailing blanks are valid JSON around a number; drop them. */
     size_t start = strspn(s, " \t\r\n");
     size_t end = strlen(s);
     while (end > start && strchr(" \t\r\n", s[end - 1]))
         end--;
+    double d;
+    if (!json_number_syntax(s + start, end - start) ||
+        json_number_double(s + start, end - start, &d) < 0) {
+        snprintf(err, errlen, "--%s needs a number of %s, not '%s'", cli_field_flag(f),
+                 f == CLI_F_RETRIES || f == CLI_F_COUNT ? "times" : "seconds", s);
+        return -1;
+    }
     buf_append(out, s + start, end - start);
-    rc = 0;
-out:
-    json_object_put(v);
-    return rc;
+    return 0;
 }
 
 /* "a,b,c" -> ["a","b","c"]; empty items are kept so the server names them. */
@@ -127,15 +122,13 @@ out:
  * the request as it is. */
 static int put_json(dq_buf *out, cli_field f, const char *s, size_t n, char *err, size_t errlen)
 {
-    json_object *v = NULL;
     char why[256];
-    if (json_parse_strict(s, n, &v, why, sizeof why) < 0) {
+    if (cli_json_valid(s, n, why, sizeof why) < 0) {
         /* why starts "body is not valid JSON: ..." */
         snprintf(err, errlen, "--%s: %s (use --body-string for a plain string)", cli_field_flag(f),
                  why);
         return -1;
     }
-    json_object_put(v);
     buf_append(out, s, n);
     return 0;
 }

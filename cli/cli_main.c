@@ -13,7 +13,7 @@
 #include "cli_http.h"
 #include "cli_output.h"
 #include "cli_request.h"
-#include "json_strict.h"
+#include "cli_json.h"
 
 #define DEFAULT_URL "http://127.0.0.1:8080"
 
@@ -203,15 +203,16 @@ static int check_flags(const cli_command *c, const cli_args *a, char *err, size_
 
 /* Prints a success answer for people; returns the exit status (a batch with
  * a failed item exits with that item's status). */
-static int print_human(const cli_command *c, json_object *ans)
+static int print_human(const cli_command *c, const cli_json *answer)
 {
+    json_object *ans = answer->tree;
     const char *failed;
     switch (c->out) {
     case OUT_ADD:
         cli_out_id(stdout, ans, NULL);
         break;
     case OUT_POP:
-        cli_out_pop(stdout, ans);
+        cli_out_pop(stdout, answer);
         break;
     case OUT_REMOVE:
         if (json_object_object_get_ex(ans, "results", NULL)) {
@@ -221,7 +222,7 @@ static int print_human(const cli_command *c, json_object *ans)
         cli_out_id(stdout, ans, c->verb);
         break;
     case OUT_GET:
-        cli_out_get(stdout, ans);
+        cli_out_get(stdout, answer);
         break;
     case OUT_ID:
         cli_out_id(stdout, ans, c->verb);
@@ -272,8 +273,10 @@ static int run(const cli_command *c, const cli_args *a)
     char path[32];
     dq_buf body, answer;
     cli_http *http = NULL;
+    cli_json parsed;
     json_object *ans = NULL;
     long http_status = 0;
+    memset(&parsed, 0, sizeof parsed);
     buf_init(&body);
     buf_init(&answer);
 
@@ -301,12 +304,13 @@ static int run(const cli_command *c, const cli_args *a)
     }
 
     char why[256];
-    if (json_parse_strict(answer.data ? answer.data : "", answer.len, &ans, why, sizeof why) < 0 ||
-        !json_object_is_type(ans, json_type_object)) {
+    if (cli_json_parse(&parsed, answer.data ? answer.data : "", answer.len, why, sizeof why) < 0 ||
+        !json_object_is_type(parsed.tree, json_type_object)) {
         fprintf(stderr, "delayq: %s%s answered HTTP %ld with something that is not a delayq answer\n",
                 url, path, http_status);
         goto out;
     }
+    ans = parsed.tree;
     json_object *success = NULL, *code = NULL;
     json_object_object_get_ex(ans, "success", &success);
     int ok = json_object_is_type(success, json_type_boolean) && json_object_get_boolean(success);
@@ -323,14 +327,14 @@ static int run(const cli_command *c, const cli_args *a)
                           http_status);
         goto out;
     }
-    status = a->json ? batch_status(ans) : print_human(c, ans);
+    status = a->json ? batch_status(ans) : print_human(c, &parsed);
 
 out:
     if (fflush(stdout) != 0 && status == EXIT_OK) {
         perror("delayq: writing output");
         status = EXIT_OTHER;
     }
-    json_object_put(ans);
+    cli_json_free(&parsed);
     cli_http_free(http);
     buf_free(&body);
     buf_free(&answer);

@@ -7,13 +7,15 @@
 #include <json-c/json.h>
 #include <stdio.h>
 
+#include "cli_json.h"
+
 /* "added ID" style: the answer's id after a verb; add prints the bare id. */
 void cli_out_id(FILE *out, json_object *ans, const char *verb);
 /* A pop answer, one job or "jobs": id, topic, attempts, ttr, value; "no job"
  * when empty. */
-void cli_out_pop(FILE *out, json_object *ans);
+void cli_out_pop(FILE *out, const cli_json *answer);
 /* A get answer: every field, times as UTC ISO 8601. */
-void cli_out_get(FILE *out, json_object *ans);
+void cli_out_get(FILE *out, const cli_json *answer);
 /* A batch answer ("results"): one line per id. Returns the code of the first
  * item that failed (borrowed from ans), or NULL when all succeeded. */
 const char *cli_out_results(FILE *out, json_object *ans, const char *verb);

@@ -1,0 +1,18 @@
+-- sweep: forgets topics that have held no job for `retention` ms: their
+-- counters, and their entries in P:topics and P:idle, so one-off topics do
+-- not pile up. delayq-timer runs it.
+-- KEYS: P. ARGV: retention_ms, limit. Returns the number forgotten.
+local retention, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local old = redis.call('ZRANGEBYSCORE', P .. ':idle', '-inf', num(now_ms() - retention),
+    'LIMIT', '0', num(limit))
+local forgotten = 0
+for _, topic in ipairs(old) do
+    redis.call('ZREM', P .. ':idle', topic)
+    local jobs = tonumber(redis.call('HGET', stats_key(topic), 'jobs') or '0')
+    if jobs == 0 then
+        redis.call('DEL', stats_key(topic), ready_key(topic), buried_key(topic))
+        redis.call('ZREM', P .. ':topics', topic)
+        forgotten = forgotten + 1
+    end
+end
+return forgotten
