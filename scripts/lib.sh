@@ -5,7 +5,7 @@
 # Debian packages delayq needs to build, test and run.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
-    libfcgi-dev libhiredis-dev libjson-c-dev libcmocka-dev libcurl4-openssl-dev
+    libfcgi-dev libhiredis-dev libjson-c-dev libcmocka-dev libcurl4-openssl-dev libssl-dev
     nginx redis-server curl python3)
 # What the tests need beyond that: the PHP client's runtime and PHPUnit.
 # shellcheck disable=SC2034
