@@ -64,7 +64,7 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-int tz_is_leap(int64_t y)
+static int is_leap(int64_t y)
 {
     return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 }
@@ -72,7 +72,7 @@ int tz_is_leap(int64_t y)
 int tz_month_days(int64_t y, int m)
 {
     static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    return m == 2 && tz_is_leap(y) ? 29 : days[m - 1];
+    return m == 2 && is_leap(y) ? 29 : days[m - 1];
 }
 
 /* Counts in 400-year eras starting on March 1, so that the leap day is the
@@ -121,7 +121,7 @@ static int64_t rule_instant(const tz_rule_date *r, int64_t year, int32_t off)
     int64_t days = tz_days_from_civil(year, 1, 1);
     switch (r->kind) {
     case 'J':
-        days += r->day - 1 + (tz_is_leap(year) && r->day >= 60);
+        days += r->day - 1 + (is_leap(year) && r->day >= 60);
         break;
     case 'D':
         days += r->day;

@@ -42,7 +42,8 @@ int tz_offset(const dq_tz *tz, int64_t unix_s);
 int tz_local_to_utc(const dq_tz *tz, int64_t local_s, int64_t *first, int64_t *second);
 
 /* ---------------------------------------------------------------- civil dates
- * Proleptic Gregorian calendar, any year. Days count from 1970-01-01. */
+ * Proleptic Gregorian calendar, any year; cron.c walks the calendar with
+ * these. Days count from 1970-01-01. */
 
 /* Days from 1970-01-01 to y-m-d (m 1-12, d 1-31). */
 int64_t tz_days_from_civil(int64_t y, int m, int d);
@@ -50,7 +51,8 @@ int64_t tz_days_from_civil(int64_t y, int m, int d);
 void tz_civil_from_days(int64_t days, int64_t *y, int *m, int *d);
 /* 0 Sunday .. 6 Saturday. */
 int tz_weekday(int64_t days);
-int tz_is_leap(int64_t y);
+/* 28 to 31; February has 29 in years divisible by 4, except centuries not
+ * divisible by 400. */
 int tz_month_days(int64_t y, int m);
 
 #endif
