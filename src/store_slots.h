@@ -75,10 +75,12 @@ int slots_map_find(const slots_map *m, const char *host, int port);
 int slots_map_covers_all(const slots_map *m);
 
 /* Records a MOVED answer: slot is now served by host:port, a master, added
- * to the nodes if new. Requires slot < SLOTS_COUNT, host at most
- * SLOTS_HOST_MAX bytes and 0 < port < 65536 (slots_parse_redirect
- * guarantees these); aborts otherwise, and when out of memory. A host "?"
- * (a node Redis knows no endpoint for) changes nothing: refresh the map. */
+ * to the nodes if new (a known replica is marked master). Requires
+ * slot < SLOTS_COUNT, a host such as slots_parse_redirect gives (at most
+ * SLOTS_HOST_MAX bytes of [A-Za-z0-9._-], or an IPv6 address) and
+ * 0 < port < 65536: a redirect it returned 1 for always qualifies. Aborts
+ * otherwise, and when out of memory. A host "?" (a node Redis knows no
+ * endpoint for) changes nothing: refresh the map instead. */
 void slots_map_set(slots_map *m, unsigned slot, const char *host, int port);
 
 /* ------------------------------------------------------------------------ */
