@@ -11,8 +11,13 @@ DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
 # shellcheck disable=SC2034
 DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer)
 
+# Messages to stderr, "NAME: text"; with DQ_TIMES set, "NAME: HH:MM:SS text".
 dq_log() {
-    printf '%s: %s\n' "${DQ_NAME:-delayq}" "$*" >&2
+    if [ -n "${DQ_TIMES:-}" ]; then
+        printf '%s: %(%T)T %s\n' "${DQ_NAME:-delayq}" -1 "$*" >&2
+    else
+        printf '%s: %s\n' "${DQ_NAME:-delayq}" "$*" >&2
+    fi
 }
 
 dq_die() {

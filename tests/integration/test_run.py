@@ -1,0 +1,464 @@
+"""scripts/run as a supervisor.
+
+scripts/run is started from the source tree (already built, so its build
+step does nothing) on free ports with a fresh DELAYQ_VAR_DIR. Then, for each
+process it supervises (redis, nginx, the delayq-fcgi master, each
+delayq-timer), kill -9 by the pid in its pid file and check that the service
+answers again within a few seconds, that a job added before the kill can be
+popped after it, and that the restart is logged. Then that SIGTERM stops
+every process of the run, and (on a second run) that a child exiting 5
+times within 30 s stops scripts/run with status 1 and a message naming it.
+
+Every process is stopped by pid, also when a test fails or the run is
+interrupted (atexit). Loopback only. Standard library only.
+"""
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http,  # noqa: E402
+                     Resp, free_port, raw_http, tail)
+
+RUN = os.path.join(SRC_DIR, "scripts", "run")
+TIMERS = ("delayq-timer-1", "delayq-timer-2")
+CHILDREN = ("redis", "delayq-fcgi") + TIMERS + ("nginx",)
+# What each child's command line shows (its pid file must name one of ours).
+PROGRAM = {"redis": "redis-server", "delayq-fcgi": "delayq-fcgi", "nginx": "nginx",
+           "delayq-timer-1": "delayq-timer", "delayq-timer-2": "delayq-timer"}
+# Make's variables would hand scripts/run's `make` the jobserver of the
+# `make check` that runs this test.
+MAKE_VARS = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR")
+
+
+def stat(pid):
+    """(state, session id) of a process, or None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def alive(pid):
+    """Running (a zombie only waits to be reaped: not alive)."""
+    s = stat(pid)
+    return s is not None and s[0] != "Z"
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def session_members(sids):
+    """Live pids of the processes in any of the sessions sids."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        s = stat(int(entry))
+        if s and s[0] != "Z" and s[1] in sids:
+            out.append(int(entry))
+    return sorted(out)
+
+
+_LIVE = set()  # runs started and not yet stopped
+
+
+@atexit.register
+def _stop_leftovers():
+    for r in list(_LIVE):
+        try:
+            r.stop(failed=True)
+        except Exception as e:  # noqa: BLE001
+            print("test_run: stopping a leftover run: %r" % e, file=sys.stderr)
+
+
+class Run:
+    """One scripts/run in the foreground, on free ports, with its own var dir."""
+
+    def __init__(self):
+        # Short: the FastCGI socket goes to <dir>/run/delayq-fcgi.sock.
+        self.dir = tempfile.mkdtemp(prefix="dq-run-")
+        self.http_port = free_port()
+        self.redis_port = free_port()
+        while self.redis_port == self.http_port:
+            self.redis_port = free_port()
+        self.out_path = os.path.join(self.dir, "run.out")
+        self.proc = None
+        self.sessions = set()  # every child pid seen: each leads a session of its own
+        self.stopped = False
+
+    # ---------------------------------------------------------------- start
+
+    def start(self, timeout=90.0):
+        env = {k: v for k, v in os.environ.items() if k not in MAKE_VARS}
+        env.pop("DELAYQ_TIMERS", None)
+        env.update(DELAYQ_VAR_DIR=self.dir, DELAYQ_HTTP_PORT=str(self.http_port),
+                   DELAYQ_REDIS_PORT=str(self.redis_port))
+        _LIVE.add(self)
+        with open(self.out_path, "ab") as out:
+            # A session of its own: a Ctrl-C meant for the test reaches it
+            # only through _stop_leftovers, which stops it in order.
+            self.proc = subprocess.Popen([RUN], stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while "delayq is running at" not in self.output():
+            if self.proc.poll() is not None:
+                raise AssertionError("scripts/run exited with %s before its banner:\n%s" %
+                                     (self.proc.returncode, self.output()[-6000:]))
+            if time.monotonic() > deadline:
+                raise AssertionError("no banner from scripts/run within %.0f s:\n%s" %
+                                     (timeout, self.output()[-6000:]))
+            time.sleep(0.1)
+        self.pids()  # remember the sessions
+        return self
+
+    def output(self):
+        try:
+            with open(self.out_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    # ---------------------------------------------------------------- pids
+
+    def pid(self, name):
+        """The pid in run/NAME.pid, or None (no file: the child is waiting to
+        be restarted)."""
+        try:
+            with open(self.path("run", name + ".pid")) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+        self.sessions.add(pid)
+        return pid
+
+    def pids(self):
+        return {n: self.pid(n) for n in CHILDREN}
+
+    def new_pid(self, name, old, timeout=5.0):
+        """Waits for run/NAME.pid to name a live process other than old."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pid = self.pid(name)
+            if pid and pid != old and alive(pid):
+                return pid
+            if self.proc.poll() is not None:
+                raise AssertionError("scripts/run exited with %s:\n%s" %
+                                     (self.proc.returncode, self.output()[-4000:]))
+            if time.monotonic() > deadline:
+                raise AssertionError("%s was not restarted within %.0f s (pid file: %s)\n%s" %
+                                     (name, timeout, pid, self.output()[-4000:]))
+            time.sleep(0.02)
+
+    def kill9(self, name):
+        """kill -9 of the pid in its pid file (checked to be ours); returns it."""
+        pid = self.pid(name)
+        if pid is None or not alive(pid):
+            raise AssertionError("%s has no live pid (%s)" % (name, pid))
+        if PROGRAM[name] not in cmdline(pid):
+            raise AssertionError("pid %d of %s is %r" % (pid, name, cmdline(pid)))
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def members(self):
+        """Live processes of every session a child of this run led."""
+        return session_members(self.sessions)
+
+    # ---------------------------------------------------------------- HTTP
+
+    def http(self, cmd, timeout=30.0, **fields):
+        """POST /cmd on a connection of its own -> (status, parsed body)."""
+        st, _, body = raw_http(self.http_port, "POST", "/" + cmd,
+                               json.dumps(fields).encode("utf-8"), timeout=timeout)
+        try:
+            return st, json.loads(body.decode("utf-8"))
+        except ValueError:
+            return st, body
+
+    def wait_healthy(self, timeout=5.0):
+        """Seconds until GET /health answers 200."""
+        t0 = time.monotonic()
+        last = None
+        while time.monotonic() - t0 < timeout:
+            try:
+                st, _, body = raw_http(self.http_port, "GET", "/health", timeout=2)
+                last = (st, body[:200])
+                if st == 200:
+                    return time.monotonic() - t0
+            except OSError as e:
+                last = repr(e)
+            time.sleep(0.05)
+        raise AssertionError("/health did not answer 200 within %.0f s (last: %r)\n%s" %
+                             (timeout, last, self.output()[-4000:]))
+
+    # ---------------------------------------------------------------- stop
+
+    def stop(self, failed=False):
+        """SIGTERM scripts/run and wait; then SIGKILL, by pid, whatever of
+        the run is left (only after a failure). Removes the var dir unless
+        failed."""
+        if self.stopped:
+            return
+        self.stopped = True
+        _LIVE.discard(self)
+        p = self.proc
+        if p and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(40)
+            except subprocess.TimeoutExpired:
+                print("test_run: scripts/run (pid %d) ignored SIGTERM for 40 s; SIGKILL" % p.pid,
+                      file=sys.stderr)
+                p.kill()
+                p.wait()
+                failed = True
+        left = self.members()
+        for pid in left:
+            print("test_run: pid %d (%s) outlived the run; SIGKILL" % (pid, cmdline(pid)),
+                  file=sys.stderr)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if failed or left:
+            print("\ntest_run: keeping %s\n---- scripts/run output\n%s" %
+                  (self.dir, self.output()[-6000:]), file=sys.stderr)
+            log_dir = self.path("log")
+            for f in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
+                print("---- %s\n%s" % (f, tail(os.path.join(log_dir, f), 30)), file=sys.stderr)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def sanitizer_reports(self):
+        found = []
+        for d in (self.path("log"), self.path("nginx")):
+            for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                with open(os.path.join(d, f), "rb") as fh:
+                    if any(m in fh.read() for m in SANITIZER_MARKS):
+                        found.append(f)
+        return found
+
+
+def skip_reason():
+    if VALGRIND:
+        return "scripts/run does not run the servers under valgrind; the plain build covers it"
+    for b in ("delayq-fcgi", "delayq-timer"):
+        if not os.access(os.path.join(SRC_DIR, b), os.X_OK):
+            return "the source tree %s is not built (scripts/run would build it)" % SRC_DIR
+    return None
+
+
+class RunTestCase(unittest.TestCase):
+    run_ = None
+    _failed = False
+
+    @classmethod
+    def setUpClass(cls):
+        reason = skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        cls._failed = False
+        cls.run_ = Run()
+        try:
+            cls.run_.start()
+        except BaseException:
+            cls.run_.stop(failed=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.run_:
+            r, cls.run_ = cls.run_, None
+            r.stop(failed=cls._failed)
+
+    def run(self, result=None):
+        if result is None:
+            return super().run(result)
+        before = len(result.failures) + len(result.errors)
+        try:
+            return super().run(result)
+        finally:
+            if len(result.failures) + len(result.errors) > before:
+                type(self)._failed = True
+
+    def assertNoSanitizerReports(self):
+        if SANITIZED:
+            self.assertEqual(self.run_.sanitizer_reports(), [], "sanitizer reports in the logs")
+
+
+class Supervision(RunTestCase):
+    """kill -9 of each child: restarted, service back, jobs kept, logged."""
+
+    def add(self, tag, delay=0):
+        job = "run-%s-%d" % (tag, os.getpid())
+        st, r = self.run_.http("add", topic="run-" + tag, id=job, delay=delay, ttr=30,
+                               body={"tag": tag})
+        self.assertEqual((st, r.get("success")), (200, True), "add %s: %r" % (job, r))
+        return job
+
+    def pop_after(self, tag, job, timeout):
+        """Pops the topic's job; 503 (nginx or delayq-fcgi restarting) is retried."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                st, r = self.run_.http("pop", topic="run-" + tag, timeout=5)
+            except OSError as e:
+                st, r = None, repr(e)
+            if st == 200 and r.get("id"):
+                break
+            self.assertLess(time.monotonic(), deadline,
+                            "no pop of %s within %.0f s (last: %s %r)" % (job, timeout, st, r))
+            if st != 200:
+                time.sleep(0.1)
+        self.assertEqual(r["id"], job)
+        st, r = self.run_.http("finish", id=job)
+        self.assertEqual(st, 200, r)
+
+    def check_kill(self, name, job_delay=0, fsync_wait=0.0, pop_timeout=10.0):
+        r = self.run_
+        self.assertIsNone(r.proc.poll(), "scripts/run is not running")
+        job = self.add(name, job_delay)
+        if fsync_wait:
+            time.sleep(fsync_wait)
+        before = r.pids()
+        old = r.kill9(name)
+        t0 = time.monotonic()
+        new = r.new_pid(name, old)
+        restarted = time.monotonic() - t0
+        r.wait_healthy(5.0)
+        back = time.monotonic() - t0
+        self.assertLess(back, 5.0)
+        self.pop_after(name, job, pop_timeout)
+        popped = time.monotonic() - t0
+        print("%s: pid %d killed; pid %d after %.2f s, /health 200 after %.2f s, "
+              "job popped after %.2f s" % (name, old, new, restarted, back, popped))
+        out = r.output()
+        self.assertIn("%s (pid %d) was killed by SIGKILL" % (name, old), out)
+        self.assertIn("restarted %s (pid %d)" % (name, new), out)
+        for other, pid in before.items():
+            if other != name:
+                self.assertEqual(r.pid(other), pid, "%s was restarted too" % other)
+        self.assertIsNone(r.proc.poll(), "scripts/run exited:\n" + out[-3000:])
+        return old, new
+
+    def wait_session_gone(self, sid, timeout=5.0):
+        """What the killed child forked (workers) exits too."""
+        deadline = time.monotonic() + timeout
+        while session_members({sid}):
+            self.assertLess(time.monotonic(), deadline, "processes of killed pid %d left: %s" %
+                            (sid, session_members({sid})))
+            time.sleep(0.05)
+
+    def test_a_redis(self):
+        redis = Resp(self.run_.redis_port)
+        try:
+            self.assertEqual(redis("CONFIG", "GET", "appendfsync"), [b"appendfsync", b"everysec"])
+        finally:
+            redis.close()
+        # An acknowledged add is in the AOF after the next fsync (everysec).
+        old, _ = self.check_kill("redis", fsync_wait=1.5)
+        self.wait_session_gone(old)
+
+    def test_b_nginx(self):
+        old, _ = self.check_kill("nginx")
+        # Its workers outlive a master killed with -9; scripts/run stops them.
+        self.wait_session_gone(old)
+
+    def test_c_fcgi_master(self):
+        old, _ = self.check_kill("delayq-fcgi")
+        self.wait_session_gone(old)
+
+    def test_d_timers(self):
+        # A delayed job: a timer must move it after the kill. Jobs in buckets
+        # the killed timer held wait for its lease (5 s) to run out.
+        for name in TIMERS:
+            with self.subTest(name):
+                self.check_kill(name, job_delay=1, pop_timeout=15.0)
+
+    def test_z_sigterm_stops_everything(self):
+        r = self.run_
+        self.assertIsNone(r.proc.poll(), "scripts/run is not running")
+        r.pids()
+        everything = r.members()
+        self.assertGreaterEqual(len(everything), len(CHILDREN))
+        conn = Http(r.http_port, timeout=10)
+        try:
+            st, _, body = conn.request("GET", "/health")
+            self.assertEqual(st, 200, body)
+        finally:
+            conn.close()
+        t0 = time.monotonic()
+        r.proc.send_signal(signal.SIGTERM)
+        rc = r.proc.wait(40)
+        print("SIGTERM: scripts/run exited %d after %.2f s" % (rc, time.monotonic() - t0))
+        out = r.output()
+        self.assertEqual(rc, 143, out[-3000:])
+        self.assertEqual([p for p in everything if alive(p)], [], "left running")
+        self.assertEqual(r.members(), [], "left running")
+        stops = [out.find("stopping %s " % n) for n in reversed(CHILDREN)]
+        self.assertTrue(all(i >= 0 for i in stops) and stops == sorted(stops),
+                        "stop order (nginx first, redis last):\n" + out[-2000:])
+        self.assertEqual(os.listdir(r.path("run")), [], "pid files or socket left")
+        self.assertNoSanitizerReports()
+
+
+class CrashLoop(RunTestCase):
+    """A child that keeps exiting stops the run."""
+
+    def test_five_exits_within_30s(self):
+        r = self.run_
+        name = "delayq-timer-2"
+        everything = r.members()
+        old = None
+        kills = 0
+        t0 = time.monotonic()
+        for kills in range(1, 6):  # restarted after 0.1, 0.2, 0.4 and 0.8 s
+            pid = r.new_pid(name, old)
+            os.kill(pid, signal.SIGKILL)
+            old = pid
+        rc = r.proc.wait(40)
+        out = r.output()
+        print("%d kills of %s in %.2f s; scripts/run exited %d; its last lines:\n%s" %
+              (kills, name, time.monotonic() - t0, rc, "\n".join(out.splitlines()[-25:])))
+        self.assertEqual(kills, 5)
+        self.assertEqual(rc, 1, out[-3000:])
+        self.assertIn("gave up: %s exited 5 times within 30 s" % name, out)
+        self.assertIn("----- %s (last 40 lines)" % r.path("log", name + ".log"), out)
+        self.assertEqual([p for p in everything if alive(p)], [], "left running")
+        self.assertEqual(r.members(), [], "left running")
+        self.assertNoSanitizerReports()
+
+
+def main():
+    # SIGTERM (e.g. a test driver's timeout): exit through _stop_leftovers,
+    # which stops the runs this process started.
+    def on_term(*_):
+        _stop_leftovers()
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
+    unittest.main(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
