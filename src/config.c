@@ -42,6 +42,7 @@ static const key_spec keys[] = {
     INT_KEY(default_ttr, "60", 1, 86400),
     INT_KEY(timer_lease_ms, "5000", 300, 600000),
     INT_KEY(timer_batch, "1000", 1, 100000),
+    STR_KEY(timer_id, ""),
     INT_KEY(topic_retention_s, "3600", 0, 31536000),
     INT_KEY(metrics_max_topics, "1000", 0, 100000),
     STR_KEY(log_level, "info"),
@@ -83,6 +84,13 @@ static int check_string(const key_spec *k, const char *value, char *err, size_t 
         strcmp(value, "info") != 0 && strcmp(value, "warn") != 0 && strcmp(value, "error") != 0) {
         snprintf(err, errlen, "config key 'log_level': must be debug, info, warn or error, not '%s'",
                  value);
+        return -1;
+    }
+    if (strcmp(k->name, "timer_id") == 0 &&
+        strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:@-") !=
+            strlen(value)) {
+        snprintf(err, errlen, "config key 'timer_id': must be empty or 1 to 63 characters of "
+                              "A-Z a-z 0-9 _ . : @ -");
         return -1;
     }
     if (strcmp(k->name, "listen") == 0 && value[0] == '\0') {

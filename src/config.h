@@ -27,6 +27,7 @@ typedef struct {
     int default_ttr;
     int timer_lease_ms;
     int timer_batch;
+    char timer_id[64];
     int topic_retention_s;
     int metrics_max_topics;
     char log_level[16];

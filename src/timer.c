@@ -23,7 +23,7 @@ typedef struct {
     const dq_config *cfg;
     dq_store *cmd; /* scripts */
     dq_store *sub; /* wake-up messages */
-    char token[33];
+    char token[64]; /* owner of our bucket locks: timer_id, else random */
     int nbuckets;
     int *held;
     int64_t *next_due;   /* monotonic ms when each held bucket needs a move */
@@ -175,7 +175,10 @@ int timer_run(const dq_config *cfg, int stop_fd)
     t.next_due = calloc((size_t)t.nbuckets, sizeof *t.next_due);
     if (!t.cmd || !t.sub || !t.held || !t.next_due)
         return 1;
-    util_random_hex(t.token, 16);
+    if (cfg->timer_id[0])
+        snprintf(t.token, sizeof t.token, "%s", cfg->timer_id);
+    else
+        util_random_hex(t.token, 16);
     snprintf(t.wake_channel, sizeof t.wake_channel, "%s:wake", store_prefix(t.cmd));
     srand((unsigned)util_crc32(t.token, strlen(t.token)));
     drop_all(&t);

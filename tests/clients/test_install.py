@@ -119,7 +119,8 @@ class InstallTest(unittest.TestCase):
             self.assertIn("\nKillSignal=SIGTERM\n", text)
             self.assertIn("\nWantedBy=multi-user.target\n", text)
         self.assertIn("\nExecStart=%s/delayq-fcgi -c %s\n" % (self.dirs["sbindir"], conf), fcgi)
-        self.assertIn("\nExecStart=%s/delayq-timer -c %s\n" % (self.dirs["sbindir"], conf), timer)
+        self.assertIn("\nExecStart=%s/delayq-timer -c %s --timer-id=%%H-%%i\n" % (self.dirs["sbindir"], conf),
+                      timer)
         self.assertIn("\nRuntimeDirectory=delayq\n", fcgi)
         self.assertIn("\nEnvironment=DELAYQ_LISTEN=%s\n" % self.dirs["delayq_socket"], fcgi)
         self.assertTrue(self.dirs["delayq_socket"].startswith("/run/delayq/"))

@@ -162,7 +162,7 @@ static void test_key_table(void **state)
         "listen", "workers", "threads", "max_connections", "backlog", "redis_host", "redis_port",
         "redis_socket", "redis_username", "redis_password", "redis_db",
         "redis_connect_timeout_ms", "redis_timeout_ms", "prefix", "buckets", "max_body",
-        "max_request", "default_ttr", "timer_lease_ms", "timer_batch", "topic_retention_s",
+        "max_request", "default_ttr", "timer_lease_ms", "timer_batch", "timer_id", "topic_retention_s",
         "metrics_max_topics", "log_level", "auth_file",
     };
     size_t n = sizeof expected / sizeof expected[0];
