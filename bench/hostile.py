@@ -3,7 +3,7 @@
 
     bench/hostile.py [rss|stale|storm|all] [--storm-seconds 60]
 
-Each part starts its own private stack (the integration harness' Cluster:
+Each part starts its own private deployment (tests/dqtest's Deployment:
 redis-server, delayq-fcgi, delayq-timer, nginx in a temp dir on 127.0.0.1)
 from the binaries in DELAYQ_BUILD_DIR (default: the top directory), so the
 same script measures an older build checked out elsewhere:
@@ -32,8 +32,9 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
-import harness  # noqa: E402
+# A tool, not a test module: it finds the shared test package itself.
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import dqtest  # noqa: E402
 
 
 def fig(key, value, unit=""):
@@ -71,7 +72,7 @@ def commandstats_usec(c):
 
 
 def part_rss(args):
-    with harness.Cluster(workers=1, threads=16) as c:
+    with dqtest.Deployment(workers=1, threads=16) as c:
         n_topics = 20000
         for start in range(0, n_topics, 1000):
             jobs = [{"topic": "one.%d" % i, "id": "one-%d" % i, "body": i}
@@ -106,7 +107,7 @@ def part_rss(args):
 
 
 def part_stale(args):
-    with harness.Cluster() as c:
+    with dqtest.Deployment() as c:
         n = 25000
         for start in range(0, n, 1000):
             ids = ["st-%d" % i for i in range(start, start + 1000)]
@@ -131,7 +132,7 @@ def part_stale(args):
 
 def part_storm(args):
     seconds = args.storm_seconds
-    with harness.Cluster(workers=4, threads=32, n_timers=1) as c:
+    with dqtest.Deployment(workers=4, threads=32, n_timers=1) as c:
         stop = time.monotonic() + seconds
         counts = {"sent": 0, "503": 0, "other": 0}
         lock = threading.Lock()

@@ -31,9 +31,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# A tool, not a test module: it finds the shared test package itself.
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 TOP = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
-from harness import Resp, free_port  # noqa: E402
+from dqtest import Resp, free_port  # noqa: E402
 
 # The idle backend connections per nginx worker that delayq ships with.
 SHIPPED_KEEPALIVE = int(re.search(r"\bkeepalive (\d+);",

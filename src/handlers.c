@@ -40,8 +40,6 @@ static dq_response store_failure(call_ctx *c, dq_status st, const store_error *e
         return answer(reply_errorf(c->out, st, "Redis did not answer in time; the request may or "
                                                "may not have taken effect"));
     default:
-        if (err && strncmp(err->detail, "", 1) != 0 && st == DQ_INTERNAL)
-            log_error("%s: %s", command_name(c->req->cmd), err->detail);
         return answer(reply_errorf(c->out, DQ_INTERNAL, "internal error; see the delayq-fcgi log"));
     }
 }
@@ -80,7 +78,7 @@ static dq_response handle_add(call_ctx *c)
                                                   "from now", err.index));
         else
             res = answer(reply_errorf(c->out, st, "field 'at' must be at most ten years from now"));
-    } else if (st == DQ_INTERNAL && strtol(err.detail, NULL, 10) > 0) {
+    } else if (st == DQ_MISCONFIGURED) {
         log_error("config key 'buckets' (%d) differs from the %s this deployment's Redis records "
                   "(key %s:buckets); refusing to add", buckets, err.detail,
                   store_prefix(c->h->store));

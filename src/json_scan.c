@@ -129,7 +129,7 @@ typedef struct {
     const char *why;
 } scanner;
 
-static int fail(scanner *s, const char *why)
+static int scan_error(scanner *s, const char *why)
 {
     s->why = why;
     return -1;
@@ -238,7 +238,7 @@ static int scan_string(scanner *s, uint64_t *hash)
             return 0;
         }
         if (c < 0x20)
-            return fail(s, "a control character inside a string must be escaped");
+            return scan_error(s, "a control character inside a string must be escaped");
         if (c == '\\') {
             escaped = 1;
             if (s->end - s->p < 2)
@@ -258,18 +258,18 @@ static int scan_string(scanner *s, uint64_t *hash)
             case 'u': {
                 long cp = hex4(t, s->p + 2, s->end);
                 if (cp < 0)
-                    return fail(s, "\\u must be followed by four hex digits");
+                    return scan_error(s, "\\u must be followed by four hex digits");
                 s->p += 4;
                 /* A lone surrogate is refused: it has no UTF-8 form, and
                  * consumers decode it differently (or not at all). */
                 if (cp >= 0xDC00 && cp <= 0xDFFF)
-                    return fail(s, "lone low surrogate escape in a string");
+                    return scan_error(s, "lone low surrogate escape in a string");
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
                     long lo = -1;
                     if (s->end - s->p >= 8 && t[s->p + 2] == '\\' && t[s->p + 3] == 'u')
                         lo = hex4(t, s->p + 4, s->end);
                     if (lo < 0xDC00 || lo > 0xDFFF)
-                        return fail(s, "high surrogate escape not followed by a low surrogate escape");
+                        return scan_error(s, "high surrogate escape not followed by a low surrogate escape");
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                     s->p += 6;
                 }
@@ -277,7 +277,7 @@ static int scan_string(scanner *s, uint64_t *hash)
                 break;
             }
             default:
-                return fail(s, "invalid escape sequence in a string");
+                return scan_error(s, "invalid escape sequence in a string");
             }
             h = fnv_bytes(h, dec, dn);
             s->p += 2;
@@ -285,11 +285,11 @@ static int scan_string(scanner *s, uint64_t *hash)
         }
         size_t l = utf8_seq((const unsigned char *)t + s->p, s->end - s->p);
         if (!l)
-            return fail(s, "invalid UTF-8 in a string");
+            return scan_error(s, "invalid UTF-8 in a string");
         h = fnv_bytes(h, t + s->p, l);
         s->p += l;
     }
-    return fail(s, "unterminated string");
+    return scan_error(s, "unterminated string");
 }
 
 static int is_digit(char c)
@@ -340,11 +340,11 @@ static int scan_number(scanner *s)
     size_t start = s->p;
     size_t end = number_end(s->text, s->p, s->end);
     if (!end)
-        return fail(s, "invalid number");
+        return scan_error(s, "invalid number");
     s->p = end;
     double d;
     if (json_number_double(s->text + start, end - start, &d) < 0)
-        return fail(s, "number out of the range of a double");
+        return scan_error(s, "number out of the range of a double");
     long tok = push_tok(s, JSON_NUMBER, start);
     s->d->toks[tok].end = (uint32_t)end;
     s->d->toks[tok].skip = (uint32_t)tok + 1;
@@ -355,7 +355,7 @@ static int scan_literal(scanner *s, const char *word, json_tok_type type)
 {
     size_t n = strlen(word);
     if (s->end - s->p < n || memcmp(s->text + s->p, word, n) != 0)
-        return fail(s, "unexpected character (not JSON)");
+        return scan_error(s, "unexpected character (not JSON)");
     long tok = push_tok(s, type, s->p);
     s->p += n;
     s->d->toks[tok].end = (uint32_t)s->p;
@@ -434,7 +434,7 @@ static int check_duplicates(scanner *s, size_t from)
         uint32_t dup = r > 1 ? run_has_duplicate(s, k + i, r) : 0;
         if (dup) {
             s->p = d->toks[dup].start - 1; /* report where the repeated key starts */
-            return fail(s, "duplicate key in an object");
+            return scan_error(s, "duplicate key in an object");
         }
         i += r;
     }
@@ -458,7 +458,7 @@ static int scan_container(scanner *s, int depth, int object)
             skip_ws(s);
             if (object) {
                 if (s->p >= s->end || s->text[s->p] != '"')
-                    return fail(s, "object keys must be double-quoted strings");
+                    return scan_error(s, "object keys must be double-quoted strings");
                 uint64_t h;
                 size_t key_tok = s->d->n;
                 if (scan_string(s, &h) < 0)
@@ -466,7 +466,7 @@ static int scan_container(scanner *s, int depth, int object)
                 push_key(s, h, key_tok);
                 skip_ws(s);
                 if (s->p >= s->end || s->text[s->p] != ':')
-                    return fail(s, "expected ':' after an object key");
+                    return scan_error(s, "expected ':' after an object key");
                 s->p++;
             }
             if (scan_value(s, depth + 1) < 0)
@@ -481,7 +481,7 @@ static int scan_container(scanner *s, int depth, int object)
                 s->p++;
                 break;
             }
-            return fail(s, object ? "expected ',' or '}' in an object"
+            return scan_error(s, object ? "expected ',' or '}' in an object"
                                   : "expected ',' or ']' in an array");
         }
     }
@@ -498,13 +498,13 @@ static int scan_value(scanner *s, int depth)
 {
     skip_ws(s);
     if (s->p >= s->end)
-        return fail(s, "unexpected end of JSON");
+        return scan_error(s, "unexpected end of JSON");
     uint64_t unused;
     switch (s->text[s->p]) {
     case '{':
     case '[':
         if (depth >= JSON_SCAN_MAX_DEPTH)
-            return fail(s, "JSON nested deeper than 32 levels");
+            return scan_error(s, "JSON nested deeper than 32 levels");
         return scan_container(s, depth, s->text[s->p] == '{');
     case '"':
         return scan_string(s, &unused);
@@ -517,7 +517,7 @@ static int scan_value(scanner *s, int depth)
     default:
         if (s->text[s->p] == '-' || is_digit(s->text[s->p]))
             return scan_number(s);
-        return fail(s, "unexpected character (not JSON)");
+        return scan_error(s, "unexpected character (not JSON)");
     }
 }
 

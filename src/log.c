@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 static const char *process_name = "delayq";
-static log_level min_level = LOG_INFO;
+static log_level min_level = DQ_LOG_INFO;
 
 void log_init(const char *process, const char *level)
 {

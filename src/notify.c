@@ -1,15 +1,10 @@
-/* notify: subscriber thread and the registry of parked long-polls. */
+/* notify: the registry of parked long-polls and their wake-ups. */
 #include "notify.h"
 
-#include <poll.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "log.h"
-#include "store.h"
 #include "util.h"
 
 #define RING 256
@@ -24,8 +19,7 @@ static notify_waiter **heap;        /* min-heap by deadline */
 static size_t nheap, heapcap;
 static uint64_t generation, next_order;
 static uint32_t ring[RING]; /* topic hash of generation g at ring[g % RING] */
-static int stopping;
-static const dq_config *config;
+static int stopping; /* set once, under the lock; read anywhere atomically */
 static void (*deadline_hook)(void);
 
 static uint32_t topic_hash(const char *t, size_t n)
@@ -284,7 +278,7 @@ void notify_shutdown(void)
 {
     wake_list l = {NULL};
     pthread_mutex_lock(&lock);
-    stopping = 1;
+    __atomic_store_n(&stopping, 1, __ATOMIC_RELEASE);
     while (first)
         wake_later(&l, first, 0);
     pthread_mutex_unlock(&lock);
@@ -293,10 +287,7 @@ void notify_shutdown(void)
 
 int notify_stopping(void)
 {
-    pthread_mutex_lock(&lock);
-    int s = stopping;
-    pthread_mutex_unlock(&lock);
-    return s;
+    return __atomic_load_n(&stopping, __ATOMIC_ACQUIRE);
 }
 
 uint64_t notify_generation(void)
@@ -308,14 +299,19 @@ uint64_t notify_generation(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The subscriber thread                                                     */
+/* Messages                                                                  */
 /* ------------------------------------------------------------------------ */
+
+void notify_init(void (*earlier_deadline)(void))
+{
+    deadline_hook = earlier_deadline;
+}
 
 /* Payload "<count>:<topic>": the functions made `count` jobs of the topic
  * ready in one call, so `count` waiters of this process are woken; as every
  * worker process does the same, each job gets one pop per process rather
  * than one per waiting request. A payload without a count wakes them all. */
-static void announce_payload(const char *payload)
+void notify_announce(const char *payload)
 {
     char *end;
     unsigned long count = strtoul(payload, &end, 10);
@@ -326,47 +322,7 @@ static void announce_payload(const char *payload)
     announce(topic_hash(end + 1, strlen(end + 1)), count);
 }
 
-static void *subscriber_main(void *arg)
+void notify_announce_all(void)
 {
-    (void)arg;
-    dq_store *st = store_new(config);
-    char channel[128], payload[256];
-    snprintf(channel, sizeof channel, "%s:ready", store_prefix(st));
-    const char *channels[1] = {channel};
-    int backoff_ms = 100;
-    while (!notify_stopping()) {
-        if (store_fd(st) < 0) {
-            if (store_subscribe(st, channels, 1) != DQ_OK) {
-                usleep((useconds_t)backoff_ms * 1000);
-                backoff_ms = backoff_ms < 1000 ? backoff_ms * 2 : 1000;
-                continue;
-            }
-            backoff_ms = 100;
-            announce(ANY_TOPIC, ALL_WAITERS); /* messages may have been missed meanwhile */
-        }
-        /* No timeout: an idle worker should cost no CPU. A dropped
-         * connection wakes poll (POLLHUP) and is resubscribed above. */
-        struct pollfd p = {store_fd(st), POLLIN, 0};
-        if (poll(&p, 1, -1) <= 0)
-            continue;
-        char got[128];
-        int r;
-        while ((r = store_read_message(st, got, sizeof got, payload, sizeof payload)) == 0)
-            announce_payload(payload);
-        if (r < 0)
-            log_warn("ready-notification subscription lost; resubscribing");
-    }
-    store_free(st);
-    return NULL;
-}
-
-int notify_start(const dq_config *cfg, void (*earlier_deadline)(void))
-{
-    config = cfg;
-    deadline_hook = earlier_deadline;
-    pthread_t t;
-    if (pthread_create(&t, NULL, subscriber_main, NULL) != 0)
-        return -1;
-    pthread_detach(t);
-    return 0;
+    announce(ANY_TOPIC, ALL_WAITERS);
 }

@@ -1,20 +1,18 @@
 /* notify: wakes parked long-polls when jobs become ready. A long-poll that
- * found no job is parked here (it holds no thread while it waits). One
- * subscriber thread per worker process listens on "<prefix>:ready" (the
- * functions publish "<count>:<topic>" for the jobs one call made ready) and
- * wakes at most `count` of the waiters parked on that topic, the longest
- * waiting first, so a ready job costs one pop per worker process, not one
- * per waiting request. A waiter is also woken at its deadline, at most one
- * second after it parked (so a lost subscription costs at most a second,
- * never a lost wake-up), and at shutdown. Waking means calling the waiter's
- * callback, which hands the request back to a thread. */
+ * found no job is parked here (it holds no thread while it waits). Each
+ * "<count>:<topic>" message (the functions publish one for the jobs a call
+ * made ready; ready_sub.c hands them in) wakes at most `count` of the
+ * waiters parked on that topic, the longest waiting first, so a ready job
+ * costs one pop per worker process, not one per waiting request. A waiter
+ * is also woken at its deadline, at most one second after it parked (so a
+ * lost subscription costs at most a second, never a lost wake-up), and at
+ * shutdown. Waking means calling the waiter's callback, which hands the
+ * request back to a thread. Pure: no I/O. */
 #ifndef DQ_NOTIFY_H
 #define DQ_NOTIFY_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "config.h"
 
 #define NOTIFY_MAX_TOPICS 64
 
@@ -36,10 +34,14 @@ struct notify_waiter {
     notify_waiter *prev, *next;
 };
 
-/* Starts the subscriber thread. earlier_deadline is called when a parked
- * waiter's deadline becomes the earliest, so the caller can shorten its
- * wait before notify_expire. Returns 0 or -1. */
-int notify_start(const dq_config *cfg, void (*earlier_deadline)(void));
+/* earlier_deadline is called when a parked waiter's deadline becomes the
+ * earliest, so the caller can shorten its wait before notify_expire. */
+void notify_init(void (*earlier_deadline)(void));
+/* A message from the functions: "<count>:<topic>" wakes that many waiters
+ * of the topic; anything else (an older version's bare topic) all of them. */
+void notify_announce(const char *payload);
+/* Messages may have been missed (a resubscribe): every waiter tries again. */
+void notify_announce_all(void);
 /* The current generation: take it before trying a pop. */
 uint64_t notify_generation(void);
 /* Parks w until a message newer than gen names one of the topics, or until

@@ -170,9 +170,9 @@ typedef struct {
     dq_status status;
 } vctx;
 
-static int fail(vctx *v, dq_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int invalid(vctx *v, dq_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static int fail(vctx *v, dq_status st, const char *fmt, ...)
+static int invalid(vctx *v, dq_status st, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -191,11 +191,11 @@ static int fail(vctx *v, dq_status st, const char *fmt, ...)
 }
 
 /* "unknown field '<name>'", quoting the client's name safely. */
-static int fail_field_name(vctx *v, const char *what, const char *name, size_t n, const char *tail)
+static int invalid_field_name(vctx *v, const char *what, const char *name, size_t n, const char *tail)
 {
     char quoted[200] = "";
     request_quote_input(quoted, sizeof quoted, name, n, 64);
-    return fail(v, DQ_BAD_REQUEST, "%s '%s%s%s'%s", what, v->where, v->where[0] ? "." : "",
+    return invalid(v, DQ_BAD_REQUEST, "%s '%s%s%s'%s", what, v->where, v->where[0] ? "." : "",
                 quoted, tail);
 }
 
@@ -221,8 +221,8 @@ static int fields_from_object(vctx *v, fieldset *f, char *text, const json_doc *
         if (id == NFIELDS) {
             /* Quote the decoded name; a long one is quoted from its raw text. */
             if (raw < sizeof name)
-                return fail_field_name(v, "unknown field", name, n, "");
-            return fail_field_name(v, "unknown field", text + k->start, raw, "");
+                return invalid_field_name(v, "unknown field", name, n, "");
+            return invalid_field_name(v, "unknown field", text + k->start, raw, "");
         }
         f->present |= 1u << id;
         f->tok[id] = (uint32_t)key + 1;
@@ -240,7 +240,7 @@ static int fields_all_taken(vctx *v, const fieldset *f)
         if (left & (1u << id)) {
             char tail[64];
             snprintf(tail, sizeof tail, " is not a field of %s", v->cmd);
-            return fail_field_name(v, "field", field_names[id], strlen(field_names[id]), tail);
+            return invalid_field_name(v, "field", field_names[id], strlen(field_names[id]), tail);
         }
     }
     return 0;
@@ -276,7 +276,7 @@ static int string_field(vctx *v, fieldset *f, field_id id, int required, const c
     const char *name = field_names[id];
     if (!take(f, id)) {
         if (required)
-            return fail(v, DQ_BAD_REQUEST, "field '%s' is required", name);
+            return invalid(v, DQ_BAD_REQUEST, "field '%s' is required", name);
         return 0;
     }
     if (!f->doc) {
@@ -286,7 +286,7 @@ static int string_field(vctx *v, fieldset *f, field_id id, int required, const c
     }
     const json_tok *t = tok_of(f, id);
     if (t->type != JSON_STRING)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be a string", name);
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' must be a string", name);
     *s = string_in_place(f->text, t, n);
     return 1;
 }
@@ -299,12 +299,12 @@ static int number_text(vctx *v, fieldset *f, field_id id, const char *rule, cons
         *s = f->qval[id];
         *n = f->qlen[id];
         if (!json_number_syntax(*s, *n))
-            return fail(v, DQ_BAD_REQUEST, "field '%s' must be %s", field_names[id], rule);
+            return invalid(v, DQ_BAD_REQUEST, "field '%s' must be %s", field_names[id], rule);
         return 0;
     }
     const json_tok *t = tok_of(f, id);
     if (t->type != JSON_NUMBER)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be %s", field_names[id], rule);
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' must be %s", field_names[id], rule);
     *s = f->text + t->start;
     *n = t->end - t->start;
     return 0;
@@ -322,7 +322,7 @@ static int seconds_field(vctx *v, fieldset *f, field_id id, double min_s, double
     if (number_text(v, f, id, "a number of seconds", &s, &n) < 0)
         return -1;
     if (json_number_double(s, n, &d) < 0 || !isfinite(d) || d < min_s || d > max_s)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be between %.15g and %.15g seconds",
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' must be between %.15g and %.15g seconds",
                     field_names[id], min_s, max_s);
     *ms = llround(d * 1000.0);
     return 1;
@@ -340,9 +340,9 @@ static int int_field(vctx *v, fieldset *f, field_id id, int64_t min, int64_t max
         return -1;
     int r = json_number_int64(s, n, &i);
     if (r > 0)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be an integer", field_names[id]);
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' must be an integer", field_names[id]);
     if (r < 0 || i < min || i > max)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be an integer from %lld to %lld",
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' must be an integer from %lld to %lld",
                     field_names[id], (long long)min, (long long)max);
     *out = i;
     return 1;
@@ -352,7 +352,7 @@ static int check_name(vctx *v, const char *what, const char *s, size_t n, size_t
 {
     if (name_valid(s, n, max))
         return 0;
-    return fail(v, DQ_BAD_REQUEST,
+    return invalid(v, DQ_BAD_REQUEST,
                 "field '%s' must be 1 to %zu characters of A-Z a-z 0-9 _ . : @ / -", what, max);
 }
 
@@ -372,7 +372,7 @@ static int id_value(vctx *v, const char *what, char *text, const json_tok *t, co
 {
     size_t n;
     if (t->type != JSON_STRING)
-        return fail(v, DQ_BAD_REQUEST, "field '%s' must be a string", what);
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' must be a string", what);
     *id = string_in_place(text, t, &n);
     return check_name(v, what, *id, n, DQ_ID_MAX);
 }
@@ -417,7 +417,7 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
     if (has_at < 0)
         return -1;
     if (has_delay && has_at)
-        return fail(v, DQ_BAD_REQUEST, "fields 'delay' and 'at' cannot both be given");
+        return invalid(v, DQ_BAD_REQUEST, "fields 'delay' and 'at' cannot both be given");
 
     job->ttr_ms = lim->default_ttr_ms;
     int has_ttr = seconds_field(v, f, F_TTR, 0.001, DQ_TTR_MAX_MS / 1000.0, &job->ttr_ms);
@@ -428,18 +428,18 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
     if (has_upper < 0)
         return -1;
     if (has_ttr && has_upper)
-        return fail(v, DQ_BAD_REQUEST, "fields 'ttr' and 'TTR' cannot both be given");
+        return invalid(v, DQ_BAD_REQUEST, "fields 'ttr' and 'TTR' cannot both be given");
     if (has_upper)
         job->ttr_ms = ttr_upper;
     if (job->ttr_ms < 1)
-        return fail(v, DQ_BAD_REQUEST, "field 'ttr' must be at least 0.001 seconds");
+        return invalid(v, DQ_BAD_REQUEST, "field 'ttr' must be at least 0.001 seconds");
 
     job->retries = -1;
     if (int_field(v, f, F_RETRIES, 0, DQ_RETRIES_MAX, &job->retries) < 0)
         return -1;
 
     if (!take(f, F_BODY))
-        return fail(v, DQ_BAD_REQUEST, "field 'body' is required");
+        return invalid(v, DQ_BAD_REQUEST, "field 'body' is required");
     /* The body is kept as the text that was sent: compacted where it stands
      * (a string token's span excludes its quotes). */
     const json_tok *b = tok_of(f, F_BODY);
@@ -448,7 +448,7 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
     job->body = f->text + start;
     job->body_len = json_compact(f->text, start, end, f->text + start);
     if (job->body_len > lim->max_body)
-        return fail(v, DQ_TOO_LARGE, "field 'body' is %zu bytes of JSON, more than the limit of %zu",
+        return invalid(v, DQ_TOO_LARGE, "field 'body' is %zu bytes of JSON, more than the limit of %zu",
                     job->body_len, lim->max_body);
     return fields_all_taken(v, f);
 }
@@ -462,9 +462,9 @@ static int parse_add(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
     }
     const json_tok *jobs = tok_of(f, F_JOBS);
     if (jobs->type != JSON_ARRAY)
-        return fail(v, DQ_BAD_REQUEST, "field 'jobs' must be an array of job objects");
+        return invalid(v, DQ_BAD_REQUEST, "field 'jobs' must be an array of job objects");
     if (jobs->count < 1 || jobs->count > DQ_BATCH_MAX)
-        return fail(v, DQ_BAD_REQUEST, "field 'jobs' must hold 1 to %d jobs", DQ_BATCH_MAX);
+        return invalid(v, DQ_BAD_REQUEST, "field 'jobs' must hold 1 to %d jobs", DQ_BATCH_MAX);
     /* The batch form takes its fields from each job, none from the top. */
     if (fields_all_taken(v, f) < 0)
         return -1;
@@ -477,7 +477,7 @@ static int parse_add(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
         snprintf(where, sizeof where, "jobs[%zu]", i);
         v->where = where;
         if (f->doc->toks[t].type != JSON_OBJECT)
-            return fail(v, DQ_BAD_REQUEST, "a job must be a JSON object");
+            return invalid(v, DQ_BAD_REQUEST, "a job must be a JSON object");
         fieldset jf;
         if (fields_from_object(v, &jf, f->text, f->doc, t) < 0 ||
             parse_job(v, &jf, lim, &req->jobs[i]) < 0)
@@ -496,7 +496,7 @@ static int split_topics(vctx *v, char *list, dq_request *req)
         char *comma = strchr(p, ',');
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
         if (req->ntopics == DQ_POP_TOPICS_MAX)
-            return fail(v, DQ_BAD_REQUEST, "field 'topic' may list at most %d topics",
+            return invalid(v, DQ_BAD_REQUEST, "field 'topic' may list at most %d topics",
                         DQ_POP_TOPICS_MAX);
         if (check_name(v, "topic", p, n, DQ_TOPIC_MAX) < 0)
             return -1;
@@ -513,7 +513,7 @@ static int parse_pop(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
     (void)lim;
     int has_topic = take(f, F_TOPIC), has_topics = take(f, F_TOPICS);
     if (has_topic && has_topics)
-        return fail(v, DQ_BAD_REQUEST, "fields 'topic' and 'topics' cannot both be given");
+        return invalid(v, DQ_BAD_REQUEST, "fields 'topic' and 'topics' cannot both be given");
     if (has_topic) {
         const char *list;
         size_t n;
@@ -522,9 +522,9 @@ static int parse_pop(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
     } else if (has_topics) {
         const json_tok *arr = tok_of(f, F_TOPICS);
         if (arr->type != JSON_ARRAY)
-            return fail(v, DQ_BAD_REQUEST, "field 'topics' must be an array of strings");
+            return invalid(v, DQ_BAD_REQUEST, "field 'topics' must be an array of strings");
         if (arr->count < 1 || arr->count > DQ_POP_TOPICS_MAX)
-            return fail(v, DQ_BAD_REQUEST, "field 'topics' must hold 1 to %d topics",
+            return invalid(v, DQ_BAD_REQUEST, "field 'topics' must hold 1 to %d topics",
                         DQ_POP_TOPICS_MAX);
         req->topics = alloc_array(arr->count, sizeof *req->topics);
         size_t t = f->tok[F_TOPICS] + 1;
@@ -532,14 +532,14 @@ static int parse_pop(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
             const json_tok *e = &f->doc->toks[t];
             size_t n;
             if (e->type != JSON_STRING)
-                return fail(v, DQ_BAD_REQUEST, "field 'topics' must be an array of strings");
+                return invalid(v, DQ_BAD_REQUEST, "field 'topics' must be an array of strings");
             const char *topic = string_in_place(f->text, e, &n);
             if (check_name(v, "topics", topic, n, DQ_TOPIC_MAX) < 0)
                 return -1;
             req->topics[req->ntopics++] = topic;
         }
     } else {
-        return fail(v, DQ_BAD_REQUEST, "field 'topic' is required");
+        return invalid(v, DQ_BAD_REQUEST, "field 'topic' is required");
     }
     req->timeout_ms = 0;
     if (seconds_field(v, f, F_TIMEOUT, 0, DQ_POP_TIMEOUT_MAX_MS / 1000, &req->timeout_ms) < 0)
@@ -564,14 +564,14 @@ static int parse_remove(vctx *v, fieldset *f, const dq_limits *lim, dq_request *
 {
     int has_id = take(f, F_ID), has_ids = take(f, F_IDS);
     if (has_id && has_ids)
-        return fail(v, DQ_BAD_REQUEST, "fields 'id' and 'ids' cannot both be given");
+        return invalid(v, DQ_BAD_REQUEST, "fields 'id' and 'ids' cannot both be given");
     if (!has_ids)
         return parse_one_id(v, f, lim, req);
     const json_tok *arr = tok_of(f, F_IDS);
     if (arr->type != JSON_ARRAY)
-        return fail(v, DQ_BAD_REQUEST, "field 'ids' must be an array of strings");
+        return invalid(v, DQ_BAD_REQUEST, "field 'ids' must be an array of strings");
     if (arr->count < 1 || arr->count > DQ_BATCH_MAX)
-        return fail(v, DQ_BAD_REQUEST, "field 'ids' must hold 1 to %d ids", DQ_BATCH_MAX);
+        return invalid(v, DQ_BAD_REQUEST, "field 'ids' must hold 1 to %d ids", DQ_BATCH_MAX);
     req->batch = 1;
     req->nids = arr->count;
     req->ids = alloc_array(req->nids, sizeof *req->ids);
@@ -629,7 +629,7 @@ static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *r
     if (req->cursor && check_name(v, "cursor", req->cursor, n, DQ_TOPIC_MAX) < 0)
         return -1;
     if (req->ntopics && (req->cursor || (f->present & (1u << F_LIMIT))))
-        return fail(v, DQ_BAD_REQUEST, "fields 'cursor' and 'limit' page the list of all topics; "
+        return invalid(v, DQ_BAD_REQUEST, "fields 'cursor' and 'limit' page the list of all topics; "
                                        "they cannot be given with 'topic'");
     req->count = (int)limit;
     return 0;
@@ -710,14 +710,14 @@ static int fields_from_query(vctx *v, fieldset *f, const char *query, dq_request
             long kl = url_decode(p, kn);
             long vl = url_decode(val, strlen(val));
             if (kl < 0 || vl < 0)
-                return fail(v, DQ_BAD_REQUEST, "query string has a malformed %%-escape");
+                return invalid(v, DQ_BAD_REQUEST, "query string has a malformed %%-escape");
             if (!json_utf8_valid(p, (size_t)kl) || !json_utf8_valid(val, (size_t)vl))
-                return fail(v, DQ_BAD_REQUEST, "query string is not valid UTF-8");
+                return invalid(v, DQ_BAD_REQUEST, "query string is not valid UTF-8");
             field_id id = field_from_name(p, (size_t)kl);
             if (id == NFIELDS)
-                return fail_field_name(v, "unknown query parameter", p, (size_t)kl, "");
+                return invalid_field_name(v, "unknown query parameter", p, (size_t)kl, "");
             if (f->present & (1u << id))
-                return fail(v, DQ_BAD_REQUEST, "query parameter '%s' is repeated", field_names[id]);
+                return invalid(v, DQ_BAD_REQUEST, "query parameter '%s' is repeated", field_names[id]);
             f->present |= 1u << id;
             f->qval[id] = val;
             f->qlen[id] = (size_t)vl;
@@ -747,27 +747,27 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
     char quoted[200] = "";
     if (is_command_form(path)) {
         if (!cname)
-            return fail(v, DQ_BAD_REQUEST, "field 'command' is required on POST /");
+            return invalid(v, DQ_BAD_REQUEST, "field 'command' is required on POST /");
         *cmd = command_from_name(cname, clen);
         if (*cmd == CMD_COUNT) {
             request_quote_input(quoted, sizeof quoted, cname, clen, 32);
-            return fail(v, DQ_BAD_REQUEST, "unknown command '%s'", quoted);
+            return invalid(v, DQ_BAD_REQUEST, "unknown command '%s'", quoted);
         }
     } else {
         const char *name = path + 1;
         *cmd = command_from_name(name, strlen(name));
         if (*cmd == CMD_COUNT) {
             request_quote_input(quoted, sizeof quoted, path, strlen(path), 64);
-            return fail(v, DQ_BAD_REQUEST, "unknown command: no endpoint %s", quoted);
+            return invalid(v, DQ_BAD_REQUEST, "unknown command: no endpoint %s", quoted);
         }
         if (cname && (clen != strlen(name) || memcmp(cname, name, clen) != 0)) {
             request_quote_input(quoted, sizeof quoted, cname, clen, 32);
-            return fail(v, DQ_BAD_REQUEST, "field 'command' ('%s') does not match the path /%s",
+            return invalid(v, DQ_BAD_REQUEST, "field 'command' ('%s') does not match the path /%s",
                         quoted, name);
         }
     }
     if (get && !(command_flags(*cmd) & CMDF_READ_ONLY))
-        return fail(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only the read-only "
+        return invalid(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only the read-only "
                     "commands (get, stats, health, metrics)", command_name(*cmd));
     return 0;
 }
@@ -786,7 +786,7 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
     int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     if (get) {
         if (is_command_form(path)) {
-            fail(&v, DQ_BAD_REQUEST, "GET / is not a command; use POST / with a 'command' field");
+            invalid(&v, DQ_BAD_REQUEST, "GET / is not a command; use POST / with a 'command' field");
             return v.status;
         }
         if (fields_from_query(&v, &f, query, req) < 0)
@@ -798,7 +798,7 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
             if (json_scan(doc, body ? body : "", body_len, err, errlen) < 0)
                 return DQ_BAD_REQUEST;
             if (doc->toks[0].type != JSON_OBJECT) {
-                fail(&v, DQ_BAD_REQUEST, "body must be a JSON object");
+                invalid(&v, DQ_BAD_REQUEST, "body must be a JSON object");
                 return v.status;
             }
             if (fields_from_object(&v, &f, body, doc, 0) < 0)
@@ -807,7 +807,7 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
     } else {
         char quoted[64] = "";
         request_quote_input(quoted, sizeof quoted, method, strlen(method), 16);
-        fail(&v, DQ_BAD_REQUEST, "method %s is not allowed; use POST (or GET for the read-only "
+        invalid(&v, DQ_BAD_REQUEST, "method %s is not allowed; use POST (or GET for the read-only "
              "commands get, stats, health and metrics)", quoted);
         return v.status;
     }

@@ -17,6 +17,7 @@ static const struct {
     [DQ_UNAVAILABLE] = {503, "503 Service Unavailable", "unavailable"},
     [DQ_TIMEOUT] = {504, "504 Gateway Timeout", "timeout"},
     [DQ_INTERNAL] = {500, "500 Internal Server Error", "internal"},
+    [DQ_MISCONFIGURED] = {500, "500 Internal Server Error", "internal"},
 };
 
 int status_http(dq_status s)

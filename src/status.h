@@ -13,6 +13,7 @@ typedef enum {
     DQ_UNAVAILABLE,
     DQ_TIMEOUT,
     DQ_INTERNAL,
+    DQ_MISCONFIGURED, /* this process disagrees with the deployment (buckets) */
     DQ_STATUS_COUNT
 } dq_status;
 

@@ -181,10 +181,13 @@ static int setup_connection(dq_store *s)
             argc = 2;
         }
         redisReply *r = redisCommandArgv(s->ctx, argc, argv, NULL);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
+        if (!r) {
+            set_cause("Redis at %s is unreachable (%s)", where(c, at, sizeof at), s->ctx->errstr);
+            return -1;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
             set_cause("Redis at %s refused delayq's credentials: AUTH failed (%s); check "
-                      "redis_username and redis_password", where(c, at, sizeof at),
-                      r ? r->str : s->ctx->errstr);
+                      "redis_username and redis_password", where(c, at, sizeof at), r->str);
             freeReplyObject(r);
             return -1;
         }
@@ -194,13 +197,16 @@ static int setup_connection(dq_store *s)
     snprintf(db, sizeof db, "%d", c->redis_db);
     /* SELECT also tells whether Redis wants a password we did not send. */
     redisReply *r = redisCommandArgv(s->ctx, 2, (const char *[]){"SELECT", db}, NULL);
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-        if (r && store_error_is_auth(r->str, r->len))
+    if (!r) {
+        set_cause("Redis at %s is unreachable (%s)", where(c, at, sizeof at), s->ctx->errstr);
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        if (store_error_is_auth(r->str, r->len))
             set_cause("Redis at %s wants credentials: AUTH failed (%s); set redis_password (and "
                       "redis_username)", where(c, at, sizeof at), r->str);
         else
-            set_cause("Redis at %s refused SELECT %s: %s", where(c, at, sizeof at), db,
-                      r ? r->str : s->ctx->errstr);
+            set_cause("Redis at %s refused SELECT %s: %s", where(c, at, sizeof at), db, r->str);
         freeReplyObject(r);
         return -1;
     }

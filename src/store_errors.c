@@ -12,7 +12,7 @@ static const struct {
     {"DQ_NOT_FOUND", DQ_NOT_FOUND},
     {"DQ_CONFLICT", DQ_CONFLICT},
     {"DQ_AT_RANGE", DQ_BAD_REQUEST}, /* detail: the index of the job */
-    {"DQ_BUCKETS", DQ_INTERNAL},     /* detail: the deployment's bucket count */
+    {"DQ_BUCKETS", DQ_MISCONFIGURED}, /* detail: the deployment's bucket count */
 };
 
 /* Errors Redis answers without running the command. */

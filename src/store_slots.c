@@ -87,7 +87,7 @@ unsigned slots_keyslot(const char *key, size_t len)
 /* Helpers                                                                   */
 /* ------------------------------------------------------------------------ */
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int map_error(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -162,10 +162,10 @@ static int slot_value(const redisReply *r, unsigned *slot)
 static int not_array(const redisReply *r, const char *what, char *err, size_t errlen)
 {
     if (!r)
-        return fail(err, errlen, "%s: no reply", what);
+        return map_error(err, errlen, "%s: no reply", what);
     if (r->type == REDIS_REPLY_ERROR)
-        return fail(err, errlen, "%s: %.120s", what, r->str);
-    return fail(err, errlen, "%s: reply of type %d, not an array", what, r->type);
+        return map_error(err, errlen, "%s: %.120s", what, r->str);
+    return map_error(err, errlen, "%s: reply of type %d, not an array", what, r->type);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -236,13 +236,13 @@ static int node_intern(slots_map *m, const char *host, int port, const char *id,
         if (!same_addr && !same_id)
             continue;
         if (!same_addr || strcmp(nd->id, id) != 0 || nd->master != master)
-            return fail(err, errlen, "%s: node %s:%d (%s) contradicts an earlier entry", where, host,
+            return map_error(err, errlen, "%s: node %s:%d (%s) contradicts an earlier entry", where, host,
                         port, id[0] ? id : "no id");
         return (int)i;
     }
     slots_node *nd = node_append(m);
     if (!nd)
-        return fail(err, errlen, "%s: out of memory", where);
+        return map_error(err, errlen, "%s: out of memory", where);
     snprintf(nd->host, sizeof nd->host, "%s", host);
     nd->port = port;
     snprintf(nd->id, sizeof nd->id, "%s", id);
@@ -256,7 +256,7 @@ static int assign_range(slots_map *m, unsigned start, unsigned end, int node, co
 {
     for (unsigned s = start; s <= end; s++) {
         if (m->owner[s] >= 0)
-            return fail(err, errlen, "%s: slot %u is assigned twice", where, s);
+            return map_error(err, errlen, "%s: slot %u is assigned twice", where, s);
         m->owner[s] = node;
         m->covered++;
     }
@@ -354,31 +354,31 @@ static int shard_node_parse(const redisReply *r, shard_node *f, const char *wher
 {
     memset(f, 0, sizeof *f);
     if (!is_type(r, REDIS_REPLY_ARRAY) || r->elements % 2)
-        return fail(err, errlen, "%s: not a list of field/value pairs", where);
+        return map_error(err, errlen, "%s: not a list of field/value pairs", where);
     for (size_t i = 0; i < r->elements; i += 2) {
         const redisReply *k = r->element[i], *v = r->element[i + 1];
         if (!is_type(k, REDIS_REPLY_STRING))
-            return fail(err, errlen, "%s: a field name is not a string", where);
+            return map_error(err, errlen, "%s: a field name is not a string", where);
         for (size_t j = 0; j < sizeof SHARD_NODE_FIELDS / sizeof SHARD_NODE_FIELDS[0]; j++) {
             if (!str_is(k, SHARD_NODE_FIELDS[j].name))
                 continue;
             const redisReply **slot = (const redisReply **)((char *)f + SHARD_NODE_FIELDS[j].offset);
             if (!is_type(v, SHARD_NODE_FIELDS[j].type))
-                return fail(err, errlen, "%s: '%s' has the wrong type", where, SHARD_NODE_FIELDS[j].name);
+                return map_error(err, errlen, "%s: '%s' has the wrong type", where, SHARD_NODE_FIELDS[j].name);
             if (*slot)
-                return fail(err, errlen, "%s: '%s' appears twice", where, SHARD_NODE_FIELDS[j].name);
+                return map_error(err, errlen, "%s: '%s' appears twice", where, SHARD_NODE_FIELDS[j].name);
             *slot = v;
         }
     }
     if (!f->id || !f->ip || !f->role || !f->health || (!f->port && !f->tls_port))
-        return fail(err, errlen, "%s: needs id, ip, role, health and port or tls-port", where);
+        return map_error(err, errlen, "%s: needs id, ip, role, health and port or tls-port", where);
     if (!id_ok(f->id))
-        return fail(err, errlen, "%s: bad node id", where);
+        return map_error(err, errlen, "%s: bad node id", where);
     if (!str_is(f->role, "master") && !str_is(f->role, "replica"))
-        return fail(err, errlen, "%s: unknown role", where);
+        return map_error(err, errlen, "%s: unknown role", where);
     if ((f->port && (f->port->integer < 0 || f->port->integer > 65535)) ||
         (f->tls_port && (f->tls_port->integer < 0 || f->tls_port->integer > 65535)))
-        return fail(err, errlen, "%s: port out of range", where);
+        return map_error(err, errlen, "%s: port out of range", where);
     return 0;
 }
 
@@ -391,11 +391,11 @@ static int shard_node_add(slots_map *m, const shard_node *f, int master, const c
     if (!addr || str_is(addr, "?"))
         addr = f->ip;
     if (!host_ok(addr->str, addr->len))
-        return fail(err, errlen, "%s: no usable address", where);
+        return map_error(err, errlen, "%s: no usable address", where);
     long long port = f->port && f->port->integer ? f->port->integer
                                                  : (f->tls_port ? f->tls_port->integer : 0);
     if (port <= 0)
-        return fail(err, errlen, "%s: no port", where);
+        return map_error(err, errlen, "%s: no port", where);
     char host[SLOTS_HOST_MAX + 1];
     memcpy(host, addr->str, addr->len);
     host[addr->len] = '\0';
@@ -411,34 +411,34 @@ static int shard_add(slots_map *m, const redisReply *r, size_t si, char *err, si
     snprintf(where, sizeof where, "CLUSTER SHARDS: shard %zu", si);
     const redisReply *slots = NULL, *nodes = NULL;
     if (!is_type(r, REDIS_REPLY_ARRAY) || r->elements % 2)
-        return fail(err, errlen, "%s: not a list of field/value pairs", where);
+        return map_error(err, errlen, "%s: not a list of field/value pairs", where);
     for (size_t i = 0; i < r->elements; i += 2) {
         const redisReply *k = r->element[i], *v = r->element[i + 1];
         if (!is_type(k, REDIS_REPLY_STRING))
-            return fail(err, errlen, "%s: a field name is not a string", where);
+            return map_error(err, errlen, "%s: a field name is not a string", where);
         const redisReply **dst = str_is(k, "slots") ? &slots : str_is(k, "nodes") ? &nodes : NULL;
         if (!dst)
             continue;
         if (*dst || !is_type(v, REDIS_REPLY_ARRAY))
-            return fail(err, errlen, "%s: 'slots' and 'nodes' must be arrays, once each", where);
+            return map_error(err, errlen, "%s: 'slots' and 'nodes' must be arrays, once each", where);
         *dst = v;
     }
     if (!slots || !nodes)
-        return fail(err, errlen, "%s: needs 'slots' and 'nodes'", where);
+        return map_error(err, errlen, "%s: needs 'slots' and 'nodes'", where);
     if (slots->elements % 2)
-        return fail(err, errlen, "%s: 'slots' is not a list of ranges", where);
+        return map_error(err, errlen, "%s: 'slots' is not a list of ranges", where);
     for (size_t i = 0; i < slots->elements; i += 2) {
         unsigned start, end;
         if (slot_value(slots->element[i], &start) < 0 || slot_value(slots->element[i + 1], &end) < 0 ||
             start > end)
-            return fail(err, errlen, "%s: bad slot range", where);
+            return map_error(err, errlen, "%s: bad slot range", where);
     }
 
     /* Check every node first, then take the one online master. */
     shard_node stack[8], *f = stack;
     if (nodes->elements > sizeof stack / sizeof stack[0] &&
         !(f = calloc(nodes->elements, sizeof *f)))
-        return fail(err, errlen, "%s: out of memory", where);
+        return map_error(err, errlen, "%s: out of memory", where);
     int rc = -1;
     size_t master = nodes->elements;
     for (size_t i = 0; i < nodes->elements; i++) {
@@ -448,7 +448,7 @@ static int shard_add(slots_map *m, const redisReply *r, size_t si, char *err, si
             goto out;
         if (str_is(f[i].role, "master") && str_is(f[i].health, "online")) {
             if (master != nodes->elements) {
-                fail(err, errlen, "%s: two online masters", where);
+                map_error(err, errlen, "%s: two online masters", where);
                 goto out;
             }
             master = i;
@@ -488,14 +488,14 @@ int slots_map_from_shards(slots_map *m, const redisReply *r, char *err, size_t e
         return not_array(r, "CLUSTER SHARDS", err, errlen);
     slots_map *t = slots_map_new();
     if (!t)
-        return fail(err, errlen, "CLUSTER SHARDS: out of memory");
+        return map_error(err, errlen, "CLUSTER SHARDS: out of memory");
     int rc = -1;
     for (size_t i = 0; i < r->elements; i++) {
         if (shard_add(t, r->element[i], i, err, errlen) < 0)
             goto out;
     }
     if (t->covered == 0) {
-        fail(err, errlen, "CLUSTER SHARDS: no shard has slots and an online master");
+        map_error(err, errlen, "CLUSTER SHARDS: no shard has slots and an online master");
         goto out;
     }
     map_take(m, t);
@@ -515,24 +515,24 @@ static int slots_node_add(slots_map *m, const redisReply *r, int master, const c
                           char *err, size_t errlen)
 {
     if (!is_type(r, REDIS_REPLY_ARRAY) || r->elements < 2)
-        return fail(err, errlen, "%s: a node is not [endpoint, port, ...]", where);
+        return map_error(err, errlen, "%s: a node is not [endpoint, port, ...]", where);
     const redisReply *addr = r->element[0], *port = r->element[1];
     const redisReply *id = r->elements > 2 ? r->element[2] : NULL;
     const redisReply *meta = r->elements > 3 ? r->element[3] : NULL;
     if (!is_type(port, REDIS_REPLY_INTEGER) || port->integer <= 0 || port->integer > 65535)
-        return fail(err, errlen, "%s: bad port", where);
+        return map_error(err, errlen, "%s: bad port", where);
     if (id && !id_ok(id))
-        return fail(err, errlen, "%s: bad node id", where);
+        return map_error(err, errlen, "%s: bad node id", where);
     const redisReply *meta_ip = NULL;
     if (meta) {
         if (!is_type(meta, REDIS_REPLY_ARRAY) || meta->elements % 2)
-            return fail(err, errlen, "%s: metadata is not a list of field/value pairs", where);
+            return map_error(err, errlen, "%s: metadata is not a list of field/value pairs", where);
         for (size_t i = 0; i < meta->elements; i += 2) {
             if (!is_type(meta->element[i], REDIS_REPLY_STRING))
-                return fail(err, errlen, "%s: a metadata name is not a string", where);
+                return map_error(err, errlen, "%s: a metadata name is not a string", where);
             if (str_is(meta->element[i], "ip")) {
                 if (!is_type(meta->element[i + 1], REDIS_REPLY_STRING))
-                    return fail(err, errlen, "%s: metadata ip is not a string", where);
+                    return map_error(err, errlen, "%s: metadata ip is not a string", where);
                 meta_ip = meta->element[i + 1];
             }
         }
@@ -546,10 +546,10 @@ static int slots_node_add(slots_map *m, const redisReply *r, int master, const c
         h = addr->str;
         hlen = addr->len;
     } else if (!is_type(addr, REDIS_REPLY_NIL)) {
-        return fail(err, errlen, "%s: no usable address", where);
+        return map_error(err, errlen, "%s: no usable address", where);
     }
     if (!host_ok(h, hlen))
-        return fail(err, errlen, "%s: no usable address", where);
+        return map_error(err, errlen, "%s: no usable address", where);
     char host[SLOTS_HOST_MAX + 1];
     memcpy(host, h, hlen);
     host[hlen] = '\0';
@@ -567,7 +567,7 @@ int slots_map_from_slots(slots_map *m, const redisReply *r, char *err, size_t er
         return not_array(r, "CLUSTER SLOTS", err, errlen);
     slots_map *t = slots_map_new();
     if (!t)
-        return fail(err, errlen, "CLUSTER SLOTS: out of memory");
+        return map_error(err, errlen, "CLUSTER SLOTS: out of memory");
     int rc = -1;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *range = r->element[i];
@@ -577,7 +577,7 @@ int slots_map_from_slots(slots_map *m, const redisReply *r, char *err, size_t er
         if (!is_type(range, REDIS_REPLY_ARRAY) || range->elements < 3 ||
             slot_value(range->element[0], &start) < 0 || slot_value(range->element[1], &end) < 0 ||
             start > end) {
-            fail(err, errlen, "%s: not [start, end, master, replicas...]", where);
+            map_error(err, errlen, "%s: not [start, end, master, replicas...]", where);
             goto out;
         }
         int mi = slots_node_add(t, range->element[2], -1, where, err, errlen);
@@ -589,7 +589,7 @@ int slots_map_from_slots(slots_map *m, const redisReply *r, char *err, size_t er
         }
     }
     if (t->covered == 0) {
-        fail(err, errlen, "CLUSTER SLOTS: no slot is assigned");
+        map_error(err, errlen, "CLUSTER SLOTS: no slot is assigned");
         goto out;
     }
     map_take(m, t);

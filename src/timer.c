@@ -56,7 +56,7 @@ static int maintain(timer_state *t)
     if (st != DQ_OK) {
         free(held);
         free(now_held);
-        if (st == DQ_INTERNAL && err.detail[0]) {
+        if (st == DQ_MISCONFIGURED) {
             log_error("config key 'buckets' (%d) differs from the %s this deployment's Redis "
                       "records; stopping", t->nbuckets, err.detail);
             return -2;

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "ready_sub.h"
 #include "reply.h"
 #include "request.h"
 #include "store.h"
@@ -80,7 +81,6 @@ static struct {
     uint32_t open;     /* connections open */
     uint32_t requests; /* requests in progress: queued, running or parked */
     conn *qhead, *qtail;
-    int stopping;
     int listening; /* the listening socket is armed in epoll */
 } W = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
 
@@ -223,8 +223,7 @@ static void finish(thread_state *t, conn *c, dq_command cmd, dq_status st, int i
     buf_trim(&c->body, BUF_KEEP);
     buf_trim(&t->out, BUF_KEEP);
     json_doc_trim(&t->doc);
-    int stopping = __atomic_load_n(&W.stopping, __ATOMIC_RELAXED);
-    int kept = fcgi_end_request(c->fc, !stopping);
+    int kept = fcgi_end_request(c->fc, !notify_stopping());
     request_done();
     if (!kept) {
         conn_close(c);
@@ -308,7 +307,7 @@ static void serve(thread_state *t, conn *c)
     uint64_t gen = notify_generation();
     t->h.authorization = fcgi_param(c->fc, "HTTP_AUTHORIZATION");
     t->h.started_ms = c->started_ms;
-    t->h.stopping = __atomic_load_n(&W.stopping, __ATOMIC_RELAXED);
+    t->h.stopping = notify_stopping();
     dq_response res = handle_request(&t->h, &c->req, &t->out);
     if (res.wait) {
         park(c, gen);
@@ -450,7 +449,7 @@ static void *loop_main(void *arg)
             }
         }
         next_deadline = notify_expire(util_mono_ms());
-        if (__atomic_load_n(&W.stopping, __ATOMIC_RELAXED)) {
+        if (notify_stopping()) {
             set_listening(0);
             close_idle();
         } else {
@@ -540,7 +539,8 @@ int worker_run(const dq_config *cfg, int listen_fd)
         log_error("cannot set up the event loop: %s", strerror(errno));
         return 1;
     }
-    if (notify_start(cfg, poke_loop) < 0 || start_threads(cfg) < 0) {
+    notify_init(poke_loop);
+    if (ready_sub_start(cfg) < 0 || start_threads(cfg) < 0) {
         log_error("cannot start the worker's threads");
         return 1;
     }
@@ -554,8 +554,8 @@ int worker_run(const dq_config *cfg, int listen_fd)
     sigwait(&set, &sig);
 
     /* Stop: no new connections, parked long-polls answer now (empty),
-     * requests in progress finish, idle connections close. */
-    __atomic_store_n(&W.stopping, 1, __ATOMIC_RELAXED);
+     * requests in progress finish, idle connections close. notify's flag
+     * is the worker's one stop flag. */
     notify_shutdown();
     poke_loop();
     int64_t give_up = util_mono_ms() + (int64_t)cfg->redis_timeout_ms + 5000;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The delayq command line client against a real deployment (harness.Cluster):
+"""The delayq command line client against a real deployment (dqtest.Deployment):
 every subcommand, human and --json output, the exit status of every error
 code, DELAYQ_URL / DELAYQ_TOKEN, --help and --version. Error codes the real
 server cannot be made to produce on demand (504 timeout, 500 internal, an
@@ -22,12 +22,11 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC_DIR, "tests", "integration"))
 
-import harness  # noqa: E402
-from harness import ClusterTestCase, free_port, unique  # noqa: E402
+import dqtest
+from dqtest import DeploymentTestCase, free_port, unique
 
-DELAYQ = os.path.join(harness.BUILD_DIR, "delayq")
+DELAYQ = os.path.join(dqtest.BUILD_DIR, "delayq")
 
 # The exit status of each protocol error code (delayq(1), docs/INSTALL.md).
 EXIT = {"ok": 0, "usage": 1, "bad_request": 2, "not_found": 3, "conflict": 4,
@@ -56,8 +55,8 @@ def fields(text):
     return out
 
 
-class CliTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=1, threads=8)
+class CliTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=1, threads=8)
 
     @property
     def url(self):
@@ -444,7 +443,7 @@ class CliTest(ClusterTestCase):
         self.assertRegex(r[1], r"^delayq \d+\.\d+\.\d+\n$")
 
 
-class CliAuthTest(ClusterTestCase):
+class CliAuthTest(DeploymentTestCase):
     """401 unauthorized, --token and DELAYQ_TOKEN."""
 
     TOKEN = "cli-test-token-0123456789abcdef"
@@ -455,7 +454,7 @@ class CliAuthTest(ClusterTestCase):
         cls.tokens = tempfile.NamedTemporaryFile("w", prefix="delayq-cli-tokens-", delete=False)
         cls.tokens.write("%s\n%s commands=add\n" % (cls.TOKEN, cls.ADD_ONLY))
         cls.tokens.close()
-        cls.CLUSTER_KW = dict(workers=1, threads=8, fcgi_flags={"auth_file": cls.tokens.name})
+        cls.DEPLOYMENT_KW = dict(workers=1, threads=8, fcgi_flags={"auth_file": cls.tokens.name})
         super().setUpClass()
 
     @classmethod
@@ -586,4 +585,4 @@ class CliFakeServerTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    harness.main()
+    dqtest.main()

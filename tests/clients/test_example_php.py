@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The PHP example examples/php/close-unpaid-order against a real deployment
-(harness.Cluster): two orders made by producer.php with ORDER_CLOSE_DELAY=1,
+(dqtest.Deployment): two orders made by producer.php with ORDER_CLOSE_DELAY=1,
 one paid with pay.php, worker.php running: the unpaid order is closed and its
 stock returned, the paid one stays paid, both close-order jobs are finished.
 
@@ -24,10 +24,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC_DIR, "tests", "integration"))
 
-import harness  # noqa: E402
-from harness import ClusterTestCase  # noqa: E402
+import dqtest
+from dqtest import DeploymentTestCase
 
 PHP = shutil.which("php")
 COMPOSER = shutil.which("composer")
@@ -35,8 +34,8 @@ EXAMPLE = os.path.join("examples", "php", "close-unpaid-order")
 SKIP_COPY = shutil.ignore_patterns("vendor", "composer.lock", "orders.json")
 
 
-class CloseUnpaidOrder(ClusterTestCase):
-    CLUSTER_KW = {"workers": 1, "threads": 8}
+class CloseUnpaidOrder(DeploymentTestCase):
+    DEPLOYMENT_KW = {"workers": 1, "threads": 8}
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="delayq-php-example-")
@@ -143,7 +142,7 @@ class CloseUnpaidOrder(ClusterTestCase):
         self.assertIn("stopped after 2 job(s)", text)
 
     def test_producer_refuses_the_order_when_delayq_is_down(self):
-        self.env["DELAYQ_URL"] = "http://127.0.0.1:%d" % harness.free_port()
+        self.env["DELAYQ_URL"] = "http://127.0.0.1:%d" % dqtest.free_port()
         rc, out, err = self.php("producer.php", "tea", "1")
         self.assertEqual(rc, 1)
         self.assertIn("order 1 NOT created", err)
@@ -161,4 +160,4 @@ if __name__ == "__main__":
         print("test_example_php: FAIL: php is not installed (the example needs php-cli >= 7.4 "
               "with curl; on Debian: apt-get install php-cli php-curl)", file=sys.stderr)
         sys.exit(1)
-    harness.main()
+    dqtest.main()

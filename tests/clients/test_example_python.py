@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """examples/python/retry_consumer.py against a real deployment
-(tests/integration/harness.py): a notification whose simulated endpoint
+(tests/integration/dqtest.py): a notification whose simulated endpoint
 fails twice is attempted three times, the gaps follow the --backoff steps,
 and it ends finished; one that never succeeds is buried after the last
 step; SIGTERM stops the consumer with exit status 0.
@@ -17,13 +17,11 @@ import threading
 import time
 from datetime import datetime
 
-sys.dont_write_bytecode = True  # keep the source tree clean
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC_DIR, "tests", "integration"))
 
-from harness import SLOW, ClusterTestCase, main, unique  # noqa: E402
+from dqtest import SLOW, DeploymentTestCase, main, unique
 
 EXAMPLE = os.path.join(SRC_DIR, "examples", "python", "retry_consumer.py")
 ATTEMPT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) INFO job (\S+) attempt (\d+):")
@@ -72,8 +70,8 @@ class Consumer:
         return rc
 
 
-class RetryConsumerExample(ClusterTestCase):
-    CLUSTER_KW = {"workers": 1, "threads": 8}
+class RetryConsumerExample(DeploymentTestCase):
+    DEPLOYMENT_KW = {"workers": 1, "threads": 8}
 
     def consumer(self, *args):
         c = Consumer("http://127.0.0.1:%d" % self.c.http_port, *args)

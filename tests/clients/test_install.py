@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make install DESTDIR=<tmp>` puts every file where docs/INSTALL.md says,
 with the configured paths filled in; the installed nginx snippets pass
-`nginx -t`; the installed delayq-fcgi and delayq-timer serve a Cluster that
+`nginx -t`; the installed delayq-fcgi and delayq-timer serve a Deployment that
 the installed `delayq` command line talks to; `make uninstall` removes every
 file again.
 
@@ -18,12 +18,11 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC_DIR, "tests", "integration"))
 
-import harness  # noqa: E402
-from harness import Cluster, free_port  # noqa: E402
+import dqtest
+from dqtest import Deployment, free_port
 
-BUILD_DIR = harness.BUILD_DIR
+BUILD_DIR = dqtest.BUILD_DIR
 LEFTOVER = re.compile(r"@[A-Za-z_][A-Za-z0-9_]*@")
 
 
@@ -156,7 +155,7 @@ class InstallTest(unittest.TestCase):
             self.assertTrue(os.path.isfile(self.p("docdir", name)), name)
 
     def test_installed_binaries_serve_the_installed_cli(self):
-        cluster = Cluster(workers=1, threads=8)
+        cluster = Deployment(workers=1, threads=8)
         cluster.fcgi_bin = self.p("sbindir", "delayq-fcgi")
         cluster.timer_bin = self.p("sbindir", "delayq-timer")
         with cluster as c:
@@ -195,4 +194,4 @@ class InstallTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    harness.main()
+    dqtest.main()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PHP client (clients/php) against a real deployment (harness.Cluster,
+"""The PHP client (clients/php) against a real deployment (dqtest.Deployment,
 with bearer-token auth on): runs its PHPUnit suite with DELAYQ_URL and
 DELAYQ_TOKEN set, then stops the deployment's Redis and runs the suite's
 redis-down group (every command a 503 UnavailableException).
@@ -19,9 +19,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC_DIR, "tests", "integration"))
 
-import harness  # noqa: E402
+import dqtest
 
 TOKEN = "php-client-test-token-0123456789"
 PHPUNIT_TIMEOUT = 300
@@ -68,13 +67,13 @@ def run_phpunit(phpunit, args, env, label):
 
 def main():
     _, phpunit = check_tools()
-    if not (os.path.exists(os.path.join(harness.BUILD_DIR, "delayq-fcgi")) and
-            os.path.exists(os.path.join(harness.BUILD_DIR, "delayq-timer"))):
-        print("delayq binaries not found in %s" % harness.BUILD_DIR, file=sys.stderr)
+    if not (os.path.exists(os.path.join(dqtest.BUILD_DIR, "delayq-fcgi")) and
+            os.path.exists(os.path.join(dqtest.BUILD_DIR, "delayq-timer"))):
+        print("delayq binaries not found in %s" % dqtest.BUILD_DIR, file=sys.stderr)
         sys.exit(99)
 
     def on_term(*_):
-        harness._stop_leftovers()
+        dqtest.stop_leftovers()
         os._exit(143)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -85,7 +84,7 @@ def main():
         f.write("# the PHP client tests' token\n%s\n" % TOKEN)
     os.chmod(tokens_dir, 0o755)
     try:
-        with harness.Cluster(workers=1, threads=8, fcgi_flags={"auth_file": tokens}) as c:
+        with dqtest.Deployment(workers=1, threads=8, fcgi_flags={"auth_file": tokens}) as c:
             env = dict(os.environ)
             env.pop("DELAYQ_REDIS_DOWN", None)
             env["DELAYQ_URL"] = "http://127.0.0.1:%d" % c.http_port

@@ -29,12 +29,11 @@ import time
 import traceback
 
 sys.dont_write_bytecode = True
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from cluster import FaultCluster, ClusterError, kill_pid, pid_alive  # noqa: E402
-import harness  # noqa: E402
-from harness import Http, RedisError, parse_body  # noqa: E402
-import invariants  # noqa: E402
+# An entry point, not a test module: it finds the shared test package itself.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import dqtest  # noqa: E402
+from dqtest import (Deployment, DeploymentError, Http, RedisError, Resp, invariants,  # noqa: E402
+                    kill_pid, parse_body, pid_alive)
 
 PROFILES = {
     # fault window (s), minimum jobs, target add rate (jobs/s), gap between faults (s)
@@ -541,14 +540,14 @@ class Injector:
         try:
             if kind == "worker_kill9":
                 i = rng.randrange(c.n_fcgi)
-                _, workers = c.instance_pids(i)
+                _, workers = c.fcgi_pids(i)
                 victims = rng.sample(workers, min(len(workers), rng.choice([1, 1, 2])))
                 for w in victims:
                     kill_pid(w)
                 detail = "instance %d workers %s" % (i + 1, victims)
             elif kind == "master_kill9":
                 i = rng.randrange(c.n_fcgi)
-                master, workers = c.instance_pids(i)
+                master, workers = c.fcgi_pids(i)
                 kill_pid(master)
                 c.fcgis[i].wait(10)
                 c.retire(i, "master%d" % master)
@@ -586,19 +585,19 @@ class Injector:
                 c.start_timer()
                 detail = "timer pid %d of %d killed, restarted after %.2f s" % (pid, len(live), pause)
             elif kind == "redis_stall":
-                r = c.new_resp(timeout=10)
+                r = Resp(c.redis_port, timeout=10)
                 try:
                     r("DEBUG", "SLEEP", "3")
                 finally:
                     r.close()
                 detail = "DEBUG SLEEP 3"
             elif kind == "redis_shutdown":
-                c.shutdown_redis()
+                c.redis_server.shutdown()
                 c.start_redis()
                 detail = "SHUTDOWN, restarted"
             elif kind == "redis_kill9":
                 pid = c.redis_proc.pid
-                c.kill9_redis()
+                c.redis_server.kill9()
                 c.start_redis()
                 detail = "kill -9 %d, restarted" % pid
             elif kind == "redis_down_10s":
@@ -608,7 +607,7 @@ class Injector:
                 detail = "SIGTERM, 10 s down, restarted"
             elif kind == "backend_stop":
                 i = rng.randrange(c.n_fcgi)
-                master, workers = c.instance_pids(i)
+                master, workers = c.fcgi_pids(i)
                 c.fcgis[i].send_signal(signal.SIGTERM)
                 try:
                     rc = c.fcgis[i].wait(30)
@@ -635,7 +634,7 @@ class Injector:
 
     def invariant_check(self, tag):
         try:
-            r = self.c.new_resp(timeout=30)
+            r = self.Resp(c.redis_port, timeout=30)
             try:
                 res = invariants.check(r)
             finally:
@@ -777,11 +776,12 @@ def main():
           (args.profile, args.seed, prof["window"], prof["min_jobs"]), flush=True)
 
     for b in ("delayq-fcgi", "delayq-timer"):
-        if not os.path.exists(os.path.join(harness.BUILD_DIR, b)):
-            print("missing %s in %s (build first)" % (b, harness.BUILD_DIR), file=sys.stderr)
+        if not os.path.exists(os.path.join(dqtest.BUILD_DIR, b)):
+            print("missing %s in %s (build first)" % (b, dqtest.BUILD_DIR), file=sys.stderr)
             return 2
 
-    cluster = FaultCluster(workers=3, threads=24, n_timers=2, appendonly=True,
+    cluster = Deployment(workers=3, threads=24, n_timers=2, n_fcgi=2, appendonly=True,
+                         appendfsync="everysec", redis_args=["--enable-debug-command", "yes"],
                            timer_lease_ms=2000, fcgi_flags=dict(redis_timeout_ms=2000,
                                                                 redis_connect_timeout_ms=300))
     ledger = Ledger()
@@ -792,14 +792,14 @@ def main():
         rc = run(ctx)
         failed = rc != 0
         return rc
-    except (ClusterError, OSError) as e:
+    except (DeploymentError, OSError) as e:
         print("the run could not be carried out: %s" % e, file=sys.stderr)
         traceback.print_exc()
         return 2
     finally:
         print("cluster dir: %s%s" % (cluster.dir, "" if (failed or args.keep) else " (removed)"),
               flush=True)
-        harness.KEEP = args.keep
+        dqtest.KEEP = args.keep
         cluster.stop(failed=failed)
 
 
@@ -808,7 +808,7 @@ def run(ctx):
 
     def where(jid):
         try:
-            r = c.new_resp(timeout=5)
+            r = Resp(c.redis_port, timeout=5)
             try:
                 h = r("HGETALL", "{dq}:j:" + jid)
             finally:
@@ -888,7 +888,7 @@ def run(ctx):
     conn = Http(c.http_port, timeout=30)
     leftovers = []
     for _ in range(50):
-        r = c.new_resp()
+        r = Resp(c.redis_port, timeout=10)
         try:
             lists = [k.decode() for k in r("KEYS", "{dq}:r:*")]
         finally:
@@ -909,7 +909,7 @@ def run(ctx):
     # checks
     final = inj.invariant_check("final")
     fig = analyse(ctx, final=True)
-    r = c.new_resp()
+    r = Resp(c.redis_port, timeout=10)
     try:
         keys = sorted(k.decode() for k in r("KEYS", "*"))
     finally:

@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 
-from harness import ClusterTestCase, main
+from dqtest import DeploymentTestCase, main
 
 ADMIN = "admin-token-0123456789"
 PRODUCER = "producer-token-abcdef"  # may only add (and stats) on order.*
@@ -20,8 +20,8 @@ with open(TOKENS, "w") as f:
 os.chmod(TOKENS_DIR, 0o755)
 
 
-class Auth(ClusterTestCase):
-    CLUSTER_KW = {"workers": 1, "threads": 8, "fcgi_flags": {"auth_file": TOKENS}}
+class Auth(DeploymentTestCase):
+    DEPLOYMENT_KW = {"workers": 1, "threads": 8, "fcgi_flags": {"auth_file": TOKENS}}
 
     def call(self, cmd, token=None, **fields):
         headers = {"Authorization": "Bearer " + token} if token else {}

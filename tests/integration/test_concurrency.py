@@ -7,13 +7,11 @@ import sys
 import threading
 import time
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ClusterTestCase, SLOW, main, unique  # noqa: E402
+from dqtest import DeploymentTestCase, SLOW, main, unique
 
 
-class ConsumersTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=16)
+class ConsumersTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=16)
 
     def test_16_consumers_2000_jobs(self):
         t = unique("many")
@@ -103,8 +101,8 @@ class ConsumersTest(ClusterTestCase):
         self.assertEqual(set(got), set(ids))
 
 
-class RedeliveryRaceTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=16)
+class RedeliveryRaceTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=16)
 
     def test_never_two_consumers_within_ttr(self):
         """8 consumers, ttr 0.5 s; the first delivery of every third job is
@@ -181,8 +179,8 @@ class RedeliveryRaceTest(ClusterTestCase):
                          (0, 0, 0, 300, redelivered))
 
 
-class StarvationTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=64)
+class StarvationTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=64)
 
     def add_pop_latencies(self, n=200):
         t = unique("busy")
@@ -298,7 +296,7 @@ class StarvationTest(ClusterTestCase):
         answered = list(results)
         for th in ths:
             th.join(timeout + 10 * SLOW)
-        workers = self.CLUSTER_KW["workers"]
+        workers = self.DEPLOYMENT_KW["workers"]
         print("one ready job, %d waiters, %d workers: %d pop script calls" %
               (waiters, workers, pops))
         self.assertEqual(len(answered), 1, "expected exactly one waiter answered: %r" % answered)

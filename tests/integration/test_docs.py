@@ -13,7 +13,7 @@ import re
 import subprocess
 import unittest
 
-from harness import BUILD_DIR, SRC_DIR, ClusterTestCase, main
+from dqtest import BUILD_DIR, SRC_DIR, DeploymentTestCase, main
 
 VOLATILE = {"created", "due"}
 
@@ -42,8 +42,8 @@ def normalise(value):
     return value
 
 
-class DocExamples(ClusterTestCase):
-    CLUSTER_KW = {"workers": 1, "threads": 8}
+class DocExamples(DeploymentTestCase):
+    DEPLOYMENT_KW = {"workers": 1, "threads": 8}
 
     def run_examples(self, relpath):
         path = os.path.join(SRC_DIR, relpath)

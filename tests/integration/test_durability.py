@@ -10,7 +10,7 @@ in the middle; Redis is started again from the same dir. Then:
   - every add answered 503 wrote nothing; adds answered 504 may or may not
     be stored (counted);
   - no job is in two states or two buckets, and the stats gauges equal the
-    job hashes by state (tests/faults/invariants.py).
+    job hashes by state (tests/dqtest/invariants.py).
 The same after a clean SHUTDOWN. The figures are printed.
 """
 
@@ -19,39 +19,17 @@ import sys
 import threading
 import time
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.join(os.path.dirname(HERE), "faults"))
-from harness import (Cluster, ClusterTestCase, Resp, SLOW,  # noqa: E402
-                     main, unique)
-import invariants  # noqa: E402  (tests/faults/invariants.py)
+from dqtest import Deployment, DeploymentTestCase, Resp, SLOW, invariants, main, unique
 
 
-class AofCluster(Cluster):
-    """The harness' cluster with AOF on and a chosen appendfsync policy."""
-
-    def __init__(self, appendfsync="everysec", **kw):
-        self.appendfsync = appendfsync
-        kw["appendonly"] = True
-        super().__init__(**kw)
-
-    REDIS_START_TIMEOUT = 30
-
-    def redis_argv(self):
-        return super().redis_argv() + ["--appendfsync", self.appendfsync]
-
-
-class DurabilityBase(ClusterTestCase):
+class DurabilityBase(DeploymentTestCase):
     FSYNC = "everysec"
-    CLUSTER_KW = dict(workers=2, threads=32)
+    DEPLOYMENT_KW = dict(workers=2, threads=32)
     PRODUCERS = 6
 
     @classmethod
-    def setUpClass(cls):
-        cls._class_failed = False
-        cls.cluster = AofCluster(appendfsync=cls.FSYNC, **cls.CLUSTER_KW)
-        cls.cluster.start()
+    def make_deployment(cls):
+        return Deployment(appendonly=True, appendfsync=cls.FSYNC, **cls.DEPLOYMENT_KW)
 
     def load_and_break(self, how):
         """Adds from PRODUCERS threads and pops/finishes from one consumer;
@@ -117,17 +95,9 @@ class DurabilityBase(ClusterTestCase):
         time.sleep(1.2 * SLOW)
         t_break = time.monotonic()
         if how == "kill9":
-            c.redis_proc.kill()
-            c.redis_proc.wait(10)
+            c.redis_server.kill9()
         else:
-            s = Resp(c.redis_port)
-            try:
-                s("SHUTDOWN")
-            except (OSError, ConnectionError):
-                pass  # SHUTDOWN closes the connection without a reply
-            finally:
-                s.close()
-            c.redis_proc.wait(20)
+            c.redis_server.shutdown()
         broken.set()
         time.sleep(0.5)
         stop.set()

@@ -21,9 +21,7 @@ import socket
 import sys
 import time
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ClusterTestCase, main, unique  # noqa: E402
+from dqtest import DeploymentTestCase, main, unique
 
 CLOSED = "closed"         # expected: connection closed without an answer
 MAX_BODY = 65536
@@ -243,8 +241,8 @@ def cases():
     return out
 
 
-class HostileTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=8)
+class HostileTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=8)
 
     def test_hostile_table(self):
         c = self.c

@@ -8,17 +8,15 @@ import sys
 import threading
 import time
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ClusterTestCase, SLOW, main, unique  # noqa: E402
+from dqtest import DeploymentTestCase, SLOW, main, unique
 
 
 def now_ms():
     return int(time.time() * 1000)
 
 
-class LifecycleTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=16)
+class LifecycleTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=16)
 
     def add(self, topic, body="x", **kw):
         st, r = self.c.req("add", topic=topic, body=body, **kw)

@@ -8,13 +8,11 @@ import sys
 import threading
 import time
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ClusterTestCase, SLOW, main, unique  # noqa: E402
+from dqtest import DeploymentTestCase, SLOW, main, unique
 
 
-class WorkersTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=3, threads=8)
+class WorkersTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=3, threads=8)
 
     def roundtrips(self, n=20):
         t = unique("rt")
@@ -93,8 +91,8 @@ class WorkersTest(ClusterTestCase):
         self.assertEqual(len(workers), 3)
 
 
-class WorkerCrashUnderLoadTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=8)
+class WorkerCrashUnderLoadTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=8)
 
     _run = None
 
@@ -182,8 +180,8 @@ class WorkerCrashUnderLoadTest(ClusterTestCase):
                          "a failed (non-504) add was stored anyway")
 
 
-class PersistenceTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=8, appendonly=True)
+class PersistenceTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=8, appendonly=True)
 
     def test_jobs_survive_redis_restart(self):
         t = unique("aof")
@@ -224,8 +222,8 @@ class PersistenceTest(ClusterTestCase):
         self.assertEqual((s["ready"], s["reserved"], s["delay"], s["finished"]), (0, 0, 0, 4))
 
 
-class MasterSigtermTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=8)
+class MasterSigtermTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=8)
 
     def test_sigterm_drains_long_poll(self):
         t = unique("drain")

@@ -9,10 +9,8 @@ import sys
 import time
 import urllib.parse
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Cluster, ClusterTestCase, SLOW, main, raw_http,  # noqa: E402
-                     unique)
+from dqtest import (Deployment, DeploymentTestCase, SLOW, main, raw_http,
+                    unique)
 
 
 def is_lock_key(k):
@@ -24,10 +22,10 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-class ProtocolTest(ClusterTestCase):
+class ProtocolTest(DeploymentTestCase):
     # Long TTRs: no job may change state behind a test's back while it
     # compares Redis before and after a rejected request.
-    CLUSTER_KW = dict(workers=2, threads=16, fcgi_flags=dict(default_ttr=3600))
+    DEPLOYMENT_KW = dict(workers=2, threads=16, fcgi_flags=dict(default_ttr=3600))
 
     # ------------------------------------------------------------ helpers
 
@@ -756,12 +754,12 @@ class ProtocolTest(ClusterTestCase):
 DROP = object()
 
 
-class TimeoutTest(ClusterTestCase):
+class TimeoutTest(DeploymentTestCase):
     """504: a write that Redis does not answer within redis_timeout_ms.
     CLIENT PAUSE WRITE holds every script call (EVALSHA counts as a write)
     while PING still answers."""
 
-    CLUSTER_KW = dict(workers=1, threads=8, fcgi_flags=dict(redis_timeout_ms=400))
+    DEPLOYMENT_KW = dict(workers=1, threads=8, fcgi_flags=dict(redis_timeout_ms=400))
 
     def test_write_timeout_then_retry_is_safe(self):
         t = unique("slow")
@@ -794,11 +792,11 @@ class TimeoutTest(ClusterTestCase):
         self.assertEqual(r["topics"][t]["reserved"], 2)
 
 
-class RedisDownTest(ClusterTestCase):
+class RedisDownTest(DeploymentTestCase):
     """503 while the private Redis is stopped; service resumes when it is
     back on the same port, without restarting delayq."""
 
-    CLUSTER_KW = dict(workers=2, threads=8)
+    DEPLOYMENT_KW = dict(workers=2, threads=8)
 
     def test_redis_down_and_back(self):
         t = unique("down")

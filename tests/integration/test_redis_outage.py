@@ -22,11 +22,9 @@ import sys
 import threading
 import time
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
-from harness import (Cluster, ClusterError, ClusterTestCase, RedisError, Resp, SLOW,  # noqa: E402
-                     free_port, main, raw_http, tail, unique)
+import dqtest
+from dqtest import (Deployment, DeploymentError, DeploymentTestCase, RedisError, Resp, SLOW,
+                    free_port, main, raw_http, tail, unique)
 
 CONNECT_MS = 300
 TIMEOUT_MS = 700
@@ -57,7 +55,7 @@ def timed(c, method, path, body=None):
     st, h, data = raw_http(c.http_port, method, path, body if body is not None else b"",
                            timeout=30)
     dt = time.monotonic() - t0
-    return st, harness.parse_body(data, h), dt
+    return st, dqtest.parse_body(data, h), dt
 
 
 def post(c, cmd, fields):
@@ -133,12 +131,12 @@ def setup_jobs(tc, t):
     return ids
 
 
-class RedisStoppedTest(ClusterTestCase):
+class RedisStoppedTest(DeploymentTestCase):
     """Redis stopped (connection refused): 503 at once, nothing changed."""
 
     # threads: nginx keeps up to 2 x 16 idle connections, each holding a
     # thread, plus the parallel requests below (docs/DESIGN.md, limits)
-    CLUSTER_KW = dict(workers=2, threads=32, appendonly=True,
+    DEPLOYMENT_KW = dict(workers=2, threads=32, appendonly=True,
                       fcgi_flags=dict(redis_connect_timeout_ms=CONNECT_MS,
                                       redis_timeout_ms=TIMEOUT_MS))
 
@@ -322,7 +320,7 @@ class RedisProxy:
                 pass
 
 
-class ProxiedCluster(Cluster):
+class ProxiedDeployment(Deployment):
     """delayq-fcgi reaches Redis through a RedisProxy; the timers and this
     test's own RESP client go to Redis directly."""
 
@@ -336,22 +334,24 @@ class ProxiedCluster(Cluster):
         self.proxy.target = self.redis_port
 
 
-class BlackHoleTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=32,
+class BlackHoleTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=32,
                       fcgi_flags=dict(redis_connect_timeout_ms=CONNECT_MS,
                                       redis_timeout_ms=TIMEOUT_MS))
 
     @classmethod
     def setUpClass(cls):
-        cls._class_failed = False
         cls.proxy = RedisProxy()
-        cls.cluster = ProxiedCluster(cls.proxy, **{k: (dict(v) if isinstance(v, dict) else v)
-                                                   for k, v in cls.CLUSTER_KW.items()})
         try:
-            cls.cluster.start()
+            super().setUpClass()
         except BaseException:
             cls.proxy.close()
             raise
+
+    @classmethod
+    def make_deployment(cls):
+        return ProxiedDeployment(cls.proxy, **{k: (dict(v) if isinstance(v, dict) else v)
+                                               for k, v in cls.DEPLOYMENT_KW.items()})
 
     @classmethod
     def tearDownClass(cls):
@@ -430,97 +430,14 @@ class BlackHoleTest(ClusterTestCase):
 # AUTH
 # --------------------------------------------------------------------------
 
-class AuthResp(Resp):
-    def __init__(self, port, user, password, timeout=5.0):
-        super().__init__(port, timeout=timeout)
-        self.auth = [user, password] if user else [password]
-
-    def _connect(self):
-        super()._connect()
-        self.sock.sendall(self._encode(["AUTH"] + self.auth))
-        r = self._reply()
-        if isinstance(r, RedisError):
-            raise r
-
-
-class AuthCluster(Cluster):
-    """Redis with requirepass (redis_password) or an ACL user (redis_user,
-    the default user switched off) for auth_user/auth_password. allow_unhealthy: start even if /health
-    stays 503 (a wrong password on the delayq side)."""
-
-    def __init__(self, auth_user=None, auth_password=None, allow_unhealthy=False, **kw):
-        self.redis_user = auth_user
-        self.redis_password = auth_password
-        self.allow_unhealthy = allow_unhealthy
-        super().__init__(**kw)
-
-    def start_redis(self):
-        argv = ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
-                "--dir", self.dir, "--save", "", "--daemonize", "no",
-                "--appendonly", "yes" if self.appendonly else "no"]
-        if not self.redis_user:
-            argv += ["--requirepass", self.redis_password]
-        self.redis_proc = self._popen(argv, self.path("redis.log"))
-        self._resp = None
-        deadline = time.monotonic() + 10
-        while True:
-            if self.redis_proc.poll() is not None:
-                raise ClusterError("redis-server exited\n" + tail(self.path("redis.log")))
-            probe = Resp(self.redis_port, timeout=1)
-            try:
-                if self.redis_user:
-                    if probe("PING") == "PONG":
-                        probe("ACL", "SETUSER", self.redis_user, "on", ">" + self.redis_password,
-                              "~*", "&*", "+@all")
-                        probe("ACL", "SETUSER", "default", "off")
-                        return
-                else:
-                    try:
-                        probe("PING")
-                    except RedisError as e:
-                        if str(e).startswith("NOAUTH"):
-                            return
-                        raise
-            except (OSError, ConnectionError, RedisError):
-                pass
-            finally:
-                probe.close()
-            if time.monotonic() > deadline:
-                raise ClusterError("redis-server did not start\n" + tail(self.path("redis.log")))
-            time.sleep(0.02)
-
-    def redis(self, *args):
-        if self._resp is None:
-            self._resp = AuthResp(self.redis_port, self.redis_user, self.redis_password)
-        return self._resp(*args)
-
-    def wait_healthy(self, timeout=15.0):
-        if not self.allow_unhealthy:
-            return super().wait_healthy(timeout)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                st, _, _ = raw_http(self.http_port, "GET", "/health", timeout=2)
-                if st in (200, 503):
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise ClusterError("nginx never answered /health\n" + self.log_tails())
-
-
-class AuthTestBase(ClusterTestCase):
-    AUTH = {}        # AuthCluster arguments
+class AuthTestBase(DeploymentTestCase):
+    AUTH = {}        # Redis' side: redis_auth=(user or None, password), allow_unhealthy
     DELAYQ = {}      # delayq flags (both binaries)
-    CLUSTER_KW = dict(workers=1, threads=8)
+    DEPLOYMENT_KW = dict(workers=1, threads=8)
 
     @classmethod
-    def setUpClass(cls):
-        cls._class_failed = False
-        kw = dict(cls.CLUSTER_KW)
-        kw.update(cls.DELAYQ)
-        cls.cluster = AuthCluster(**dict(cls.AUTH), **kw)
-        cls.cluster.start()
+    def make_deployment(cls):
+        return Deployment(**cls.DEPLOYMENT_KW, **cls.AUTH, **cls.DELAYQ)
 
 
 class AuthWorksMixin:
@@ -564,16 +481,16 @@ class AuthWorksMixin:
 
 
 class RequirepassTest(AuthWorksMixin, AuthTestBase):
-    AUTH = dict(auth_password="pw-0123456789")
+    AUTH = dict(redis_auth=(None, "pw-0123456789"))
     DELAYQ = dict(redis_password="pw-0123456789")
 
 
 class AclUserTest(AuthWorksMixin, AuthTestBase):
-    AUTH = dict(auth_user="dq", auth_password="acl-pw-9876")
+    AUTH = dict(redis_auth=("dq", "acl-pw-9876"))
     DELAYQ = dict(redis_username="dq", redis_password="acl-pw-9876")
 
     def test_default_user_is_off(self):
-        r = AuthResp(self.c.redis_port, None, "")
+        r = Resp(self.c.redis_port, auth=(None, ""))
         try:
             with self.assertRaises(RedisError) as e:
                 r("PING")
@@ -629,18 +546,18 @@ class WrongPasswordMixin:
 
 
 class RequirepassWrongTest(WrongPasswordMixin, AuthTestBase):
-    AUTH = dict(auth_password="right-password-1", allow_unhealthy=True)
+    AUTH = dict(redis_auth=(None, "right-password-1"), allow_unhealthy=True)
     DELAYQ = dict(redis_password="wrong-password-1")
 
 
 class AclUserWrongTest(WrongPasswordMixin, AuthTestBase):
-    AUTH = dict(auth_user="dq", auth_password="right-password-2", allow_unhealthy=True)
+    AUTH = dict(redis_auth=("dq", "right-password-2"), allow_unhealthy=True)
     DELAYQ = dict(redis_username="dq", redis_password="wrong-password-2")
 
 
 class MissingPasswordTest(WrongPasswordMixin, AuthTestBase):
     CAUSE = "NOAUTH"
-    AUTH = dict(auth_password="right-password-3", allow_unhealthy=True)
+    AUTH = dict(redis_auth=(None, "right-password-3"), allow_unhealthy=True)
     DELAYQ = {}
 
 

@@ -11,8 +11,8 @@ import threading
 import time
 import unittest
 
-import harness
-from harness import ClusterTestCase, SLOW, main, unique
+import dqtest
+from dqtest import DeploymentTestCase, SLOW, main, unique
 
 # Bodies as raw JSON text, each sent inside a request as it stands.
 EXACT_BODIES = [
@@ -82,8 +82,8 @@ def rss_kb(pid):
     return 0
 
 
-class ExactBodies(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=4)
+class ExactBodies(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=4)
 
     def send(self, path, raw_json):
         st, h, data = self.c.post_raw(path, raw_json)
@@ -167,8 +167,8 @@ class ExactBodies(ClusterTestCase):
                 self.assertLess(len(answer["error"]), 400, "quote a bounded prefix")
 
 
-class UnknownFields(ClusterTestCase):
-    CLUSTER_KW = dict(workers=1, threads=4)
+class UnknownFields(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=1, threads=4)
 
     CASES = [
         ("/add", {"topic": "T", "body": 1, "dealy": 1800}, "dealy"),
@@ -206,8 +206,8 @@ class UnknownFields(ClusterTestCase):
         self.assertEqual(st, 400, data)
 
 
-class StaleEntries(ClusterTestCase):
-    CLUSTER_KW = dict(workers=1, threads=4)
+class StaleEntries(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=1, threads=4)
 
     def test_pop_finds_the_ready_job_after_many_deleted(self):
         """Jobs added and deleted (or finished) without a pop leave nothing
@@ -230,8 +230,8 @@ class StaleEntries(ClusterTestCase):
         self.assertEqual(keys, ["{dq}:s:" + t], "only the topic's counters may stay")
 
 
-class TopicsForgotten(ClusterTestCase):
-    CLUSTER_KW = dict(workers=1, threads=4, topic_retention_s=0, metrics_max_topics=50)
+class TopicsForgotten(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=1, threads=4, topic_retention_s=0, metrics_max_topics=50)
 
     def test_one_off_topics_are_forgotten(self):
         base = set(self.c.redis("KEYS", "*"))
@@ -280,10 +280,10 @@ class TopicsForgotten(ClusterTestCase):
         self.assertEqual(page["total"]["deleted"], n, "the totals keep the counters")
 
 
-@unittest.skipIf(harness.SANITIZED or harness.VALGRIND,
+@unittest.skipIf(dqtest.SANITIZED or dqtest.VALGRIND,
                  "ASan and valgrind keep freed memory on purpose (quarantine): RSS says nothing")
-class BoundedMemory(ClusterTestCase):
-    CLUSTER_KW = dict(workers=1, threads=8)
+class BoundedMemory(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=1, threads=8)
 
     def test_large_answers_do_not_stay_allocated(self):
         """Eight clients each pop 100 jobs of 60 KB at once (6 MB answers)
@@ -328,8 +328,8 @@ class BoundedMemory(ClusterTestCase):
         self.assertLess(after - before, 16000)
 
 
-class Storm(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=8)
+class Storm(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=8)
 
     def test_abandoned_long_polls_starve_nobody(self):
         """48 clients send pop with timeout 30 and hang up after 0.2 s, over

@@ -24,10 +24,8 @@ import tempfile
 import time
 import unittest
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http,  # noqa: E402
-                     Resp, free_port, raw_http, tail)
+from dqtest import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http,
+                    Resp, free_port, raw_http, tail)
 
 RUN = os.path.join(SRC_DIR, "scripts", "run")
 TIMERS = ("delayq-timer-1", "delayq-timer-2")

@@ -10,9 +10,7 @@ import sys
 import threading
 import time
 
-sys.dont_write_bytecode = True  # keep the source tree clean
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ClusterTestCase, SLOW, main, unique  # noqa: E402
+from dqtest import DeploymentTestCase, SLOW, main, unique
 
 LEASE_MS = 2000
 
@@ -90,8 +88,8 @@ def lock_owners(c):
     return out
 
 
-class TwoTimersTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=8, n_timers=2, timer_lease_ms=LEASE_MS)
+class TwoTimersTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=8, n_timers=2, timer_lease_ms=LEASE_MS)
 
     def assert_topic_empty(self, t, finished):
         st, s = self.c.req("stats", topic=t)
@@ -165,8 +163,8 @@ class TwoTimersTest(ClusterTestCase):
         self.c.start_timer()
 
 
-class TimerSigtermTest(ClusterTestCase):
-    CLUSTER_KW = dict(workers=2, threads=8, n_timers=1, timer_lease_ms=LEASE_MS)
+class TimerSigtermTest(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=8, n_timers=1, timer_lease_ms=LEASE_MS)
 
     def lock_owners(self):
         return lock_owners(self.c)

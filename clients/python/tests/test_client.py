@@ -1,14 +1,15 @@
 """Tests of the delayq Python client and Worker.
 
-Most run against a real deployment (tests/integration/harness.py: Redis,
-delayq-fcgi, delayq-timer and nginx in a temp dir, bearer-token auth on),
-one Cluster for the whole module. What the real server cannot be made to do
+Most run against a real deployment (tests/dqtest, the project's shared test
+package: Redis, delayq-fcgi, delayq-timer and nginx in a temp dir,
+bearer-token auth on), one Deployment for the whole module. What the real server cannot be made to do
 on demand (504, 500, a page that is not JSON, a keep-alive connection
 dropped under a request) comes from a small scripted HTTP server.
 
 Run from the repository top:
-  DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. python3 tests/clients/test_python_client.py
-or on its own: python3 clients/python/tests/test_client.py [TestClass.test_name ...]
+  PYTHONPATH=tests:clients/python python3 tests/clients/test_python_client.py
+or on its own:
+  PYTHONPATH=tests:clients/python python3 clients/python/tests/test_client.py [Class.test ...]
 """
 
 from __future__ import annotations
@@ -26,45 +27,38 @@ import time
 import unittest
 from datetime import datetime, timedelta
 
-sys.dont_write_bytecode = True  # keep the source tree clean
+import delayq
+from delayq import (BadRequest, Client, ClientError, Conflict, ConnectFailed, ConnectionLost,
+                    Job, JobInfo, NotFound, Result, ServerError, Timeout, TooLarge, Unauthorized,
+                    Unavailable, Worker)
+from dqtest import SLOW, Deployment, free_port, unique
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT_DIR = os.path.dirname(HERE)
-SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(CLIENT_DIR))
-for _p in (os.path.join(SRC_DIR, "tests", "integration"), CLIENT_DIR):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from harness import SLOW, Cluster, free_port, unique  # noqa: E402
-
-import delayq  # noqa: E402
-from delayq import (BadRequest, Client, ClientError, Conflict, ConnectFailed,  # noqa: E402
-                    ConnectionLost, Job, JobInfo, NotFound, Result, ServerError,
-                    Timeout, TooLarge, Unauthorized, Unavailable, Worker)
 
 TOKEN = "client-test-token-0123456789"
 
-CLUSTER = None  # type: Cluster | None
+DEPLOYMENT = None  # type: Deployment | None
 URL = ""
 _TOKEN_DIR = ""
 
 
 def setUpModule():
-    global CLUSTER, URL, _TOKEN_DIR
+    global DEPLOYMENT, URL, _TOKEN_DIR
     _TOKEN_DIR = tempfile.mkdtemp(prefix="delayq-pyclient-")
     os.chmod(_TOKEN_DIR, 0o755)
     tokens = os.path.join(_TOKEN_DIR, "tokens")
     with open(tokens, "w") as f:
         f.write("%s\n" % TOKEN)
-    CLUSTER = Cluster(workers=1, threads=8,
+    DEPLOYMENT = Deployment(workers=1, threads=8,
                       fcgi_flags={"auth_file": tokens, "redis_connect_timeout_ms": 300})
-    CLUSTER.start()
-    URL = "http://127.0.0.1:%d" % CLUSTER.http_port
+    DEPLOYMENT.start()
+    URL = "http://127.0.0.1:%d" % DEPLOYMENT.http_port
 
 
 def tearDownModule():
-    global CLUSTER
-    c, CLUSTER = CLUSTER, None
+    global DEPLOYMENT
+    c, DEPLOYMENT = DEPLOYMENT, None
     if c is not None:
         c.stop(failed=_FAILED[0])
     shutil.rmtree(_TOKEN_DIR, ignore_errors=True)
@@ -387,7 +381,7 @@ class Commands(Base):
         c = self.client
         t = unique("down")
         id = c.add(t, "kept?")
-        CLUSTER.stop_redis()
+        DEPLOYMENT.stop_redis()
         try:
             for call in (lambda: c.add(t, 1), lambda: c.pop(t), lambda: c.get(id),
                          lambda: c.finish(id), lambda: c.stats(t), lambda: c.finish_many([id])):
@@ -400,7 +394,7 @@ class Commands(Base):
                 self.assertNotIsInstance(e, Timeout)
             self.assertIs(c.health(), False)
         finally:
-            CLUSTER.start_redis()
+            DEPLOYMENT.start_redis()
         deadline = time.monotonic() + 15 * SLOW
         while not c.health():
             self.assertLess(time.monotonic(), deadline, "health never came back")

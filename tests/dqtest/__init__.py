@@ -1,0 +1,19 @@
+"""dqtest: what delayq's tests share, one importable package (make check
+puts tests/ on PYTHONPATH; by hand: PYTHONPATH=tests python3 tests/...).
+
+- deployment: a private delayq deployment (Redis, delayq-fcgi, timers,
+  nginx) in a temp dir, and DeploymentTestCase;
+- redis_server: a private redis-server, the one way tests start Redis;
+- resp: a small RESP client to inspect Redis;
+- httpconn: keep-alive HTTP to nginx, and raw single requests;
+- procs: ports, log tails, children, signals by pid;
+- invariants: the consistency check of a deployment's Redis state.
+"""
+
+from .deployment import (BUILD_DIR, KEEP, SANITIZED, SANITIZER_MARKS, SLOW, SRC_DIR, VALGRIND,
+                         Deployment, DeploymentError, DeploymentTestCase, flags, main,
+                         require_build, stop_leftovers, stop_on_sigterm, unique)
+from .httpconn import Http, parse_body, raw_http
+from .procs import children, free_port, kill_pid, pid_alive, stop_process, tail, wait_port_closed
+from .redis_server import RedisServer, RedisStartError
+from .resp import RedisError, Resp, raw_command, text

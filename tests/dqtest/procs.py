@@ -1,0 +1,93 @@
+"""Processes the tests start: ports, log tails, children, signals by pid."""
+
+import os
+import signal
+import socket
+import subprocess
+
+
+def free_port():
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def tail(path, n=40):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        return "(cannot read %s: %s)" % (path, e)
+    lines = data.decode("utf-8", "replace").splitlines()
+    return "\n".join(lines[-n:])
+
+
+def pid_alive(pid):
+    """True while pid exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def kill_pid(pid, sig=signal.SIGKILL):
+    try:
+        os.kill(pid, sig)
+        return True
+    except OSError:
+        return False
+
+
+def children(pid):
+    """The live (not zombie) child processes of pid, sorted."""
+    kids = set()
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                    kids.update(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    if not kids:
+        r = subprocess.run(["pgrep", "-P", str(pid)], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL)
+        kids.update(int(x) for x in r.stdout.split())
+    return sorted(k for k in kids if pid_alive(k))
+
+
+def stop_process(p, grace=10.0, sig=signal.SIGTERM):
+    """Signals a Popen by pid and waits; SIGKILL after grace. Returns True
+    when it had to be killed."""
+    if p is None or p.poll() is not None:
+        return False
+    try:
+        p.send_signal(sig)
+    except OSError:
+        return False
+    try:
+        p.wait(grace)
+        return False
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        return True
+
+
+def wait_port_closed(port, timeout=5.0, host="127.0.0.1"):
+    """Until nothing accepts on port (a stopped server really let go)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+        except OSError:
+            return True
+        time.sleep(0.02)
+    return False
