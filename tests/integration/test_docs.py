@@ -3,9 +3,11 @@ against a real deployment and answers what the docs say it answers.
 
 A code block's lines starting with `curl` or `./delayq` are run in order
 (in the build directory), with localhost:8080 and DELAYQ_URL pointed at the
-test's nginx. A following line `# {...}` is the
-documented answer: both are parsed as JSON and compared, except for values
-that differ on every run (`created`, `due`)."""
+test's nginx. A following line `# {...}` is the documented answer: both are
+parsed as JSON and compared, except for values that differ on every run
+(`created`, `due`). An example whose answer is not shown must still succeed:
+its curl runs with --fail-with-body (an HTTP error fails it) and its
+pipeline with pipefail."""
 
 import json
 import os
@@ -53,6 +55,8 @@ class DocExamples(DeploymentTestCase):
         checked = 0
         for cmd, expected in found:
             shell = cmd.replace("localhost:8080", "127.0.0.1:" + port)
+            if expected is None:
+                shell = "set -o pipefail; " + re.sub(r"\bcurl ", "curl --fail-with-body ", shell)
             env = dict(os.environ, DELAYQ_URL="http://127.0.0.1:" + port)
             r = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=30,
                                cwd=BUILD_DIR, env=env)

@@ -1,0 +1,357 @@
+"""The Redis functions of src/lua, each against its contract (the header
+comment of each script): arguments, replies, error replies, the keys it
+writes, the messages it publishes, and that a failed call writes nothing.
+They run on a private redis-server with the library the build made
+(src/lua_library.lua), without delayq-fcgi or a timer; after every call the
+deployment's invariants (tests/dqtest/invariants.py) must hold, since a
+crash can stop delayq between any two calls. The last test kills Redis
+with -9 in the middle of a stream of calls and checks the same after the
+restart (AOF, appendfsync always).
+"""
+
+import os
+import re
+import socket
+import tempfile
+import shutil
+import threading
+import time
+import unittest
+
+from dqtest import BUILD_DIR, RedisError, RedisServer, Resp, invariants, main, pid_alive
+
+P = "{t}"
+BUCKETS = 4
+
+
+def library():
+    with open(os.path.join(BUILD_DIR, "src", "lua_library.lua")) as f:
+        return f.read()
+
+
+class Functions(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="dq-fn-")
+        cls.server = RedisServer(cls.dir, appendonly=True, appendfsync="always").start()
+        cls.lib = library()
+        cls.version = re.match(r"#!lua name=delayq_([0-9a-f]+)", cls.lib).group(1)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def setUp(self):
+        r = self.server.resp()
+        r("FLUSHALL")
+        r("FUNCTION", "FLUSH")
+        self.assertEqual(r("FUNCTION", "LOAD", self.lib), b"delayq_" + self.version.encode())
+        self.sub = None
+
+    def tearDown(self):
+        if self.sub:
+            self.sub.close()
+
+    # ---------------------------------------------------------- helpers
+
+    def call(self, name, *args, ro=False):
+        """FCALL of one function with KEYS[1] = P; checks the invariants."""
+        r = self.server.resp()
+        try:
+            return r("FCALL_RO" if ro else "FCALL", "dq_%s_%s" % (self.version, name), 1, P,
+                     *args)
+        finally:
+            inv = invariants.check(r, prefix=P)
+            self.assertEqual(inv["problems"], [], "after %s %r" % (name, args))
+
+    def redis(self, *args):
+        return self.server(*args)
+
+    def add(self, jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at=-1,
+            allow=""):
+        return self.call("add", allow, BUCKETS, 1, jid, topic, body, ttr, retries, delay, at,
+                         sum(jid.encode()) % BUCKETS)
+
+    def pop(self, *topics, count=1):
+        return self.call("pop", count, *topics)
+
+    def job(self, jid):
+        flat = self.redis("HGETALL", P + ":j:" + jid)
+        return {k.decode(): v.decode() for k, v in zip(flat[0::2], flat[1::2])}
+
+    def stats(self, topic):
+        flat = self.redis("HGETALL", P + ":s:" + topic)
+        return {k.decode(): int(v) for k, v in zip(flat[0::2], flat[1::2])}
+
+    def subscribe(self, *channels):
+        """Messages published from now on, read by messages()."""
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=2)
+        s.sendall(Resp._encode(["SUBSCRIBE"] + list(channels)))
+        self.sub = Resp(self.server.port)
+        self.sub.sock = s
+        for _ in channels:
+            self.sub._reply()
+
+    def messages(self, wait=0.2):
+        out = []
+        self.sub.sock.settimeout(wait)
+        try:
+            while True:
+                m = self.sub._reply()
+                out.append((m[1].decode(), m[2].decode()))
+        except (socket.timeout, OSError):
+            pass
+        return out
+
+    def assertDqError(self, code, fn, *args, **kw):
+        with self.assertRaises(RedisError) as e:
+            fn(*args, **kw)
+        self.assertIn(code, str(e.exception))
+        return str(e.exception)
+
+    # ---------------------------------------------------------- add
+
+    def test_add(self):
+        self.subscribe(P + ":ready", P + ":wake")
+        self.assertEqual(self.add("a", body=b'{"exact": 1.0e+2}'), [b"ok"])
+        self.assertEqual(self.add("d", delay=5000), [b"ok"])
+        self.assertEqual(self.add("a"), [b"DQ_CONFLICT ready"])
+        self.assertEqual(self.add("a", allow="other."), [b"DQ_CONFLICT"], "a hidden topic")
+        j = self.job("a")
+        self.assertEqual((j["s"], j["t"], j["ttr"], j["n"], j["r"], j["d"]),
+                         ("ready", "q", "60000", "0", "-1", "-1"))
+        self.assertEqual(self.redis("GET", P + ":v:a"), b'{"exact": 1.0e+2}')
+        self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [b"a"])
+        self.assertEqual(self.job("d")["s"], "delay")
+        bucket = self.job("d")["k"]
+        self.assertEqual(self.redis("ZSCORE", P + ":b:" + bucket, "d"), self.job("d")["d"].encode())
+        self.assertEqual({k: v for k, v in self.stats("q").items()},
+                         {"ready": 1, "delay": 1, "added": 2, "jobs": 2})
+        self.assertEqual(self.redis("ZRANGE", P + ":topics", 0, -1), [b"q"])
+        msgs = self.messages()
+        self.assertIn((P + ":ready", "1:q"), msgs)
+        self.assertIn((P + ":wake", "%s:%s" % (bucket, self.job("d")["d"])), msgs)
+        # A batch: one reply per job, in order; one ready message per topic.
+        r = self.call("add", "", BUCKETS, 3, "b1", "q", "1", 1000, 2, 0, -1, 1,
+                      "b2", "q", "2", 1000, 2, 0, -1, 2, "a", "q", "3", 1000, 2, 0, -1, 3)
+        self.assertEqual(r, [b"ok", b"ok", b"DQ_CONFLICT ready"])
+        self.assertIn((P + ":ready", "2:q"), self.messages())
+
+    def test_add_errors_write_nothing(self):
+        self.add("x")
+        before = sorted(self.redis("KEYS", "*"))
+        seq = self.redis("GET", P + ":seq")
+        far = int(time.time() * 1000) + 3653 * 86400 * 1000
+        e = self.assertDqError("DQ_AT_RANGE", self.call, "add", "", BUCKETS, 2,
+                               "y", "q", "1", 1000, -1, 0, -1, 0, "z", "q", "1", 1000, -1, 0, far, 0)
+        self.assertIn("DQ_AT_RANGE 1", e)
+        e = self.assertDqError("DQ_BUCKETS", self.call, "add", "", BUCKETS + 1, 1,
+                               "y", "q", "1", 1000, -1, 0, -1, 0)
+        self.assertIn("DQ_BUCKETS %d" % BUCKETS, e)
+        self.assertEqual(sorted(self.redis("KEYS", "*")), before)
+        self.assertEqual(self.redis("GET", P + ":seq"), seq)
+
+    # ---------------------------------------------------------- pop
+
+    def test_pop(self):
+        for i in range(5):
+            self.add("p%d" % i, topic="one", body=b'"%d"' % i)
+        self.add("other", topic="two")
+        self.assertEqual(self.pop("none"), [])
+        got = self.pop("one", "two", count=3)
+        self.assertEqual([g[0] for g in got], [b"p0", b"p1", b"p2"], "FIFO")
+        self.assertEqual(got[0][1:], [b"one", b'"0"', 1, 60000])
+        got = self.pop("none", "one", "two", count=5)
+        self.assertEqual([g[0] for g in got], [b"p3", b"p4", b"other"], "topics in order")
+        j = self.job("p0")
+        self.assertEqual((j["s"], j["n"]), ("reserved", "1"))
+        self.assertEqual(self.redis("ZSCORE", P + ":b:" + j["k"], "p0"), j["d"].encode())
+        self.assertEqual(self.stats("one")["reserved"], 5)
+        self.assertEqual(self.stats("one")["popped"], 5)
+
+    # ---------------------------------------------------------- remove
+
+    def test_remove_in_every_state(self):
+        self.add("r-ready")
+        self.add("r-delay", delay=9000)
+        self.add("r-res")
+        self.add("r-bur")
+        self.pop("q", count=2)  # r-ready, r-res reserved... take them in order
+        self.call("bury", "", "r-res")
+        r = self.call("remove", "", "finished", "r-ready", "r-delay", "r-res", "r-bur", "nope")
+        self.assertEqual(r, [b"ok", b"ok", b"ok", b"ok", b"DQ_NOT_FOUND"])
+        self.assertEqual(self.redis("KEYS", P + ":j:*"), [])
+        self.assertEqual(self.redis("KEYS", P + ":v:*"), [])
+        self.assertEqual(self.stats("q")["finished"], 4)
+        self.assertEqual(self.stats("q")["jobs"], 0)
+        self.assertEqual(self.redis("ZRANGE", P + ":idle", 0, -1), [b"q"], "the topic is idle")
+
+    def test_topic_limits_look_like_missing_ids(self):
+        self.add("secret", topic="mail.x", body=b'"s"')
+        self.pop("mail.x")
+        before = sorted(self.redis("KEYS", "*"))
+        for name, extra in (("remove", ["finished"]), ("get", []), ("touch", []),
+                            ("release", []), ("bury", [])):
+            args = ["order.", *extra, "secret"] + (["0"] if name == "release" else [])
+            if name in ("remove",):
+                self.assertEqual(self.call(name, *args), [b"DQ_NOT_FOUND"])
+            else:
+                self.assertDqError("DQ_NOT_FOUND", self.call, name, *args, ro=name == "get")
+        self.assertEqual(sorted(self.redis("KEYS", "*")), before)
+        self.assertEqual(self.call("get", "mail.,order.", "secret", ro=True)[0], b"reserved")
+
+    # ---------------------------------------------------------- get / touch / release / bury / kick
+
+    def test_get(self):
+        self.add("g", body=b"[1, 2]", retries=3, delay=60000)
+        r = self.call("get", "", "g", ro=True)
+        self.assertEqual(r[:3], [b"delay", b"q", b"[1, 2]"])
+        self.assertEqual((r[4], r[5], r[6]), (b"60000", b"0", b"3"))
+        self.assertDqError("DQ_NOT_FOUND", self.call, "get", "", "none", ro=True)
+
+    def test_touch_release_bury_kick(self):
+        self.add("k", retries=1)
+        self.assertDqError("DQ_CONFLICT ready", self.call, "touch", "", "k")
+        self.assertDqError("DQ_CONFLICT ready", self.call, "release", "", "k", 0)
+        self.assertDqError("DQ_CONFLICT ready", self.call, "bury", "", "k")
+        self.pop("q")
+        deadline = int(self.job("k")["d"])
+        time.sleep(0.01)
+        self.assertGreater(self.call("touch", "", "k"), deadline)
+        self.assertEqual(self.call("release", "", "k", 50), b"delay")
+        self.assertEqual(self.job("k")["s"], "delay")
+        self.assertEqual(self.call("move", self.job("k")["k"], 100)[0], 0, "not due yet")
+        time.sleep(0.06)
+        self.assertEqual(self.call("move", self.job("k")["k"], 100)[0], 1)
+        self.pop("q")
+        # second delivery of a job with retries=1: a release now buries it
+        self.assertEqual(self.call("release", "", "k", 0), b"buried")
+        self.assertEqual(self.redis("ZRANGE", P + ":x:q", 0, -1), [b"k"])
+        self.assertEqual(self.call("kick", "q", 10), 1)
+        j = self.job("k")
+        self.assertEqual((j["s"], j["kb"]), ("ready", "2"))
+        self.assertEqual(self.call("kick", "q", 10), 0)
+        self.pop("q")
+        self.assertEqual(self.call("bury", "", "k"), b"ok")
+        self.assertEqual(self.stats("q")["buries"], 2)
+        self.assertEqual(self.stats("q")["kicked"], 1)
+
+    # ---------------------------------------------------------- move
+
+    def test_move_redelivers_and_buries(self):
+        self.add("m1", retries=0, ttr=1)
+        self.add("m2", ttr=1)
+        self.pop("q", count=2)
+        time.sleep(0.01)
+        moved = 0
+        for k in range(BUCKETS):
+            n, earliest, now = self.call("move", k, 100)
+            moved += n
+            self.assertGreater(now, 0)
+        self.assertEqual(moved, 2)
+        self.assertEqual(self.job("m1")["s"], "buried", "retries 0: one delivery only")
+        self.assertEqual(self.job("m2")["s"], "ready")
+        self.assertEqual(self.stats("q")["redelivered"], 1)
+        # The limit bounds one call; the earliest remaining due is returned.
+        # (The caller names each job's bucket: put them all in bucket 0.)
+        for i in range(5):
+            self.call("add", "", BUCKETS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0)
+        self.call("add", "", BUCKETS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0)
+        time.sleep(0.01)
+        n, earliest, now = self.call("move", 0, 3)
+        self.assertEqual(n, 3)
+        self.assertLessEqual(earliest, now, "two are still due")
+        n, earliest, now = self.call("move", 0, 3)
+        self.assertEqual((n, earliest), (2, int(self.job("later")["d"])))
+
+    # ---------------------------------------------------------- stats / sweep
+
+    def test_stats_pages(self):
+        for i in range(7):
+            self.add("s%d" % i, topic="t%d" % i)
+        r = self.call("stats", "", "", 3, ro=True)
+        totals = dict(zip(r[0][0::2], r[0][1::2]))
+        self.assertEqual(int(totals[b"ready"]), 7)
+        self.assertEqual((r[1], r[2]), (b"t2", 7))
+        self.assertEqual(r[3::2], [b"t0", b"t1", b"t2"])
+        r = self.call("stats", "", "t2", 3, ro=True)
+        self.assertEqual(r[3::2], [b"t3", b"t4", b"t5"])
+        r = self.call("stats", "", "t5", 3, ro=True)
+        self.assertEqual((r[1], r[3::2]), (None, [b"t6"]))
+        r = self.call("stats", "t3", "", 3, ro=True)
+        self.assertEqual(r[3], b"t3")
+
+    def test_sweep(self):
+        self.add("w1", topic="keep")
+        self.add("w2", topic="gone")
+        self.call("remove", "", "deleted", "w2")
+        self.assertEqual(self.call("sweep", 3600000, 10), 0, "not idle long enough")
+        self.assertEqual(self.call("sweep", 0, 10), 1)
+        self.assertEqual(self.redis("EXISTS", P + ":s:gone"), 0)
+        self.assertEqual(self.redis("ZRANGE", P + ":topics", 0, -1), [b"keep"])
+        self.assertEqual(self.redis("ZCARD", P + ":idle"), 0)
+        totals = dict(zip(*[iter(self.redis("HGETALL", P + ":totals"))] * 2))
+        self.assertEqual(int(totals[b"deleted"]), 1, "the totals keep counting")
+
+    # ---------------------------------------------------------- lock
+
+    def test_lock_shares_buckets(self):
+        a = self.call("lock", "maintain", "A", 5000, BUCKETS, 0)
+        self.assertEqual(sorted(a), list(range(BUCKETS)))
+        b = self.call("lock", "maintain", "B", 5000, BUCKETS, 0)
+        self.assertEqual(b, [], "A holds them all until it gives back")
+        a = self.call("lock", "maintain", "A", 5000, BUCKETS, 0)
+        self.assertEqual(len(a), BUCKETS // 2)
+        b = self.call("lock", "maintain", "B", 5000, BUCKETS, 0)
+        self.assertEqual(sorted(a + b), list(range(BUCKETS)))
+        self.assertEqual(self.call("lock", "release", "A", 5000, BUCKETS, 0), BUCKETS // 2)
+        self.assertDqError("DQ_BUCKETS", self.call, "lock", "maintain", "C", 5000, BUCKETS * 2, 0)
+
+    # ---------------------------------------------------------- a crash between calls
+
+    def test_kill9_between_calls(self):
+        """Redis killed with -9 under a stream of calls from several
+        connections that are cut off mid-call: after the restart (AOF,
+        appendfsync always) every call happened entirely or not at all."""
+        stop = threading.Event()
+        port = self.server.port
+        name = lambda f: "dq_%s_%s" % (self.version, f)  # noqa: E731
+
+        def client(k):
+            r = Resp(port, timeout=2)
+            i = 0
+            while not stop.is_set():
+                try:
+                    jid = "c%d-%d" % (k, i)
+                    r("FCALL", name("add"), 1, P, "", BUCKETS, 1, jid, "crash", "1", 5000, -1,
+                      (0, 1, 50)[i % 3], -1, i % BUCKETS)
+                    got = r("FCALL", name("pop"), 1, P, 2, "crash")
+                    for g in got[:1]:
+                        r("FCALL", name("remove"), 1, P, "", "finished", g[0])
+                    if i % 7 == 0:
+                        r("FCALL", name("move"), 1, P, i % BUCKETS, 100)
+                except (OSError, ConnectionError, RedisError):
+                    time.sleep(0.01)
+                i += 1
+            r.close()
+
+        ths = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        for th in ths:
+            th.start()
+        time.sleep(1.0)
+        pid = self.server.proc.pid
+        self.server.kill9()
+        self.assertFalse(pid_alive(pid))
+        stop.set()
+        for th in ths:
+            th.join(10)
+        self.server.start()
+        inv = invariants.check(self.server.resp(), prefix=P)
+        print("after kill -9: %d jobs, states %s" % (inv["jobs"], inv["states"]))
+        self.assertGreater(inv["jobs"] + sum(inv["stats"].get("crash", {}).values()), 0)
+        self.assertEqual(inv["problems"], [])
+
+
+if __name__ == "__main__":
+    main()
