@@ -26,7 +26,6 @@ Parts, one FIGURE line per figure (as bench/run.py prints them):
 import argparse
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -134,33 +133,9 @@ def part_storm(args):
     seconds = args.storm_seconds
     with dqtest.Deployment(workers=4, threads=32, n_timers=1) as c:
         stop = time.monotonic() + seconds
-        counts = {"sent": 0, "503": 0, "other": 0}
+        counts = {"sent": 0, "answered": 0, "503": 0}
         lock = threading.Lock()
         body = json.dumps({"topic": "storm", "timeout": 30}).encode()
-        req = (b"POST /pop HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
-
-        def impatient():
-            while time.monotonic() < stop:
-                s = socket.create_connection(("127.0.0.1", c.http_port))
-                s.settimeout(0.2)
-                data = b""
-                try:
-                    s.sendall(req)
-                    while True:
-                        chunk = s.recv(4096)
-                        if not chunk:
-                            break
-                        data += chunk
-                except (socket.timeout, OSError):
-                    pass
-                s.close()
-                with lock:
-                    counts["sent"] += 1
-                    if data.startswith(b"HTTP/1.1 503"):
-                        counts["503"] += 1
-                    elif data:
-                        counts["other"] += 1
 
         add_lat, recv_lat = [], []
         sent_at = {}
@@ -192,7 +167,9 @@ def part_storm(args):
                     recv_lat.append(now - sent_at.get(b["id"], now))
                     conn.request("POST", "/finish", json.dumps({"id": b["id"]}).encode())
 
-        ts = [threading.Thread(target=impatient) for _ in range(48)]
+        ts = [threading.Thread(target=dqtest.impatient_client,
+                               args=(c.http_port, "/pop", body, stop, counts, lock))
+              for _ in range(48)]
         ts += [threading.Thread(target=producer), threading.Thread(target=consumer)]
         for t in ts:
             t.start()

@@ -33,7 +33,7 @@ static pid_t spawn_worker(const dq_config *cfg, int listen_fd, const sigset_t *b
     pid_t pid = fork();
     if (pid != 0)
         return pid;
-    /* Worker: SIGTERM/SIGINT stay blocked; front_run_worker sigwaits them. */
+    /* Worker: SIGTERM/SIGINT stay blocked; worker_run sigwaits them. */
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive a master killed with -9 */
     signal(SIGCHLD, SIG_DFL);
     signal(SIGTERM, SIG_DFL);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* The decoded hash of one key of an object still open, for duplicates. */
 struct json_key {
     uint64_t hash;
@@ -179,17 +181,6 @@ static void push_key(scanner *s, uint64_t hash, size_t tok)
     d->nkeys++;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Value of the four hex digits at text[p..p+4), or -1. */
 static long hex4(const char *text, size_t p, size_t end)
 {
@@ -197,7 +188,7 @@ static long hex4(const char *text, size_t p, size_t end)
         return -1;
     long v = 0;
     for (size_t i = 0; i < 4; i++) {
-        int h = hexval(text[p + i]);
+        int h = util_hex_digit(text[p + i]);
         if (h < 0)
             return -1;
         v = v * 16 + h;

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util.h"
+
 #define URL_FIELD "field 'callback.url'"
 #define ALLOW_KEY "config key 'push_allow'"
 
@@ -33,11 +35,6 @@ static int is_hex(char c)
 static char to_lower(char c)
 {
     return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-}
-
-static int is_separator(char c)
-{
-    return c == ' ' || c == '\t' || c == ',';
 }
 
 /* ---------------------------------------------------------------- addresses */
@@ -459,17 +456,10 @@ dq_allow *guard_allow_parse(const char *spec, char *err, size_t errlen)
     dq_allow *a = calloc(1, sizeof *a);
     if (!a)
         abort();
-    const char *p = spec ? spec : "";
-    size_t pos = 0;
-    for (;;) {
-        while (is_separator(*p))
-            p++;
-        if (!*p)
-            break;
-        const char *start = p;
-        while (*p && !is_separator(*p))
-            p++;
-        if (parse_entry(a, start, (size_t)(p - start), ++pos, err, errlen) < 0) {
+    const char *p = spec ? spec : "", *word;
+    size_t pos = 0, len;
+    while (util_next_word(&p, &word, &len)) {
+        if (parse_entry(a, word, len, ++pos, err, errlen) < 0) {
             guard_allow_free(a);
             return NULL;
         }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* ------------------------------------------------------------------------ */
 /* The command table                                                         */
 /* ------------------------------------------------------------------------ */
@@ -651,17 +653,6 @@ static const parse_fn parsers[CMD_COUNT] = {
 /* Query strings (GET /get?id=X, GET /stats?topic=T)                         */
 /* ------------------------------------------------------------------------ */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decodes %XX and '+' in s[0..n) in place and NUL-terminates. Returns the
  * decoded length, or -1 on a malformed escape. */
 static long url_decode(char *s, size_t n)
@@ -671,7 +662,7 @@ static long url_decode(char *s, size_t n)
         if (s[i] == '%') {
             if (i + 2 >= n)
                 return -1;
-            int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+            int hi = util_hex_digit(s[i + 1]), lo = util_hex_digit(s[i + 2]);
             if (hi < 0 || lo < 0)
                 return -1;
             s[o++] = (char)(hi * 16 + lo);

@@ -21,13 +21,13 @@
 
 typedef struct {
     const dq_config *cfg;
-    dq_store *cmd; /* scripts */
+    dq_store *cmd; /* function calls */
     dq_store *sub; /* wake-up messages */
     char token[64]; /* owner of our bucket locks: timer_id, else random */
     int nbuckets;
     int *held;
     int64_t *next_due;   /* monotonic ms when each held bucket needs a move */
-    int64_t redis_offset; /* Redis ms minus monotonic ms, from the last script */
+    int64_t redis_offset; /* Redis ms minus monotonic ms, from the last move */
     int64_t last_maintained;
     char wake_channel[96];
 } timer_state;

@@ -1,6 +1,6 @@
 /* timer: the delayq-timer loop. Takes its fair share of the delay buckets
  * with leased Redis locks, moves due jobs to the ready queues with the move
- * script, and sleeps until the earliest due time of its buckets or until a
+ * function, and sleeps until the earliest due time of its buckets or until a
  * "<prefix>:wake" message announces an earlier one. No fixed tick: besides
  * moves, it only wakes to renew its locks (a third of the lease). */
 #ifndef DQ_TIMER_H

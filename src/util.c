@@ -1,4 +1,4 @@
-/* util: clocks, crc32, random hex. */
+/* util: clocks, crc32, random hex, hex digits, word lists. */
 #include "util.h"
 
 #include <stdlib.h>
@@ -40,4 +40,37 @@ void util_random_hex(char *out, size_t nbytes)
         out[2 * i + 1] = hex[raw[i] & 15];
     }
     out[2 * nbytes] = '\0';
+}
+
+int util_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static int is_separator(char c)
+{
+    return c == ' ' || c == '\t' || c == ',';
+}
+
+int util_next_word(const char **p, const char **word, size_t *len)
+{
+    const char *s = *p;
+    while (is_separator(*s))
+        s++;
+    if (!*s) {
+        *p = s;
+        return 0;
+    }
+    *word = s;
+    while (*s && !is_separator(*s))
+        s++;
+    *len = (size_t)(s - *word);
+    *p = s;
+    return 1;
 }

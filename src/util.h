@@ -1,4 +1,5 @@
-/* util: small helpers shared by both binaries: clocks, crc32, random hex. */
+/* util: small helpers shared by the binaries: clocks, crc32, random hex,
+ * hex digits, word lists. */
 #ifndef DQ_UTIL_H
 #define DQ_UTIL_H
 
@@ -12,5 +13,11 @@ int64_t util_mono_ms(void);
 uint32_t util_crc32(const char *s, size_t n);
 /* Writes 2*nbytes random hex characters and a NUL into out. */
 void util_random_hex(char *out, size_t nbytes);
+/* The value of a hex digit, or -1. */
+int util_hex_digit(char c);
+/* The next word of a list separated by spaces, tabs or commas (config
+ * values such as push_allow and push_secret): returns 1 with *word and *len
+ * and advances *p past it, or 0 at the end. */
+int util_next_word(const char **p, const char **word, size_t *len);
 
 #endif

@@ -11,6 +11,8 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
+#include "util.h"
+
 #define MAC_LEN 32 /* SHA-256 */
 #define SECRET_PREFIX "whsec_"
 /* The longest base64 text a WEBHOOK_KEY_MAX-byte key can have. */
@@ -45,11 +47,6 @@ size_t webhook_signature_size(const dq_webhook_keys *k)
 {
     /* n signatures, n - 1 spaces, one NUL */
     return k->n * (WEBHOOK_SIG_LEN + 1);
-}
-
-static int is_separator(char c)
-{
-    return c == ' ' || c == ',' || c == '\t';
 }
 
 /* Decodes the secret text s[0..n) into key. Returns 0, or -1 with err naming
@@ -98,23 +95,16 @@ dq_webhook_keys *webhook_keys_parse(const char *spec, char *err, size_t errlen)
     dq_webhook_keys *k = calloc(1, sizeof *k);
     if (!k)
         abort();
-    const char *p = spec ? spec : "";
-    size_t pos = 0;
-    for (;;) {
-        while (is_separator(*p))
-            p++;
-        if (!*p)
-            break;
-        const char *start = p;
-        while (*p && !is_separator(*p))
-            p++;
+    const char *p = spec ? spec : "", *start;
+    size_t pos = 0, len;
+    while (util_next_word(&p, &start, &len)) {
         pos++;
         if (k->n == WEBHOOK_KEYS_MAX) {
             snprintf(err, errlen, "at most %d webhook secrets", WEBHOOK_KEYS_MAX);
             goto fail;
         }
         webhook_key *key = &k->keys[k->n];
-        if (parse_secret(start, (size_t)(p - start), pos, key, err, errlen) < 0)
+        if (parse_secret(start, len, pos, key, err, errlen) < 0)
             goto fail;
         for (size_t i = 0; i < k->n; i++) {
             if (k->keys[i].len == key->len && CRYPTO_memcmp(k->keys[i].bytes, key->bytes, key->len) == 0) {

@@ -7,13 +7,15 @@ puts tests/ on PYTHONPATH; by hand: PYTHONPATH=tests python3 tests/...).
 - resp: a small RESP client to inspect Redis;
 - httpconn: keep-alive HTTP to nginx, and raw single requests;
 - procs: ports, log tails, children, signals by pid;
-- invariants: the consistency check of a deployment's Redis state.
+- invariants: the consistency check of a deployment's Redis state;
+- load: load shapes tests and benchmarks share.
 """
 
 from .deployment import (BUILD_DIR, KEEP, SANITIZED, SANITIZER_MARKS, SLOW, SRC_DIR, VALGRIND,
-                         Deployment, DeploymentError, DeploymentTestCase, flags, main,
+                         Deployment, DeploymentError, DeploymentTestCase, KeepOnFailure, flags, main,
                          require_build, stop_leftovers, stop_on_sigterm, unique)
 from .httpconn import Http, parse_body, raw_http
+from .load import impatient_client
 from .procs import children, free_port, kill_pid, pid_alive, stop_process, tail, wait_port_closed
 from .redis_server import RedisServer, RedisStartError
 from .resp import RedisError, Resp, raw_command, text

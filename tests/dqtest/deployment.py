@@ -498,13 +498,31 @@ class Deployment:
 # unittest glue
 # --------------------------------------------------------------------------
 
-class DeploymentTestCase(unittest.TestCase):
+class KeepOnFailure(unittest.TestCase):
+    """Notes when a test fails, so that fixtures shared by a class
+    (_class_failed) or a module (any_failed) are kept for inspection."""
+
+    _class_failed = False
+    any_failed = False
+
+    def run(self, result=None):
+        if result is None:
+            return super().run(result)
+        before = len(result.failures) + len(result.errors)
+        try:
+            return super().run(result)
+        finally:
+            if len(result.failures) + len(result.errors) > before:
+                type(self)._class_failed = True
+                KeepOnFailure.any_failed = True
+
+
+class DeploymentTestCase(KeepOnFailure):
     """One Deployment per TestCase class (setUpClass), kept for inspection
     when any test of the class failed."""
 
     DEPLOYMENT_KW = {}
     deployment = None
-    _class_failed = False
 
     @classmethod
     def make_deployment(cls):
@@ -521,16 +539,6 @@ class DeploymentTestCase(unittest.TestCase):
         if cls.deployment:
             d, cls.deployment = cls.deployment, None
             d.stop(failed=cls._class_failed)
-
-    def run(self, result=None):
-        if result is None:
-            return super().run(result)
-        before = len(result.failures) + len(result.errors)
-        try:
-            return super().run(result)
-        finally:
-            if len(result.failures) + len(result.errors) > before:
-                type(self)._class_failed = True
 
     # ---- helpers shared by the test modules
 

@@ -634,7 +634,7 @@ class Injector:
 
     def invariant_check(self, tag):
         try:
-            r = self.Resp(c.redis_port, timeout=30)
+            r = Resp(self.c.redis_port, timeout=30)
             try:
                 res = invariants.check(r)
             finally:

@@ -6,13 +6,12 @@ whose clients hang up cannot starve anyone.
 
 import json
 import os
-import socket
 import threading
 import time
 import unittest
 
 import dqtest
-from dqtest import DeploymentTestCase, SLOW, main, unique
+from dqtest import DeploymentTestCase, SLOW, impatient_client, main, unique
 
 # Bodies as raw JSON text, each sent inside a request as it stands.
 EXACT_BODIES = [
@@ -340,30 +339,8 @@ class Storm(DeploymentTestCase):
         seconds = 8
         stop = time.monotonic() + seconds
         body = json.dumps({"topic": t_storm, "timeout": 30}).encode()
-        req = (b"POST /pop HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
         counts = {"sent": 0, "answered": 0, "503": 0}
         lock = threading.Lock()
-
-        def impatient():
-            while time.monotonic() < stop:
-                s = socket.create_connection(("127.0.0.1", self.c.http_port))
-                s.settimeout(0.2)
-                data = b""
-                try:
-                    s.sendall(req)
-                    while True:
-                        chunk = s.recv(4096)
-                        if not chunk:
-                            break
-                        data += chunk
-                except (socket.timeout, OSError):
-                    pass
-                s.close()
-                with lock:
-                    counts["sent"] += 1
-                    counts["answered"] += bool(data)
-                    counts["503"] += data.startswith(b"HTTP/1.1 503")
 
         add_lat, recv_lat, sent_at, errors = [], [], {}, []
 
@@ -393,7 +370,9 @@ class Storm(DeploymentTestCase):
                     recv_lat.append(now - sent_at[r["id"]])
                     self.c.req("finish", conn=conn, id=r["id"])
 
-        ths = [threading.Thread(target=impatient) for _ in range(48)]
+        ths = [threading.Thread(target=impatient_client,
+                                args=(self.c.http_port, "/pop", body, stop, counts, lock))
+               for _ in range(48)]
         ths += [threading.Thread(target=producer), threading.Thread(target=consumer)]
         for th in ths:
             th.start()

@@ -24,7 +24,7 @@ import tempfile
 import time
 import unittest
 
-from dqtest import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http,
+from dqtest import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http, KeepOnFailure,
                     Resp, free_port, raw_http, tail)
 
 RUN = os.path.join(SRC_DIR, "scripts", "run")
@@ -266,16 +266,15 @@ def skip_reason():
     return None
 
 
-class RunTestCase(unittest.TestCase):
+class RunTestCase(KeepOnFailure):
     run_ = None
-    _failed = False
 
     @classmethod
     def setUpClass(cls):
         reason = skip_reason()
         if reason:
             raise unittest.SkipTest(reason)
-        cls._failed = False
+        cls._class_failed = False
         cls.run_ = Run()
         try:
             cls.run_.start()
@@ -287,17 +286,7 @@ class RunTestCase(unittest.TestCase):
     def tearDownClass(cls):
         if cls.run_:
             r, cls.run_ = cls.run_, None
-            r.stop(failed=cls._failed)
-
-    def run(self, result=None):
-        if result is None:
-            return super().run(result)
-        before = len(result.failures) + len(result.errors)
-        try:
-            return super().run(result)
-        finally:
-            if len(result.failures) + len(result.errors) > before:
-                type(self)._failed = True
+            r.stop(failed=cls._class_failed)
 
     def assertNoSanitizerReports(self):
         if SANITIZED:

@@ -31,7 +31,7 @@ import delayq
 from delayq import (BadRequest, Client, ClientError, Conflict, ConnectFailed, ConnectionLost,
                     Job, JobInfo, NotFound, Result, ServerError, Timeout, TooLarge, Unauthorized,
                     Unavailable, Worker)
-from dqtest import SLOW, Deployment, free_port, unique
+from dqtest import SLOW, Deployment, KeepOnFailure, free_port, unique
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT_DIR = os.path.dirname(HERE)
@@ -60,27 +60,15 @@ def tearDownModule():
     global DEPLOYMENT
     c, DEPLOYMENT = DEPLOYMENT, None
     if c is not None:
-        c.stop(failed=_FAILED[0])
+        c.stop(failed=KeepOnFailure.any_failed)
     shutil.rmtree(_TOKEN_DIR, ignore_errors=True)
 
 
-_FAILED = [False]
-
-
-class Base(unittest.TestCase):
+class Base(KeepOnFailure):
     def setUp(self):
         self.client = Client(URL, token=TOKEN, timeout=10)
         self.addCleanup(self.client.close)
 
-    def run(self, result=None):
-        if result is None:
-            return super().run(result)
-        before = len(result.failures) + len(result.errors)
-        try:
-            return super().run(result)
-        finally:
-            if len(result.failures) + len(result.errors) > before:
-                _FAILED[0] = True  # keep the cluster's dir and logs
 
     def assertGone(self, id):
         with self.assertRaises(NotFound):
