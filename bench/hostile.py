@@ -97,12 +97,14 @@ def part_rss(args):
                 conn.request("GET", "/metrics")
             conn.close()
 
-        threads = [threading.Thread(target=caller, args=(calls // 16,)) for _ in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        fig("rss.worker_after_kb", rss_kb(workers[0]), "kB")
+        for rnd in (1, 2, 3):
+            threads = [threading.Thread(target=caller, args=(calls // 16,)) for _ in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            # after 320, 640 and 960 calls: bounded means it stops growing
+            fig("rss.worker_after_%d_kb" % (calls * rnd), rss_kb(workers[0]), "kB")
 
 
 def part_stale(args):

@@ -955,6 +955,9 @@ def main():
     ap.add_argument("--json", help="write the figures as JSON here")
     ap.add_argument("--outdir", default=os.path.join(HERE, "out"), help="lateness samples go here")
     ap.add_argument("--keep", action="store_true", help="keep temp dirs")
+    ap.add_argument("--build", default=TOP,
+                    help="take delayq-fcgi and delayq-timer from this build dir (another "
+                         "checkout, to compare two versions in one run); default the top dir")
     ARGS = ap.parse_args()
     P = dict(QUICK if ARGS.quick else FULL)
     if ARGS.w7_base:
@@ -973,11 +976,11 @@ def main():
     BIN_DIR = tempfile.mkdtemp(prefix="delayq-bench-bin-")
     build = {}
     for b in ("delayq-fcgi", "delayq-timer"):
-        shutil.copy2(os.path.join(TOP, b), os.path.join(BIN_DIR, b))
+        shutil.copy2(os.path.join(ARGS.build, b), os.path.join(BIN_DIR, b))
         import hashlib
         with open(os.path.join(BIN_DIR, b), "rb") as f:
             build[b] = hashlib.sha256(f.read()).hexdigest()[:16]
-    git = subprocess.run(["git", "-C", TOP, "log", "-1", "--format=%h %ad %s", "--date=iso"],
+    git = subprocess.run(["git", "-C", ARGS.build, "log", "-1", "--format=%h %ad %s", "--date=iso"],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode().strip()
     build["git_head"] = git
     note("binaries: %s" % build)

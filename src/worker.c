@@ -1,4 +1,4 @@
-/* worker: the event loop, the request threads and parked long-polls of one
+/* worker: the request threads, connections and parked long-polls of one
  * delayq-fcgi worker process (see worker.h). */
 #define _GNU_SOURCE
 #include "worker.h"
@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -39,7 +40,8 @@
  * after this long rather than holding a thread. */
 #define IO_TIMEOUT_S 30
 #define LISTEN_TAG UINT64_MAX
-#define WAKE_TAG (UINT64_MAX - 1)
+#define WOKEN_TAG (UINT64_MAX - 1)
+#define DEADLINE_TAG (UINT64_MAX - 2)
 
 typedef enum { C_FREE, C_IDLE, C_QUEUED, C_RUNNING, C_PARKED } conn_state;
 
@@ -68,30 +70,46 @@ typedef struct {
     dq_buf out;
 } thread_state;
 
+/* Every request thread waits in epoll_wait on the same epoll set and takes
+ * one event at a time: a readable connection (a new request, or nginx
+ * closing it), the listening socket, a parked long-poll woken (the woken
+ * queue and its eventfd), or the earliest parked deadline (a timerfd).
+ * Every fd is armed for one event (EPOLLONESHOT), so one thread handles it
+ * and re-arms it when done: the thread the kernel wakes serves the request
+ * itself, with no hand-off between threads. */
 static struct {
     const dq_config *cfg;
     dq_auth *auth;
-    int listen_fd, ep, evfd;
+    int listen_fd, ep, woken_fd, deadline_fd;
     pthread_mutex_t lock; /* everything below, and every conn's state */
-    pthread_cond_t work;
     conn **slots;
     uint32_t nslots, maxslots;
     uint32_t *free_slots;
     uint32_t nfree;
     uint32_t open;     /* connections open */
     uint32_t requests; /* requests in progress: queued, running or parked */
-    conn *qhead, *qtail;
-    int listening; /* the listening socket is armed in epoll */
-} W = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
-
-static void poke_loop(void)
-{
-    uint64_t one = 1;
-    if (write(W.evfd, &one, sizeof one) < 0 && errno != EAGAIN)
-        log_warn("event loop wake-up failed: %s", strerror(errno));
-}
+    conn *qhead, *qtail; /* parked long-polls woken, waiting for a thread */
+    int listening;       /* the listening socket is armed (not full, not stopping) */
+    pthread_mutex_t deadline_lock; /* orders setting the timerfd */
+} W = {.lock = PTHREAD_MUTEX_INITIALIZER, .deadline_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void on_woken(notify_waiter *w);
+
+/* Arms fd in epoll for one event tagged tag (ADD or MOD as told). */
+static void arm_fd(int op, int fd, uint32_t events, uint64_t tag)
+{
+    struct epoll_event ev = {events | EPOLLONESHOT, {.u64 = tag}};
+    if (epoll_ctl(W.ep, op, fd, &ev) < 0)
+        log_warn("epoll_ctl(%d): %s", fd, strerror(errno));
+}
+
+/* The listening socket, armed again while there is room. Lock held. */
+static void listen_again(void)
+{
+    W.listening = W.open < W.maxslots && !notify_stopping();
+    if (W.listening)
+        arm_fd(EPOLL_CTL_MOD, W.listen_fd, EPOLLIN, LISTEN_TAG);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Slots                                                                     */
@@ -130,13 +148,11 @@ static uint64_t tag_of(const conn *c)
     return ((uint64_t)c->gen << 32) | c->slot;
 }
 
-/* Arms the connection's fd in epoll for one event. Called only by the
- * thread that owns the connection (its fd cannot be closed meanwhile). */
-static void arm(conn *c, uint32_t events)
+/* Arms the connection's fd for its next event. Called only by the thread
+ * that owns the connection (its fd cannot be closed meanwhile). */
+static void arm(conn *c)
 {
-    struct epoll_event ev = {events | EPOLLONESHOT, {.u64 = tag_of(c)}};
-    if (epoll_ctl(W.ep, EPOLL_CTL_MOD, fcgi_conn_fd(c->fc), &ev) < 0)
-        log_warn("epoll_ctl: %s", strerror(errno));
+    arm_fd(EPOLL_CTL_MOD, fcgi_conn_fd(c->fc), EPOLLIN | EPOLLRDHUP, tag_of(c));
 }
 
 /* Closes the connection and frees its slot; its request, if any, ends. */
@@ -153,19 +169,23 @@ static void conn_close(conn *c)
     c->state = C_FREE;
     c->gen++;
     W.free_slots[W.nfree++] = c->slot;
-    int was_full = W.open-- == W.maxslots;
+    W.open--;
+    if (!W.listening)
+        listen_again(); /* below max_connections again */
     pthread_mutex_unlock(&W.lock);
-    if (was_full)
-        poke_loop(); /* below the limit again: accept once more */
 }
 
 /* ------------------------------------------------------------------------ */
-/* The queue of connections with work                                        */
+/* Woken long-polls and deadlines                                            */
 /* ------------------------------------------------------------------------ */
 
-/* Lock held. */
-static void enqueue(conn *c)
+/* notify's callback: a parked long-poll was woken (job, deadline, stop).
+ * It joins the woken queue; the eventfd (a semaphore) lets one thread take
+ * one entry. */
+static void on_woken(notify_waiter *w)
 {
+    conn *c = w->owner;
+    pthread_mutex_lock(&W.lock);
     c->state = C_QUEUED;
     c->qnext = NULL;
     if (W.qtail)
@@ -173,30 +193,57 @@ static void enqueue(conn *c)
     else
         W.qhead = c;
     W.qtail = c;
-    pthread_cond_signal(&W.work);
+    pthread_mutex_unlock(&W.lock);
+    uint64_t one = 1;
+    if (write(W.woken_fd, &one, sizeof one) < 0)
+        log_warn("eventfd: %s", strerror(errno));
 }
 
-static conn *dequeue(void)
+static conn *take_woken(void)
 {
+    uint64_t v;
+    if (read(W.woken_fd, &v, sizeof v) < 0)
+        return NULL; /* another thread took it */
     pthread_mutex_lock(&W.lock);
-    while (!W.qhead)
-        pthread_cond_wait(&W.work, &W.lock);
     conn *c = W.qhead;
-    W.qhead = c->qnext;
-    if (!W.qhead)
-        W.qtail = NULL;
-    c->state = C_RUNNING;
+    if (c) {
+        W.qhead = c->qnext;
+        if (!W.qhead)
+            W.qtail = NULL;
+        c->state = C_RUNNING;
+    }
     pthread_mutex_unlock(&W.lock);
     return c;
 }
 
-/* notify's callback: a parked long-poll was woken (job, deadline, stop). */
-static void on_woken(notify_waiter *w)
+/* Sets the deadline timerfd to notify's earliest parked deadline. */
+static void set_deadline(int64_t next)
 {
-    conn *c = w->owner;
-    pthread_mutex_lock(&W.lock);
-    enqueue(c);
-    pthread_mutex_unlock(&W.lock);
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (next >= 0) {
+        /* 0 would disarm it: a deadline already due fires in 1 ns. */
+        its.it_value.tv_sec = next / 1000;
+        its.it_value.tv_nsec = (long)(next % 1000) * 1000000 + 1;
+    }
+    if (timerfd_settime(W.deadline_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+        log_warn("timerfd_settime: %s", strerror(errno));
+}
+
+/* notify's hook: a parked long-poll's deadline became the earliest. */
+static void deadline_moved(void)
+{
+    pthread_mutex_lock(&W.deadline_lock);
+    set_deadline(notify_expire(util_mono_ms()));
+    pthread_mutex_unlock(&W.deadline_lock);
+}
+
+static void on_deadline(void)
+{
+    uint64_t v;
+    if (read(W.deadline_fd, &v, sizeof v) < 0 && errno != EAGAIN)
+        log_warn("timerfd: %s", strerror(errno));
+    deadline_moved(); /* wakes the due ones, sets the next */
+    arm_fd(EPOLL_CTL_MOD, W.deadline_fd, EPOLLIN, DEADLINE_TAG);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -210,8 +257,8 @@ static void request_done(void)
     pthread_mutex_unlock(&W.lock);
 }
 
-/* Answers, ends the request, and hands the connection back to the loop
- * (kept alive) or closes it. */
+/* Answers, ends the request, and keeps the connection for the next one
+ * (armed again) or closes it. */
 static void finish(thread_state *t, conn *c, dq_command cmd, dq_status st, int is_text)
 {
     fcgi_respond(c->fc, st, is_text, &t->out);
@@ -232,7 +279,7 @@ static void finish(thread_state *t, conn *c, dq_command cmd, dq_status st, int i
     pthread_mutex_lock(&W.lock);
     c->state = C_IDLE;
     pthread_mutex_unlock(&W.lock);
-    arm(c, EPOLLIN | EPOLLRDHUP);
+    arm(c);
 }
 
 static void park(conn *c, uint64_t gen)
@@ -241,7 +288,7 @@ static void park(conn *c, uint64_t gen)
     c->state = C_PARKED;
     pthread_mutex_unlock(&W.lock);
     /* Armed before it is parked: once parked, another thread may run it. */
-    arm(c, EPOLLIN | EPOLLRDHUP);
+    arm(c);
     notify_park(&c->w, c->req.topics, c->req.ntopics, gen, c->started_ms + c->req.timeout_ms,
                 !c->parked_before);
     c->parked_before = 1;
@@ -287,6 +334,7 @@ static int read_request(thread_state *t, conn *c)
     return 0;
 }
 
+/* Runs the request on c: a new one, or a parked long-poll woken. */
 static void serve(thread_state *t, conn *c)
 {
     if (c->gone) { /* its client left while it was parked */
@@ -316,29 +364,9 @@ static void serve(thread_state *t, conn *c)
     finish(t, c, c->req.cmd, res.status, res.is_text);
 }
 
-static void *thread_main(void *arg)
-{
-    thread_state *t = arg;
-    for (;;)
-        serve(t, dequeue());
-    return NULL;
-}
-
 /* ------------------------------------------------------------------------ */
-/* The event loop                                                            */
+/* Events                                                                    */
 /* ------------------------------------------------------------------------ */
-
-static void set_listening(int on)
-{
-    if (W.listening == on)
-        return;
-    struct epoll_event ev = {on ? EPOLLIN | EPOLLEXCLUSIVE : 0, {.u64 = LISTEN_TAG}};
-    /* EPOLLEXCLUSIVE cannot be changed with MOD: delete and add again. */
-    epoll_ctl(W.ep, EPOLL_CTL_DEL, W.listen_fd, NULL);
-    if (on && epoll_ctl(W.ep, EPOLL_CTL_ADD, W.listen_fd, &ev) < 0)
-        log_warn("epoll_ctl(listen): %s", strerror(errno));
-    W.listening = on;
-}
 
 static void accept_connections(void)
 {
@@ -348,7 +376,7 @@ static void accept_connections(void)
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
                 errno != ECONNABORTED)
                 log_warn("accept: %s", strerror(errno));
-            return;
+            break;
         }
         struct timeval tv = {IO_TIMEOUT_S, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -359,106 +387,82 @@ static void accept_connections(void)
         pthread_mutex_unlock(&W.lock);
         if (!c) { /* cannot happen: the listener is off while full */
             close(fd);
-            set_listening(0);
-            return;
-        }
-        struct epoll_event ev = {EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, {.u64 = tag_of(c)}};
-        if (epoll_ctl(W.ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            log_warn("epoll_ctl(add): %s", strerror(errno));
-            conn_close(c);
+            full = 1;
+        } else {
+            arm_fd(EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, tag_of(c));
         }
         if (full) {
-            log_warn("max_connections (%d) open in this worker: accepting no more until one "
-                     "closes", W.cfg->max_connections);
-            set_listening(0);
-            return;
+            log_warn("max_connections (%u) open in this worker: accepting no more until one "
+                     "closes", W.maxslots);
+            break;
         }
     }
+    pthread_mutex_lock(&W.lock);
+    listen_again();
+    pthread_mutex_unlock(&W.lock);
 }
 
-/* A connection the loop holds became readable (or closed). */
-static void on_conn_event(uint64_t tag)
+/* A connection became readable (or closed): the connection this thread
+ * will serve, or NULL. */
+static conn *on_conn_event(uint64_t tag)
 {
     uint32_t slot = (uint32_t)tag, gen = (uint32_t)(tag >> 32);
     pthread_mutex_lock(&W.lock);
     conn *c = slot < W.nslots ? W.slots[slot] : NULL;
     if (!c || c->gen != gen) {
         pthread_mutex_unlock(&W.lock);
-        return; /* closed since */
+        return NULL; /* closed since */
     }
     if (c->state == C_IDLE) {
-        enqueue(c); /* the next request, or nginx closing it: a thread finds out */
+        c->state = C_RUNNING; /* the next request, or nginx closing it */
         pthread_mutex_unlock(&W.lock);
-        return;
+        return c;
     }
     int parked = c->state == C_PARKED;
     pthread_mutex_unlock(&W.lock);
     /* A parked long-poll's connection closed: its client left. Whoever
      * takes it out of notify owns it (a wake-up may have come first). */
     if (parked && notify_cancel(&c->w)) {
-        pthread_mutex_lock(&W.lock);
         c->gone = 1;
-        enqueue(c);
-        pthread_mutex_unlock(&W.lock);
-    }
-}
-
-/* Closes idle connections at shutdown. */
-static void close_idle(void)
-{
-    for (uint32_t i = 0;; i++) {
         pthread_mutex_lock(&W.lock);
-        if (i >= W.nslots) {
-            pthread_mutex_unlock(&W.lock);
-            return;
-        }
-        conn *c = W.slots[i];
-        int idle = c->state == C_IDLE;
-        if (idle)
-            c->state = C_RUNNING; /* ours now: no thread will take it */
+        c->state = C_RUNNING;
         pthread_mutex_unlock(&W.lock);
-        if (idle)
-            conn_close(c);
+        return c;
     }
+    return NULL;
 }
 
-static void *loop_main(void *arg)
+static void *thread_main(void *arg)
 {
-    (void)arg;
-    struct epoll_event events[256];
-    int64_t next_deadline = -1;
+    thread_state *t = arg;
     for (;;) {
-        int timeout = -1;
-        if (next_deadline >= 0) {
-            int64_t d = next_deadline - util_mono_ms();
-            timeout = d < 0 ? 0 : (int)d;
+        struct epoll_event ev;
+        int n = epoll_wait(W.ep, &ev, 1, -1);
+        if (n < 0) {
+            if (errno != EINTR)
+                log_warn("epoll_wait: %s", strerror(errno));
+            continue;
         }
-        int n = epoll_wait(W.ep, events, 256, timeout);
-        if (n < 0 && errno != EINTR)
-            log_warn("epoll_wait: %s", strerror(errno));
-        for (int i = 0; i < n; i++) {
-            uint64_t tag = events[i].data.u64;
-            if (tag == LISTEN_TAG) {
-                accept_connections();
-            } else if (tag == WAKE_TAG) {
-                uint64_t v;
-                if (read(W.evfd, &v, sizeof v) < 0 && errno != EAGAIN)
-                    log_warn("eventfd: %s", strerror(errno));
-            } else {
-                on_conn_event(tag);
-            }
+        if (n == 0)
+            continue;
+        conn *c = NULL;
+        switch (ev.data.u64) {
+        case LISTEN_TAG:
+            accept_connections();
+            break;
+        case WOKEN_TAG:
+            c = take_woken();
+            arm_fd(EPOLL_CTL_MOD, W.woken_fd, EPOLLIN, WOKEN_TAG);
+            break;
+        case DEADLINE_TAG:
+            on_deadline();
+            break;
+        default:
+            c = on_conn_event(ev.data.u64);
+            break;
         }
-        next_deadline = notify_expire(util_mono_ms());
-        if (notify_stopping()) {
-            set_listening(0);
-            close_idle();
-        } else {
-            pthread_mutex_lock(&W.lock);
-            int room = W.open < W.maxslots;
-            pthread_mutex_unlock(&W.lock);
-            if (room)
-                set_listening(1);
-        }
+        if (c)
+            serve(t, c);
     }
     return NULL;
 }
@@ -488,9 +492,9 @@ static uint32_t connection_limit(const dq_config *cfg)
 
 static int start_threads(const dq_config *cfg)
 {
-    pthread_t tid;
     for (int i = 0; i < cfg->threads; i++) {
         thread_state *t = calloc(1, sizeof *t);
+        pthread_t tid;
         if (!t)
             return -1;
         t->h.cfg = cfg;
@@ -502,16 +506,52 @@ static int start_threads(const dq_config *cfg)
             return -1;
         pthread_detach(tid);
     }
-    if (pthread_create(&tid, NULL, loop_main, NULL) != 0)
-        return -1;
-    pthread_detach(tid);
     return 0;
+}
+
+/* The epoll set with the listening socket, the woken queue's eventfd and
+ * the deadline timerfd in it. Returns 0 or -1. */
+static int setup_events(int listen_fd)
+{
+    W.listen_fd = listen_fd;
+    /* The socket is shared by every worker: a wake-up that finds another
+     * worker took the connection must not block in accept. */
+    fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
+    W.ep = epoll_create1(EPOLL_CLOEXEC);
+    W.woken_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC | EFD_SEMAPHORE);
+    W.deadline_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (W.ep < 0 || W.woken_fd < 0 || W.deadline_fd < 0)
+        return -1;
+    arm_fd(EPOLL_CTL_ADD, W.woken_fd, EPOLLIN, WOKEN_TAG);
+    arm_fd(EPOLL_CTL_ADD, W.deadline_fd, EPOLLIN, DEADLINE_TAG);
+    arm_fd(EPOLL_CTL_ADD, W.listen_fd, EPOLLIN, LISTEN_TAG);
+    W.listening = 1;
+    return 0;
+}
+
+/* Closes the idle connections at shutdown: nothing will come on them that
+ * a stopping worker wants to serve. */
+static void close_idle(void)
+{
+    for (uint32_t i = 0;; i++) {
+        pthread_mutex_lock(&W.lock);
+        if (i >= W.nslots) {
+            pthread_mutex_unlock(&W.lock);
+            return;
+        }
+        conn *c = W.slots[i];
+        int idle = c->state == C_IDLE;
+        if (idle)
+            c->state = C_RUNNING; /* ours now: no thread will take it */
+        pthread_mutex_unlock(&W.lock);
+        if (idle)
+            conn_close(c);
+    }
 }
 
 int worker_run(const dq_config *cfg, int listen_fd)
 {
     W.cfg = cfg;
-    W.listen_fd = listen_fd;
     if (cfg->auth_file[0]) {
         char err[512];
         W.auth = auth_load(cfg->auth_file, err, sizeof err);
@@ -528,23 +568,15 @@ int worker_run(const dq_config *cfg, int listen_fd)
     W.maxslots = connection_limit(cfg);
     W.slots = calloc(W.maxslots, sizeof *W.slots);
     W.free_slots = calloc(W.maxslots, sizeof *W.free_slots);
-    /* The socket is shared by every worker: a wake-up that finds another
-     * worker took the connection must not block in accept. */
-    fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
-    W.ep = epoll_create1(EPOLL_CLOEXEC);
-    W.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event ev = {EPOLLIN, {.u64 = WAKE_TAG}};
-    if (!W.slots || !W.free_slots || W.ep < 0 || W.evfd < 0 ||
-        epoll_ctl(W.ep, EPOLL_CTL_ADD, W.evfd, &ev) < 0) {
-        log_error("cannot set up the event loop: %s", strerror(errno));
+    if (!W.slots || !W.free_slots || setup_events(listen_fd) < 0) {
+        log_error("cannot set up the worker's events: %s", strerror(errno));
         return 1;
     }
-    notify_init(poke_loop);
+    notify_init(deadline_moved);
     if (ready_sub_start(cfg) < 0 || start_threads(cfg) < 0) {
         log_error("cannot start the worker's threads");
         return 1;
     }
-    poke_loop(); /* the loop arms the listening socket */
 
     sigset_t set;
     sigemptyset(&set);
@@ -557,9 +589,13 @@ int worker_run(const dq_config *cfg, int listen_fd)
      * requests in progress finish, idle connections close. notify's flag
      * is the worker's one stop flag. */
     notify_shutdown();
-    poke_loop();
+    pthread_mutex_lock(&W.lock);
+    epoll_ctl(W.ep, EPOLL_CTL_DEL, W.listen_fd, NULL);
+    W.listening = 0;
+    pthread_mutex_unlock(&W.lock);
     int64_t give_up = util_mono_ms() + (int64_t)cfg->redis_timeout_ms + 5000;
     for (;;) {
+        close_idle();
         pthread_mutex_lock(&W.lock);
         uint32_t left = W.requests;
         pthread_mutex_unlock(&W.lock);
