@@ -1,10 +1,11 @@
-/* worker: one delayq-fcgi worker process. An event loop thread owns the
- * listening socket and every connection that waits: idle kept-alive
- * connections and parked long-polls. `threads` request threads, each with
- * its own Redis connection, take connections that have work (a new request,
- * or a parked long-poll woken by a ready job or its deadline) from a queue,
- * so threads serve only requests that have work, and a waiting long-poll or
- * an idle connection costs a few hundred bytes, not a thread. */
+/* worker: one delayq-fcgi worker process. Its `threads` request threads,
+ * each with its own Redis connection, wait together on one epoll set that
+ * holds the listening socket and every connection: a thread woken by a
+ * connection with a new request serves it, and goes back to waiting. A
+ * long-poll that finds no job is parked (its connection armed in the set,
+ * its wait in notify), so threads serve only requests that have work, and a
+ * waiting long-poll or an idle kept-alive connection costs a few hundred
+ * bytes, not a thread. */
 #ifndef DQ_WORKER_H
 #define DQ_WORKER_H
 
