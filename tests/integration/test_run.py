@@ -251,6 +251,8 @@ class Run:
         found = []
         for d in (self.path("log"), self.path("nginx")):
             for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                if not os.path.isfile(os.path.join(d, f)):
+                    continue  # nginx's temp/ directories
                 with open(os.path.join(d, f), "rb") as fh:
                     if any(m in fh.read() for m in SANITIZER_MARKS):
                         found.append(f)
