@@ -1,5 +1,6 @@
 /* config: the table of keys and the three sources that set them. */
 #include "config.h"
+#include "util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -35,8 +36,16 @@ static const key_spec keys[] = {
     INT_KEY(redis_db, "0", 0, 1000),
     INT_KEY(redis_connect_timeout_ms, "500", 1, 60000),
     INT_KEY(redis_timeout_ms, "2000", 1, 60000),
+    STR_KEY(redis_cluster, ""),
+    STR_KEY(redis_sentinels, ""),
+    STR_KEY(redis_sentinel_master, ""),
+    STR_KEY(redis_sentinel_username, ""),
+    STR_KEY(redis_sentinel_password, ""),
+    INT_KEY(redis_wait_replicas, "0", 0, 64),
+    INT_KEY(redis_wait_timeout_ms, "1000", 1, 60000),
     STR_KEY(prefix, "dq"),
     INT_KEY(buckets, "16", 1, 4096),
+    INT_KEY(shards, "1", 1, 1024),
     INT_KEY(max_body, "65536", 1, 16 * 1024 * 1024),
     INT_KEY(max_request, "1048576", 1024, 64 * 1024 * 1024),
     INT_KEY(default_ttr, "60", 1, 86400),
@@ -95,6 +104,97 @@ static int check_string(const key_spec *k, const char *value, char *err, size_t 
     }
     if (strcmp(k->name, "listen") == 0 && value[0] == '\0') {
         snprintf(err, errlen, "config key 'listen': must be host:port, :port or a socket path");
+        return -1;
+    }
+    if (strcmp(k->name, "redis_cluster") == 0 || strcmp(k->name, "redis_sentinels") == 0) {
+        dq_addr addrs[CONFIG_MAX_ADDRS];
+        if (config_addr_list(k->name, value, addrs, CONFIG_MAX_ADDRS, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* "host:port" or "[v6]:port" of n bytes into a. Returns 0 or -1. */
+static int parse_addr(const char *s, size_t n, dq_addr *a)
+{
+    const char *colon = NULL;
+    size_t hlen;
+    const char *host = s;
+    if (n > 0 && s[0] == '[') {
+        const char *close = memchr(s, ']', n);
+        if (!close || close + 1 >= s + n || close[1] != ':')
+            return -1;
+        host = s + 1;
+        hlen = (size_t)(close - host);
+        colon = close + 1;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (s[i] == ':')
+                colon = s + i;
+        if (!colon)
+            return -1;
+        hlen = (size_t)(colon - s);
+    }
+    if (hlen == 0 || hlen >= sizeof a->host)
+        return -1;
+    for (size_t i = 0; i < hlen; i++) {
+        if (!isalnum((unsigned char)host[i]) && !strchr(".-_:", host[i]))
+            return -1;
+    }
+    size_t plen = (size_t)(s + n - colon - 1);
+    if (plen == 0 || plen > 5)
+        return -1;
+    long port = 0;
+    for (size_t i = 0; i < plen; i++) {
+        if (!isdigit((unsigned char)colon[1 + i]))
+            return -1;
+        port = port * 10 + (colon[1 + i] - '0');
+    }
+    if (port < 1 || port > 65535)
+        return -1;
+    memcpy(a->host, host, hlen);
+    a->host[hlen] = '\0';
+    a->port = (int)port;
+    return 0;
+}
+
+int config_addr_list(const char *key, const char *value, dq_addr *out, int max, char *err,
+                     size_t errlen)
+{
+    int n = 0;
+    const char *p = value, *word;
+    size_t len;
+    while (util_next_word(&p, &word, &len)) {
+        if (n == max) {
+            snprintf(err, errlen, "config key '%s': at most %d addresses", key, max);
+            return -1;
+        }
+        if (parse_addr(word, len, &out[n]) < 0) {
+            snprintf(err, errlen, "config key '%s': '%.*s' is not host:port (or [ipv6]:port)", key,
+                     (int)(len > 80 ? 80 : len), word);
+            return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* Rules between keys, checked once all sources are read. */
+static int check_together(const dq_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->redis_cluster[0] && cfg->redis_sentinels[0]) {
+        snprintf(err, errlen, "config keys 'redis_cluster' and 'redis_sentinels' cannot both be "
+                              "set: delayq talks to a Redis Cluster or to a Sentinel-watched primary");
+        return -1;
+    }
+    if (cfg->redis_sentinels[0] && !cfg->redis_sentinel_master[0]) {
+        snprintf(err, errlen, "config key 'redis_sentinel_master' is required with "
+                              "'redis_sentinels' (the name the sentinels monitor)");
+        return -1;
+    }
+    if (cfg->redis_cluster[0] && cfg->redis_db != 0) {
+        snprintf(err, errlen, "config key 'redis_db' must be 0 with 'redis_cluster' (a Redis "
+                              "Cluster has one database)");
         return -1;
     }
     return 0;
@@ -235,5 +335,5 @@ int config_init(dq_config *cfg, int argc, char **argv, char *err, size_t errlen)
         if (config_set(cfg, key, eq + 1, err, errlen) < 0)
             return -1;
     }
-    return 0;
+    return check_together(cfg, err, errlen);
 }

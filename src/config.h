@@ -20,8 +20,16 @@ typedef struct {
     int redis_db;
     int redis_connect_timeout_ms;
     int redis_timeout_ms;
+    char redis_cluster[1024];
+    char redis_sentinels[1024];
+    char redis_sentinel_master[128];
+    char redis_sentinel_username[128];
+    char redis_sentinel_password[256];
+    int redis_wait_replicas;
+    int redis_wait_timeout_ms;
     char prefix[64];
     int buckets;
+    int shards;
     int max_body;
     int max_request;
     int default_ttr;
@@ -33,6 +41,19 @@ typedef struct {
     char log_level[16];
     char auth_file[256];
 } dq_config;
+
+#define CONFIG_MAX_ADDRS 16
+
+/* A host and port from redis_cluster or redis_sentinels. */
+typedef struct {
+    char host[256];
+    int port;
+} dq_addr;
+
+/* Parses "host:port,host:port" (also "[ipv6]:port"; commas or spaces) into
+ * out. Returns how many, or -1 with err naming key and the bad entry. */
+int config_addr_list(const char *key, const char *value, dq_addr *out, int max, char *err,
+                     size_t errlen);
 
 /* Fills cfg with the defaults. */
 void config_defaults(dq_config *cfg);

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "fcgi_front.h"
 #include "log.h"
+#include "store_ops.h"
 #include "metrics.h"
 #include "worker.h"
 
@@ -42,6 +43,17 @@ static pid_t spawn_worker(const dq_config *cfg, int listen_fd, const sigset_t *b
     exit(worker_run(cfg, listen_fd));
 }
 
+/* A process laid out unlike its deployment (buckets, shards) would put
+ * jobs where no other process looks: it does not start. */
+static int layout_refused(const dq_config *cfg)
+{
+    char why[512];
+    if (store_layout_check(cfg, why, sizeof why) != DQ_MISCONFIGURED)
+        return 0; /* fine, or Redis is not there yet: the functions check on use */
+    log_error("%s; not starting", why);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     static dq_config cfg;
@@ -65,6 +77,8 @@ int main(int argc, char **argv)
         }
         auth_free(auth);
     }
+    if (layout_refused(&cfg))
+        return 1;
     if (cfg.listen[0] == '/')
         unlink(cfg.listen); /* a stale socket of an earlier run */
     int listen_fd = fcgi_listen(&cfg);

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
+#include "shard_pop.h"
 #include "store_ops.h"
 #include "util.h"
 
@@ -53,9 +54,68 @@ static const char *ids_word(const call_ctx *c)
 /* add                                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* The first job whose `at` is more than ten years ahead, or -1. Checked
+ * against this host's clock: years of slack make its drift irrelevant. */
+static long at_out_of_range(const dq_request *req)
+{
+    int64_t limit = util_wall_ms() + DQ_DELAY_MAX_MS;
+    for (size_t i = 0; i < req->njobs; i++) {
+        if (req->jobs[i].at_ms > limit)
+            return (long)i;
+    }
+    return -1;
+}
+
+/* A split call (jobs or ids over several shards) answers per item when
+ * some shard's call worked; when none did, the request failed as a whole. */
+static int partly_done(const store_item *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].status != DQ_UNAVAILABLE && items[i].status != DQ_TIMEOUT &&
+            items[i].status != DQ_INTERNAL)
+            return 1;
+    }
+    return 0;
+}
+
+/* The result entry of an item whose shard's call failed. */
+static void item_failure(dq_buf *out, size_t i, const char *id, dq_status st, const char *done)
+{
+    char msg[128];
+    if (st == DQ_TIMEOUT)
+        snprintf(msg, sizeof msg, "Redis did not answer in time; it may or may not have been %s",
+                 done);
+    else if (st == DQ_UNAVAILABLE)
+        snprintf(msg, sizeof msg, "Redis is unreachable for this id's shard; it was not %s", done);
+    else
+        snprintf(msg, sizeof msg, "internal error; see the delayq-fcgi log");
+    reply_result_error(out, i, id, st == DQ_TIMEOUT || st == DQ_UNAVAILABLE ? st : DQ_INTERNAL,
+                       msg);
+}
+
+static dq_response misconfigured(call_ctx *c, const store_error *err)
+{
+    log_error("config keys 'buckets' (%d) and 'shards' (%d) differ from the layout this "
+              "deployment's Redis records (%s); refusing to add",
+              c->h->cfg->buckets, c->h->cfg->shards, err->detail);
+    return answer(reply_errorf(c->out, DQ_INTERNAL,
+                               "server misconfigured: 'buckets' or 'shards' differs from the "
+                               "values this deployment was started with; see the delayq-fcgi "
+                               "log"));
+}
+
 static dq_response handle_add(call_ctx *c)
 {
     const dq_request *req = c->req;
+    long late = at_out_of_range(req);
+    if (late >= 0) {
+        if (req->batch)
+            return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                       "field 'jobs[%ld].at' must be at most ten years from now",
+                                       late));
+        return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'at' must be at most ten years from now"));
+    }
     char (*generated)[2 * GENERATED_ID_BYTES + 1] = calloc(req->njobs, sizeof *generated);
     const char **ids = calloc(req->njobs, sizeof *ids);
     store_item *items = calloc(req->njobs, sizeof *items);
@@ -69,23 +129,11 @@ static dq_response handle_add(call_ctx *c)
         }
     }
     store_error err;
-    int buckets = c->h->cfg->buckets;
-    dq_status st = store_add(c->h->store, c->allow, buckets, req->jobs, ids, req->njobs, items, &err);
+    dq_status st = store_add(c->h->store, c->allow, req->jobs, ids, req->njobs, items, &err);
     dq_response res = answer(DQ_OK);
-    if (st == DQ_BAD_REQUEST) {
-        if (req->batch)
-            res = answer(reply_errorf(c->out, st, "field 'jobs[%ld].at' must be at most ten years "
-                                                  "from now", err.index));
-        else
-            res = answer(reply_errorf(c->out, st, "field 'at' must be at most ten years from now"));
-    } else if (st == DQ_MISCONFIGURED) {
-        log_error("config key 'buckets' (%d) differs from the %s this deployment's Redis records "
-                  "(key %s:buckets); refusing to add", buckets, err.detail,
-                  store_prefix(c->h->store));
-        res = answer(reply_errorf(c->out, DQ_INTERNAL,
-                                  "server misconfigured: 'buckets' differs from the value this "
-                                  "deployment was started with; see the delayq-fcgi log"));
-    } else if (st != DQ_OK) {
+    if (st == DQ_MISCONFIGURED) {
+        res = misconfigured(c, &err);
+    } else if (st != DQ_OK && !(req->batch && partly_done(items, req->njobs))) {
         res = store_failure(c, st, &err);
     } else if (!req->batch) {
         if (items[0].status == DQ_CONFLICT)
@@ -103,6 +151,8 @@ static dq_response handle_add(call_ctx *c)
                          items[i].state[0] ? " (state " : "", items[i].state,
                          items[i].state[0] ? ")" : "");
                 reply_result_error(c->out, i, ids[i], DQ_CONFLICT, msg);
+            } else if (items[i].status != DQ_OK) {
+                item_failure(c->out, i, ids[i], items[i].status, "added");
             } else {
                 reply_result_ok(c->out, i, ids[i]);
             }
@@ -123,9 +173,10 @@ static dq_response handle_pop(call_ctx *c)
 {
     const dq_request *req = c->req;
     store_jobs jobs;
+    memset(&jobs, 0, sizeof jobs);
     store_error err;
-    dq_status st = store_pop(c->h->store, req->topics, req->ntopics, req->count > 0 ? req->count : 1,
-                             &jobs, &err);
+    dq_status st = shard_pop(c->h->store, c->h->hints, req->topics, req->ntopics,
+                             req->count > 0 ? req->count : 1, &jobs, &err);
     if (st != DQ_OK)
         return store_failure(c, st, &err);
     if (jobs.n == 0 && !c->h->stopping &&
@@ -164,7 +215,7 @@ static dq_response handle_remove(call_ctx *c)
     dq_status st = store_remove(c->h->store, c->allow, req->cmd == CMD_FINISH, req->ids, req->nids,
                                 items, &err);
     dq_response res = answer(DQ_OK);
-    if (st != DQ_OK) {
+    if (st != DQ_OK && !(req->batch && partly_done(items, req->nids))) {
         res = store_failure(c, st, &err);
     } else if (!req->batch) {
         if (items[0].status == DQ_OK)
@@ -176,8 +227,11 @@ static dq_response handle_remove(call_ctx *c)
         for (size_t i = 0; i < req->nids; i++) {
             if (items[i].status == DQ_OK)
                 reply_result_ok(c->out, i, req->ids[i]);
-            else
+            else if (items[i].status == DQ_NOT_FOUND)
                 reply_result_error(c->out, i, req->ids[i], DQ_NOT_FOUND, "no job with this id");
+            else
+                item_failure(c->out, i, req->ids[i], items[i].status,
+                             req->cmd == CMD_FINISH ? "finished" : "deleted");
         }
         reply_results_end(c->out);
     }
@@ -264,18 +318,14 @@ static dq_response handle_kick(call_ctx *c)
 /* stats / metrics / health                                                  */
 /* ------------------------------------------------------------------------ */
 
-static const char *const stat_fields[] = {"delay",    "ready",   "reserved", "buried",
-                                          "added",    "popped",  "finished", "deleted",
-                                          "redelivered", "buries", "kicked"};
-#define NSTATS (sizeof stat_fields / sizeof stat_fields[0])
-#define NGAUGES 4 /* the first four are states */
-
-static void put_stats_object(dq_buf *out, const store_reply *fields)
+static void put_stats_object(dq_buf *out, const int64_t *v)
 {
+    static const int64_t none[STORE_NSTATS];
+    if (!v)
+        v = none;
     buf_putc(out, '{');
-    for (size_t f = 0; f < NSTATS; f++)
-        buf_printf(out, "%s\"%s\":%lld", f ? "," : "", stat_fields[f],
-                   (long long)store_stats_value(fields, stat_fields[f]));
+    for (int f = 0; f < STORE_NSTATS; f++)
+        buf_printf(out, "%s\"%s\":%lld", f ? "," : "", store_stat_names[f], (long long)v[f]);
     buf_putc(out, '}');
 }
 
@@ -294,11 +344,11 @@ static dq_response handle_stats(call_ctx *c)
             buf_putc(c->out, ',');
         buf_put_json_string(c->out, st.topics[i].name, st.topics[i].name_len);
         buf_putc(c->out, ':');
-        put_stats_object(c->out, st.topics[i].fields);
+        put_stats_object(c->out, st.topics[i].v);
     }
     buf_puts(c->out, "},\"total\":");
     if (req->ntopics)
-        put_stats_object(c->out, st.n ? st.topics[0].fields : NULL);
+        put_stats_object(c->out, st.n ? st.topics[0].v : NULL);
     else
         put_stats_object(c->out, st.totals);
     if (!req->ntopics) {
@@ -346,39 +396,39 @@ static dq_response handle_metrics(call_ctx *c)
     buf_printf(out, "delayq_topics_not_shown %lld\n", (long long)(st.topics_known - (int64_t)shown));
     buf_puts(out, "# HELP delayq_deployment_jobs Jobs of all topics by state.\n"
                   "# TYPE delayq_deployment_jobs gauge\n");
-    for (size_t f = 0; f < NGAUGES; f++)
-        buf_printf(out, "delayq_deployment_jobs{state=\"%s\"} %lld\n", stat_fields[f],
-                   (long long)store_stats_value(st.totals, stat_fields[f]));
+    for (int f = 0; f < STORE_NGAUGES; f++)
+        buf_printf(out, "delayq_deployment_jobs{state=\"%s\"} %lld\n", store_stat_names[f],
+                   (long long)st.totals[f]);
     buf_puts(out, "# HELP delayq_jobs Jobs by topic and state.\n# TYPE delayq_jobs gauge\n");
     for (size_t i = 0; i < shown; i++) {
-        for (size_t f = 0; f < NGAUGES; f++) {
+        for (int f = 0; f < STORE_NGAUGES; f++) {
             buf_puts(out, "delayq_jobs{topic=\"");
             put_label(out, st.topics[i].name, st.topics[i].name_len);
-            buf_printf(out, "\",state=\"%s\"} %lld\n", stat_fields[f],
-                       (long long)store_stats_value(st.topics[i].fields, stat_fields[f]));
+            buf_printf(out, "\",state=\"%s\"} %lld\n", store_stat_names[f],
+                       (long long)st.topics[i].v[f]);
         }
     }
     /* Counters: the Prometheus name of each stats counter. */
     static const struct {
-        const char *field, *name;
-    } counters[] = {{"added", "added"}, {"popped", "popped"}, {"finished", "finished"},
-                    {"deleted", "deleted"}, {"redelivered", "redelivered"}, {"buries", "buried"},
-                    {"kicked", "kicked"}};
+        store_stat field;
+        const char *name;
+    } counters[] = {{STAT_ADDED, "added"},       {STAT_POPPED, "popped"},
+                    {STAT_FINISHED, "finished"}, {STAT_DELETED, "deleted"},
+                    {STAT_REDELIVERED, "redelivered"}, {STAT_BURIES, "buried"},
+                    {STAT_KICKED, "kicked"}};
     for (size_t k = 0; k < sizeof counters / sizeof counters[0]; k++) {
         const char *name = counters[k].name;
         buf_printf(out, "# HELP delayq_deployment_jobs_%s_total Jobs %s, all topics.\n"
                         "# TYPE delayq_deployment_jobs_%s_total counter\n"
                         "delayq_deployment_jobs_%s_total %lld\n",
-                   name, name, name, name,
-                   (long long)store_stats_value(st.totals, counters[k].field));
+                   name, name, name, name, (long long)st.totals[counters[k].field]);
         buf_printf(out, "# HELP delayq_jobs_%s_total Jobs %s, by topic.\n"
                         "# TYPE delayq_jobs_%s_total counter\n",
                    name, name, name);
         for (size_t i = 0; i < shown; i++) {
             buf_printf(out, "delayq_jobs_%s_total{topic=\"", name);
             put_label(out, st.topics[i].name, st.topics[i].name_len);
-            buf_printf(out, "\"} %lld\n",
-                       (long long)store_stats_value(st.topics[i].fields, counters[k].field));
+            buf_printf(out, "\"} %lld\n", (long long)st.topics[i].v[counters[k].field]);
         }
     }
     store_stats_free(&st);

@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "config.h"
 #include "request.h"
+#include "shard_hints.h"
 #include "status.h"
 #include "store.h"
 
@@ -17,6 +18,7 @@ typedef struct {
     const dq_config *cfg;
     dq_store *store;           /* the calling thread's Redis connection */
     const dq_auth *auth;       /* NULL: auth is off */
+    shard_hints *hints;        /* where ready jobs are (NULL with one shard) */
     const char *authorization; /* this request's Authorization header, or NULL */
     int64_t started_ms;        /* monotonic ms when the request arrived */
     int stopping;              /* the worker is stopping: long-polls answer now */

@@ -3,42 +3,59 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "notify.h"
 #include "store.h"
 
+/* Nodes a subscriber may listen to at once (and a sentinel event). */
+#define MAX_FDS 65
+
 static const dq_config *config;
+static shard_hints *hints;
+
+/* "<count>:<topic>" from a shard: the hints first, so a long-poll woken by
+ * it finds the shard. */
+static void on_message(int shard, const char *payload)
+{
+    const char *colon = strchr(payload, ':');
+    if (hints && colon)
+        hints_add(hints, colon + 1, strlen(colon + 1), shard, strtoll(payload, NULL, 10));
+    notify_announce(payload);
+}
 
 static void *subscriber_main(void *arg)
 {
     (void)arg;
     dq_store *st = store_new(config);
-    char channel[128], payload[256];
-    snprintf(channel, sizeof channel, "%s:ready", store_prefix(st));
-    const char *channels[1] = {channel};
+    char payload[256];
     int backoff_ms = 100;
+    struct pollfd fds[MAX_FDS];
     while (!notify_stopping()) {
-        if (store_fd(st) < 0) {
-            if (store_subscribe(st, channels, 1) != DQ_OK) {
+        if (!store_sub_open_now(st)) {
+            if (store_sub_open(st, ":ready") != DQ_OK) {
                 usleep((useconds_t)backoff_ms * 1000);
                 backoff_ms = backoff_ms < 1000 ? backoff_ms * 2 : 1000;
                 continue;
             }
             backoff_ms = 100;
-            notify_announce_all(); /* messages may have been missed meanwhile */
+            /* Messages may have been missed meanwhile: counts are unknown
+             * and every waiter tries again. */
+            if (hints)
+                hints_clear(hints);
+            notify_announce_all();
         }
         /* No timeout: an idle worker should cost no CPU. A dropped
          * connection wakes poll (POLLHUP) and is resubscribed above. */
-        struct pollfd p = {store_fd(st), POLLIN, 0};
-        if (poll(&p, 1, -1) <= 0)
+        int n = store_sub_fds(st, fds, MAX_FDS);
+        if (poll(fds, (nfds_t)n, -1) <= 0)
             continue;
-        char got[128];
-        int r;
-        while ((r = store_read_message(st, got, sizeof got, payload, sizeof payload)) == 0)
-            notify_announce(payload);
+        int shard, r;
+        while ((r = store_sub_read(st, &shard, payload, sizeof payload)) == 0)
+            on_message(shard, payload);
         if (r < 0)
             log_warn("ready-notification subscription lost; resubscribing");
     }
@@ -46,9 +63,10 @@ static void *subscriber_main(void *arg)
     return NULL;
 }
 
-int ready_sub_start(const dq_config *cfg)
+int ready_sub_start(const dq_config *cfg, shard_hints *ready_hints)
 {
     config = cfg;
+    hints = ready_hints;
     pthread_t t;
     if (pthread_create(&t, NULL, subscriber_main, NULL) != 0)
         return -1;

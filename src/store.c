@@ -1,42 +1,89 @@
-/* store: one Redis connection with functions, timeouts and reconnection. */
+/* store: one thread's Redis connections: one Redis, a Sentinel-watched
+ * primary, or a Redis Cluster (see store.h). */
 #include "store.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "lua_library.inc"
+#include "store_conn.h"
 #include "store_errors.h"
+#include "store_sentinel.h"
+#include "store_slots.h"
 #include "util.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 250
-
-/* FCALL, function, numkeys, prefix: store_call fills the slots before the
- * arguments, so a command is sent without copying them. */
+/* FCALL, function, numkeys, KEYS[1]: the slots before each call's arguments. */
 #define HEAD_ARGS 4
+/* Redirections and "try again" answers followed before giving up (503). */
+#define MAX_ROUNDS 6
+#define RETRY_PAUSE_MS 100
+/* At most this often a thread asks the cluster for its slot map. */
+#define MAP_REFRESH_MIN_MS 100
+#define MAX_NODES 64
+#define TAG_MAX 80
 
-struct dq_store {
-    const dq_config *cfg;
+typedef enum { MODE_SINGLE, MODE_SENTINEL, MODE_CLUSTER } store_mode;
+
+/* A Redis this thread talks to, and its connection. */
+typedef struct {
+    char host[SLOTS_HOST_MAX + 1]; /* or a unix socket path when port is 0 */
+    int port;
     redisContext *ctx;
-    char prefix[72];
+    uint64_t gen;      /* sentinel generation it was connected at */
     int64_t retry_at;  /* monotonic ms before which we do not reconnect */
     int64_t failed_at; /* monotonic ms of the last failed connect */
     int backoff_ms;
-    int subscriber;
-    /* The arguments of the call being built. */
-    const char *argv[HEAD_ARGS + STORE_MAX_ARGS];
-    size_t len[HEAD_ARGS + STORE_MAX_ARGS];
-    int argc;
-    char nums[STORE_MAX_ARGS][24]; /* storage for numbers added with store_arg_int */
-    int nnums;
+    redisContext *sub; /* subscriber connection to this node */
+} store_node;
+
+/* One call of a batch. */
+typedef struct {
+    dq_script fn;
+    int shard;
+    size_t first;     /* its FCALL in the argument arrays */
+    size_t argc;      /* head and arguments */
+    int node;         /* where it goes this round */
+    int asking;       /* send ASKING first (an ASK redirection) */
+    int pause;        /* a "try again": wait before the next round */
+    int done;
+    dq_status status;
+    char detail[128];
+    redisReply *reply;
+} store_pending;
+
+struct dq_store {
+    const dq_config *cfg;
+    store_mode mode;
+    int shards;
+    char (*tags)[TAG_MAX];
+    unsigned *slots; /* each shard's hash slot */
+    store_node nodes[MAX_NODES];
+    int nnodes;
+    slots_map *map;       /* cluster: slot -> master */
+    int64_t map_fetched;  /* monotonic ms of the last refresh */
+    dq_addr seeds[CONFIG_MAX_ADDRS];
+    int nseeds;
+    /* The batch being built or run. */
+    store_pending *calls;
+    size_t ncalls, callcap;
+    const char **argv;
+    size_t *len;
+    size_t nargv, argvcap;
+    char (*nums)[24];
+    size_t nnums;
+    /* Subscriber: the channel suffix, and which shards each node carries. */
+    char sub_suffix[32];
+    int subscribed;
 };
 
 /* Monotonic ms of the latest successful connect by any thread. */
@@ -86,22 +133,102 @@ void store_last_cause(char *out, size_t outlen)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Arguments                                                                 */
+/* Shards                                                                    */
 /* ------------------------------------------------------------------------ */
 
-void store_args_begin(dq_store *s)
+int store_shards(const dq_store *s)
 {
-    s->argc = 0;
+    return s->shards;
+}
+
+int store_buckets(const dq_store *s)
+{
+    return s->cfg->buckets;
+}
+
+const char *store_tag(const dq_store *s, int shard)
+{
+    return s->tags[shard];
+}
+
+int store_shard_of(const dq_store *s, const char *id, size_t n)
+{
+    return (int)(util_crc32(id, n) % (uint32_t)s->shards);
+}
+
+int store_bucket_of(const dq_store *s, const char *id, size_t n)
+{
+    return (int)(util_crc32(id, n) / (uint32_t)s->shards % (uint32_t)s->cfg->buckets);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Building a batch                                                          */
+/* ------------------------------------------------------------------------ */
+
+static void grow_argv(dq_store *s, size_t extra)
+{
+    if (s->nargv + extra <= s->argvcap)
+        return;
+    size_t cap = s->argvcap ? s->argvcap : 64;
+    while (cap < s->nargv + extra)
+        cap *= 2;
+    s->argv = realloc(s->argv, cap * sizeof *s->argv);
+    s->len = realloc(s->len, cap * sizeof *s->len);
+    if (!s->argv || !s->len)
+        abort();
+    s->argvcap = cap;
+}
+
+static void free_replies(dq_store *s)
+{
+    for (size_t i = 0; i < s->ncalls; i++) {
+        if (s->calls[i].reply)
+            freeReplyObject(s->calls[i].reply);
+        s->calls[i].reply = NULL;
+    }
+}
+
+void store_batch_begin(dq_store *s)
+{
+    free_replies(s);
+    s->ncalls = 0;
+    s->nargv = 0;
     s->nnums = 0;
+}
+
+void store_batch_call(dq_store *s, dq_script fn, int shard)
+{
+    if (s->ncalls == s->callcap) {
+        s->callcap = s->callcap ? s->callcap * 2 : 8;
+        s->calls = realloc(s->calls, s->callcap * sizeof *s->calls);
+        if (!s->calls)
+            abort();
+    }
+    store_pending *c = &s->calls[s->ncalls++];
+    memset(c, 0, sizeof *c);
+    c->fn = fn;
+    c->shard = shard;
+    c->node = -1;
+    grow_argv(s, HEAD_ARGS);
+    c->first = s->nargv;
+    int ro = lua_functions[fn].read_only;
+    const char *head[HEAD_ARGS] = {ro ? "FCALL_RO" : "FCALL", lua_functions[fn].name, "1",
+                                   s->tags[shard]};
+    for (int i = 0; i < HEAD_ARGS; i++) {
+        s->argv[s->nargv] = head[i];
+        s->len[s->nargv++] = strlen(head[i]);
+    }
+    c->argc = HEAD_ARGS;
 }
 
 void store_arg(dq_store *s, const char *str, size_t n)
 {
-    if (s->argc >= STORE_MAX_ARGS)
+    if (s->nargv >= STORE_MAX_ARGS + HEAD_ARGS * (s->ncalls + 1))
         abort(); /* request limits keep us far below this */
-    s->argv[HEAD_ARGS + s->argc] = str;
-    s->len[HEAD_ARGS + s->argc] = n;
-    s->argc++;
+    grow_argv(s, 1);
+    s->argv[s->nargv] = str;
+    s->len[s->nargv++] = n;
+    s->calls[s->ncalls - 1].argc++;
 }
 
 void store_arg_str(dq_store *s, const char *str)
@@ -111,13 +238,561 @@ void store_arg_str(dq_store *s, const char *str)
 
 void store_arg_int(dq_store *s, int64_t v)
 {
+    if (s->nnums >= STORE_MAX_ARGS)
+        abort();
     char *p = s->nums[s->nnums++];
     int n = snprintf(p, sizeof s->nums[0], "%" PRId64, v);
     store_arg(s, p, (size_t)n);
 }
 
+void store_begin(dq_store *s, dq_script fn, int shard)
+{
+    store_batch_begin(s);
+    store_batch_call(s, fn, shard);
+}
+
+dq_status store_batch_result(dq_store *s, size_t i, store_reply **reply, char *detail,
+                             size_t detail_len)
+{
+    store_pending *c = &s->calls[i];
+    if (detail_len)
+        snprintf(detail, detail_len, "%s", c->detail);
+    if (reply) {
+        *reply = c->status == DQ_OK ? c->reply : NULL;
+        if (c->status == DQ_OK)
+            c->reply = NULL;
+    }
+    return c->status;
+}
+
+dq_status store_run(dq_store *s, store_reply **reply, char *detail, size_t detail_len)
+{
+    store_batch_run(s);
+    return store_batch_result(s, 0, reply, detail, detail_len);
+}
+
 /* ------------------------------------------------------------------------ */
-/* Connection                                                                */
+/* Nodes and connections                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void node_disconnect(store_node *n)
+{
+    if (n->ctx) {
+        redisFree(n->ctx);
+        n->ctx = NULL;
+    }
+}
+
+/* The node at host:port, added if new (reusing a slot no map names when
+ * the table is full). */
+static int node_index(dq_store *s, const char *host, int port)
+{
+    for (int i = 0; i < s->nnodes; i++) {
+        if (s->nodes[i].port == port && strcasecmp(s->nodes[i].host, host) == 0)
+            return i;
+    }
+    int i = s->nnodes < MAX_NODES ? s->nnodes++ : (int)(util_crc32(host, strlen(host)) % MAX_NODES);
+    store_node *n = &s->nodes[i];
+    node_disconnect(n);
+    if (n->sub)
+        redisFree(n->sub);
+    memset(n, 0, sizeof *n);
+    snprintf(n->host, sizeof n->host, "%s", host);
+    n->port = port;
+    n->backoff_ms = BACKOFF_MIN_MS;
+    return i;
+}
+
+static conn_spec node_spec(const dq_store *s, const store_node *n, int timeout_ms)
+{
+    const dq_config *c = s->cfg;
+    conn_spec spec = {n->host,
+                      n->port,
+                      c->redis_connect_timeout_ms,
+                      timeout_ms,
+                      c->redis_username,
+                      c->redis_password,
+                      s->mode == MODE_CLUSTER ? -1 : c->redis_db};
+    return spec;
+}
+
+/* Opens a connection to node n; records why not. */
+static redisContext *open_node(dq_store *s, const store_node *n, int timeout_ms)
+{
+    conn_spec spec = node_spec(s, n, timeout_ms);
+    char err[300];
+    int refused;
+    redisContext *c = conn_open(&spec, err, sizeof err, &refused);
+    if (!c) {
+        if (refused)
+            set_cause("%s; check redis_username and redis_password", err);
+        else
+            set_cause("%s", err);
+    }
+    return c;
+}
+
+/* Sentinel mode: node 0 is the primary the sentinels name now. */
+static int locate_primary(dq_store *s)
+{
+    char host[256], err[300];
+    int port;
+    uint64_t gen;
+    if (sentinel_primary(s->cfg, host, sizeof host, &port, &gen, err, sizeof err) < 0) {
+        set_cause("%s", err);
+        return -1;
+    }
+    store_node *n = &s->nodes[0];
+    if (n->port != port || strcmp(n->host, host) != 0) {
+        node_disconnect(n);
+        snprintf(n->host, sizeof n->host, "%s", host);
+        n->port = port;
+    }
+    n->gen = gen;
+    return 0;
+}
+
+/* Sentinel mode: is the node we reached really the primary? */
+static int is_primary(store_node *n)
+{
+    redisReply *r = redisCommand(n->ctx, "ROLE");
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+             r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+    freeReplyObject(r);
+    return ok;
+}
+
+/* Makes sure node i has a connection; -1 while it is unreachable (backing
+ * off between attempts, so a down Redis costs a request microseconds). */
+static int ensure_connected(dq_store *s, int i)
+{
+    store_node *n = &s->nodes[i];
+    if (s->mode == MODE_SENTINEL && n->ctx && n->gen != sentinel_generation()) {
+        log_info("the primary changed; reconnecting");
+        node_disconnect(n); /* a failover: the primary is elsewhere now */
+    }
+    if (n->ctx && !n->ctx->err) {
+        /* A connection Redis has closed (stop, restart, client timeout)
+         * shows a pending EOF: find out before sending, so the command gets
+         * a clean 503 on a new connection rather than an unknown outcome. */
+        struct pollfd p = {n->ctx->fd, POLLIN, 0};
+        if (poll(&p, 1, 0) == 0)
+            return 0;
+        log_info("redis connection to %s closed by the server; reconnecting", n->host);
+    }
+    node_disconnect(n);
+    int64_t now = util_mono_ms();
+    /* Back off, unless another thread of this process has connected since
+     * our last failure: then Redis is back and waiting helps nobody. */
+    if (now < n->retry_at && __atomic_load_n(&last_connect_ok, __ATOMIC_RELAXED) <= n->failed_at)
+        return -1;
+    if (s->mode == MODE_SENTINEL && locate_primary(s) < 0)
+        goto failed;
+    n->ctx = open_node(s, n, s->cfg->redis_timeout_ms);
+    if (!n->ctx)
+        goto failed;
+    if (s->mode == MODE_SENTINEL && !is_primary(n)) {
+        set_cause("Redis at %s:%d, named primary by the sentinels, is not a primary (yet)",
+                  n->host, n->port);
+        sentinel_forget(n->gen);
+        node_disconnect(n);
+        goto failed;
+    }
+    n->backoff_ms = BACKOFF_MIN_MS;
+    __atomic_store_n(&last_connect_ok, util_mono_ms(), __ATOMIC_RELAXED);
+    return 0;
+failed:
+    n->failed_at = now;
+    n->retry_at = now + n->backoff_ms;
+    n->backoff_ms = n->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : n->backoff_ms * 2;
+    return -1;
+}
+
+/* A reply lost (timeout, dropped connection): forget the connection, and
+ * in sentinel mode the primary it reached, which may have failed over. */
+static void node_lost(dq_store *s, int i)
+{
+    store_node *n = &s->nodes[i];
+    log_warn("redis %s:%d %s: %s", n->host, n->port,
+             n->ctx && n->ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
+                 ? "timed out" : "connection lost",
+             n->ctx ? n->ctx->errstr : "");
+    node_disconnect(n);
+    if (s->mode == MODE_SENTINEL)
+        sentinel_forget(n->gen);
+    if (s->mode == MODE_CLUSTER)
+        s->map_fetched = 0; /* a failover may be under way: ask again */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cluster: the slot map                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Asks one node for the slot map. Returns 0 when the map was replaced. */
+static int fetch_map_from(dq_store *s, const char *host, int port)
+{
+    store_node probe;
+    memset(&probe, 0, sizeof probe);
+    snprintf(probe.host, sizeof probe.host, "%s", host);
+    probe.port = port;
+    redisContext *c = open_node(s, &probe, s->cfg->redis_timeout_ms);
+    if (!c)
+        return -1;
+    char err[200];
+    int rc = -1;
+    redisReply *r = redisCommand(c, "CLUSTER SHARDS");
+    if (r && r->type != REDIS_REPLY_ERROR) {
+        rc = slots_map_from_shards(s->map, r, err, sizeof err);
+    } else if (r) { /* before Redis 7 */
+        freeReplyObject(r);
+        r = redisCommand(c, "CLUSTER SLOTS");
+        if (r && r->type != REDIS_REPLY_ERROR)
+            rc = slots_map_from_slots(s->map, r, err, sizeof err);
+    }
+    if (rc < 0)
+        log_warn("slot map from %s:%d: %s", host, port,
+                 r && r->type == REDIS_REPLY_ERROR ? r->str : r ? err : c->errstr);
+    freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+/* Refreshes the slot map from a known master, else from the seeds. A node
+ * whose host the map leaves empty is the one that answered. */
+static int refresh_map(dq_store *s)
+{
+    int64_t now = util_mono_ms();
+    if (s->map_fetched && now - s->map_fetched < MAP_REFRESH_MIN_MS)
+        return slots_map_covers_all(s->map) ? 0 : -1;
+    s->map_fetched = now;
+    char host[SLOTS_HOST_MAX + 1];
+    for (size_t i = 0; i < slots_map_nodes(s->map); i++) {
+        const slots_node *n = slots_map_node(s->map, i);
+        if (!n->is_master || !n->host[0])
+            continue;
+        snprintf(host, sizeof host, "%s", n->host);
+        if (fetch_map_from(s, host, n->port) == 0)
+            return 0;
+    }
+    for (int i = 0; i < s->nseeds; i++) {
+        if (fetch_map_from(s, s->seeds[i].host, s->seeds[i].port) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* The node that serves shard's slot now, or -1. */
+static int route(dq_store *s, int shard)
+{
+    if (s->mode != MODE_CLUSTER)
+        return 0;
+    int m = slots_map_node_of(s->map, s->slots[shard]);
+    if (m < 0 && refresh_map(s) == 0)
+        m = slots_map_node_of(s->map, s->slots[shard]);
+    if (m < 0)
+        return -1;
+    const slots_node *n = slots_map_node(s->map, (size_t)m);
+    return node_index(s, n->host, n->port);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running a batch                                                           */
+/* ------------------------------------------------------------------------ */
+
+static void finish_call(store_pending *c, dq_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void finish_call(store_pending *c, dq_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->detail, sizeof c->detail, fmt, ap);
+    va_end(ap);
+    c->status = st;
+    c->done = 1;
+}
+
+/* FUNCTION LOAD of this build's library on node i. Another process may load
+ * it at the same moment: "already exists" is success. Returns 0 or -1. */
+static int load_library(dq_store *s, int i)
+{
+    store_node *n = &s->nodes[i];
+    redisReply *r = redisCommand(n->ctx, "FUNCTION LOAD %s", lua_library);
+    if (!r)
+        return -1;
+    int ok = r->type != REDIS_REPLY_ERROR || strstr(r->str, "already exists");
+    if (!ok)
+        log_error("redis FUNCTION LOAD %s on %s:%d failed: %s", LUA_LIBRARY_NAME, n->host, n->port,
+                  r->str);
+    else
+        log_info("loaded the Redis function library %s on %s:%d", LUA_LIBRARY_NAME, n->host,
+                 n->port);
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static int is_write(const store_pending *c)
+{
+    return !lua_functions[c->fn].read_only;
+}
+
+/* What an error reply means for call c on node i: done with a status, or
+ * sent again in the next round (a redirection, "try again", a missing
+ * library). */
+static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
+{
+    slots_redirect to;
+    int kind = slots_error_kind(r->str, r->len);
+    store_node *n = &s->nodes[i];
+    switch (kind) {
+    case SLOTS_ERR_MOVED:
+    case SLOTS_ERR_ASK:
+        if (slots_parse_redirect(r->str, r->len, &to) != 1 || s->mode != MODE_CLUSTER) {
+            finish_call(c, DQ_INTERNAL, "%s", r->str);
+            return;
+        }
+        if (!to.host[0]) /* "MOVED 3999 :6381": the host that answered */
+            snprintf(to.host, sizeof to.host, "%s", n->host);
+        if (strcmp(to.host, "?") == 0) {
+            s->map_fetched = 0;
+            refresh_map(s);
+            c->node = -1;
+        } else if (kind == SLOTS_ERR_MOVED) {
+            slots_map_set(s->map, s->slots[c->shard], to.host, to.port);
+            c->node = -1;
+        } else {
+            c->node = node_index(s, to.host, to.port);
+            c->asking = 1;
+        }
+        return;
+    case SLOTS_ERR_TRYAGAIN:
+    case SLOTS_ERR_CLUSTERDOWN:
+    case SLOTS_ERR_LOADING:
+    case SLOTS_ERR_MASTERDOWN:
+        c->pause = 1;
+        c->node = -1;
+        snprintf(c->detail, sizeof c->detail, "%s", r->str);
+        s->map_fetched = 0;
+        return;
+    case SLOTS_ERR_READONLY:
+        /* A replica now: the map or the primary moved (nothing was run). */
+        if (s->mode == MODE_SENTINEL)
+            sentinel_forget(n->gen);
+        node_disconnect(n);
+        s->map_fetched = 0;
+        c->pause = 1;
+        c->node = -1;
+        snprintf(c->detail, sizeof c->detail, "%s", r->str);
+        return;
+    default:
+        break;
+    }
+    if (strncmp(r->str, "DQ_MOVING", 9) == 0) {
+        /* The shard's slot is being migrated (see slot_moving in
+         * common.lua): nothing ran; the migration ends in moments. */
+        c->pause = 1;
+        c->node = -1;
+        snprintf(c->detail, sizeof c->detail, "the Redis Cluster is moving this shard's slot");
+        s->map_fetched = 0;
+        return;
+    }
+    if (strstr(r->str, "Function not found")) {
+        if (load_library(s, i) == 0) {
+            c->node = -1;
+            return;
+        }
+        finish_call(c, DQ_INTERNAL, "cannot load the function library");
+        return;
+    }
+    c->status = store_error_status(r->str, r->len, c->detail, sizeof c->detail);
+    c->done = 1;
+    if (c->status == DQ_UNAVAILABLE) {
+        char at[300];
+        conn_spec spec = node_spec(s, n, 0);
+        if (store_error_is_auth(r->str, r->len))
+            set_cause("Redis at %s wants credentials: AUTH failed (%s); set redis_password",
+                      conn_where(&spec, at, sizeof at), r->str);
+        else
+            log_warn("redis refused %s: %s", lua_functions[c->fn].name, r->str);
+    } else if (c->status == DQ_INTERNAL) {
+        log_error("function %s failed: %s", lua_functions[c->fn].name, r->str);
+    }
+}
+
+/* Sends every pending call that has a connected node: ASKING first where
+ * asked, WAIT after writes when redis_wait_replicas asks. */
+static void send_round(dq_store *s)
+{
+    int waits = s->cfg->redis_wait_replicas;
+    char nrep[16], tmo[16];
+    snprintf(nrep, sizeof nrep, "%d", waits);
+    snprintf(tmo, sizeof tmo, "%d", s->cfg->redis_wait_timeout_ms);
+    const char *wait_argv[3] = {"WAIT", nrep, tmo};
+    for (size_t k = 0; k < s->ncalls; k++) {
+        store_pending *c = &s->calls[k];
+        if (c->done || c->node < 0)
+            continue;
+        redisContext *ctx = s->nodes[c->node].ctx;
+        if (c->asking)
+            redisAppendCommand(ctx, "ASKING");
+        redisAppendCommandArgv(ctx, (int)c->argc, s->argv + c->first, s->len + c->first);
+        if (waits && is_write(c))
+            redisAppendCommandArgv(ctx, 3, wait_argv, NULL);
+    }
+}
+
+/* Every call still pending on node i has an unknown outcome now (its
+ * connection died after it was sent). */
+static void fail_node_calls(dq_store *s, int i)
+{
+    for (size_t k = 0; k < s->ncalls; k++) {
+        store_pending *c = &s->calls[k];
+        if (c->done || c->node != i)
+            continue;
+        if (is_write(c))
+            finish_call(c, DQ_TIMEOUT, "no answer from Redis");
+        else
+            finish_call(c, DQ_UNAVAILABLE, "no answer from Redis");
+    }
+}
+
+/* Reads the replies of the calls sent, in the order they were sent. */
+static void read_round(dq_store *s)
+{
+    int waits = s->cfg->redis_wait_replicas;
+    for (size_t k = 0; k < s->ncalls; k++) {
+        store_pending *c = &s->calls[k];
+        if (c->done || c->node < 0)
+            continue;
+        int i = c->node;
+        redisContext *ctx = s->nodes[i].ctx;
+        void *v = NULL;
+        if (c->asking) {
+            if (redisGetReply(ctx, &v) != REDIS_OK) {
+                node_lost(s, i);
+                fail_node_calls(s, i);
+                continue;
+            }
+            freeReplyObject(v);
+            c->asking = 0;
+        }
+        if (redisGetReply(ctx, &v) != REDIS_OK) {
+            node_lost(s, i);
+            fail_node_calls(s, i);
+            continue;
+        }
+        redisReply *r = v;
+        long long confirmed = -1;
+        if (waits && is_write(c)) {
+            void *w = NULL;
+            if (redisGetReply(ctx, &w) != REDIS_OK) {
+                freeReplyObject(r);
+                node_lost(s, i);
+                fail_node_calls(s, i);
+                continue;
+            }
+            confirmed = ((redisReply *)w)->type == REDIS_REPLY_INTEGER
+                            ? ((redisReply *)w)->integer : 0;
+            freeReplyObject(w);
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            on_error(s, c, i, r);
+            freeReplyObject(r);
+            continue;
+        }
+        clear_cause();
+        if (confirmed >= 0 && confirmed < waits) {
+            /* Applied, but fewer replicas than asked have it: a failover now
+             * could lose it. The client must treat it as an unknown outcome. */
+            freeReplyObject(r);
+            finish_call(c, DQ_TIMEOUT, "%lld of %d replicas confirmed the write in %d ms",
+                        confirmed, waits, s->cfg->redis_wait_timeout_ms);
+            continue;
+        }
+        c->reply = r;
+        c->status = DQ_OK;
+        c->done = 1;
+    }
+}
+
+void store_batch_run(dq_store *s)
+{
+    for (int round = 0;; round++) {
+        int pending = 0, pause = 0;
+        for (size_t k = 0; k < s->ncalls; k++) {
+            store_pending *c = &s->calls[k];
+            if (c->done)
+                continue;
+            if (round == MAX_ROUNDS) { /* redirected or told to retry too often */
+                finish_call(c, DQ_UNAVAILABLE, "%s", c->detail[0] ? c->detail
+                                                                   : "Redis Cluster is busy");
+                continue;
+            }
+            pending++;
+            pause |= c->pause;
+            c->pause = 0;
+        }
+        if (!pending)
+            return;
+        if (pause)
+            usleep(RETRY_PAUSE_MS * 1000);
+        /* Where each call goes, and connections there. */
+        for (size_t k = 0; k < s->ncalls; k++) {
+            store_pending *c = &s->calls[k];
+            if (c->done)
+                continue;
+            if (c->node < 0)
+                c->node = route(s, c->shard);
+            if (c->node < 0) {
+                finish_call(c, DQ_UNAVAILABLE, "no Redis Cluster node serves slot %u",
+                            s->slots[c->shard]);
+                continue;
+            }
+            if (ensure_connected(s, c->node) < 0) {
+                finish_call(c, DQ_UNAVAILABLE, "Redis is unreachable");
+                c->node = -1;
+            }
+        }
+        send_round(s);
+        read_round(s);
+    }
+}
+
+dq_status store_ping(dq_store *s)
+{
+    int targets[MAX_NODES], n = 0;
+    if (s->mode == MODE_CLUSTER) {
+        if (refresh_map(s) < 0 && !slots_map_covers_all(s->map)) {
+            set_cause("Redis Cluster: no node answered with a map covering every slot");
+            return DQ_UNAVAILABLE;
+        }
+        for (size_t i = 0; i < slots_map_nodes(s->map) && n < MAX_NODES; i++) {
+            const slots_node *m = slots_map_node(s->map, i);
+            if (m->is_master)
+                targets[n++] = node_index(s, m->host, m->port);
+        }
+    } else {
+        targets[n++] = 0;
+    }
+    for (int k = 0; k < n; k++) {
+        int i = targets[k];
+        if (ensure_connected(s, i) < 0)
+            return DQ_UNAVAILABLE;
+        redisReply *r = redisCommand(s->nodes[i].ctx, "PING");
+        if (!r) {
+            node_lost(s, i);
+            return DQ_UNAVAILABLE;
+        }
+        int ok = r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        if (!ok)
+            return DQ_UNAVAILABLE;
+    }
+    clear_cause();
+    return DQ_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Life                                                                      */
 /* ------------------------------------------------------------------------ */
 
 dq_store *store_new(const dq_config *cfg)
@@ -126,310 +801,225 @@ dq_store *store_new(const dq_config *cfg)
     if (!s)
         return NULL;
     s->cfg = cfg;
-    s->backoff_ms = BACKOFF_MIN_MS;
-    snprintf(s->prefix, sizeof s->prefix, "{%s}", cfg->prefix);
-    return s;
-}
-
-void store_disconnect(dq_store *s)
-{
-    if (s->ctx) {
-        redisFree(s->ctx);
-        s->ctx = NULL;
+    s->shards = cfg->shards;
+    s->tags = calloc((size_t)s->shards, sizeof *s->tags);
+    s->slots = calloc((size_t)s->shards, sizeof *s->slots);
+    s->nums = calloc(STORE_MAX_ARGS, sizeof *s->nums);
+    if (!s->tags || !s->slots || !s->nums)
+        abort();
+    for (int i = 0; i < s->shards; i++) {
+        if (s->shards == 1)
+            snprintf(s->tags[i], TAG_MAX, "{%s}", cfg->prefix);
+        else
+            snprintf(s->tags[i], TAG_MAX, "{%s:%d}", cfg->prefix, i);
+        s->slots[i] = slots_keyslot(s->tags[i], strlen(s->tags[i]));
     }
+    char err[256];
+    if (cfg->redis_cluster[0]) {
+        s->mode = MODE_CLUSTER;
+        s->map = slots_map_new();
+        s->nseeds = config_addr_list("redis_cluster", cfg->redis_cluster, s->seeds,
+                                     CONFIG_MAX_ADDRS, err, sizeof err);
+        if (!s->map || s->nseeds <= 0)
+            abort(); /* config_init checked the list */
+    } else if (cfg->redis_sentinels[0]) {
+        s->mode = MODE_SENTINEL;
+        s->nnodes = 1;
+        s->nodes[0].backoff_ms = BACKOFF_MIN_MS;
+    } else {
+        s->mode = MODE_SINGLE;
+        s->nnodes = 1;
+        store_node *n = &s->nodes[0];
+        n->backoff_ms = BACKOFF_MIN_MS;
+        if (cfg->redis_socket[0]) {
+            snprintf(n->host, sizeof n->host, "%s", cfg->redis_socket);
+            n->port = 0;
+        } else {
+            snprintf(n->host, sizeof n->host, "%s", cfg->redis_host);
+            n->port = cfg->redis_port;
+        }
+    }
+    return s;
 }
 
 void store_free(dq_store *s)
 {
     if (!s)
         return;
-    store_disconnect(s);
+    free_replies(s);
+    for (int i = 0; i < s->nnodes; i++) {
+        node_disconnect(&s->nodes[i]);
+        if (s->nodes[i].sub)
+            redisFree(s->nodes[i].sub);
+    }
+    slots_map_free(s->map);
+    free(s->tags);
+    free(s->slots);
+    free(s->nums);
+    free(s->calls);
+    free(s->argv);
+    free(s->len);
     free(s);
-}
-
-const char *store_prefix(const dq_store *s)
-{
-    return s->prefix;
-}
-
-static struct timeval ms_to_tv(int ms)
-{
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    return tv;
-}
-
-static const char *where(const dq_config *c, char *buf, size_t n)
-{
-    if (c->redis_socket[0])
-        snprintf(buf, n, "%s", c->redis_socket);
-    else
-        snprintf(buf, n, "%s:%d", c->redis_host, c->redis_port);
-    return buf;
-}
-
-/* AUTH and SELECT on a fresh connection; 0 on success. A refusal of the
- * credentials is a cause of its own, so operators see it at once. */
-static int setup_connection(dq_store *s)
-{
-    const dq_config *c = s->cfg;
-    char at[300];
-    if (c->redis_password[0]) {
-        const char *argv[3] = {"AUTH", c->redis_username, c->redis_password};
-        int argc = 3;
-        if (!c->redis_username[0]) {
-            argv[1] = c->redis_password;
-            argc = 2;
-        }
-        redisReply *r = redisCommandArgv(s->ctx, argc, argv, NULL);
-        if (!r) {
-            set_cause("Redis at %s is unreachable (%s)", where(c, at, sizeof at), s->ctx->errstr);
-            return -1;
-        }
-        if (r->type == REDIS_REPLY_ERROR) {
-            set_cause("Redis at %s refused delayq's credentials: AUTH failed (%s); check "
-                      "redis_username and redis_password", where(c, at, sizeof at), r->str);
-            freeReplyObject(r);
-            return -1;
-        }
-        freeReplyObject(r);
-    }
-    char db[16];
-    snprintf(db, sizeof db, "%d", c->redis_db);
-    /* SELECT also tells whether Redis wants a password we did not send. */
-    redisReply *r = redisCommandArgv(s->ctx, 2, (const char *[]){"SELECT", db}, NULL);
-    if (!r) {
-        set_cause("Redis at %s is unreachable (%s)", where(c, at, sizeof at), s->ctx->errstr);
-        return -1;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        if (store_error_is_auth(r->str, r->len))
-            set_cause("Redis at %s wants credentials: AUTH failed (%s); set redis_password (and "
-                      "redis_username)", where(c, at, sizeof at), r->str);
-        else
-            set_cause("Redis at %s refused SELECT %s: %s", where(c, at, sizeof at), db, r->str);
-        freeReplyObject(r);
-        return -1;
-    }
-    freeReplyObject(r);
-    return 0;
-}
-
-static int connect_now(dq_store *s)
-{
-    const dq_config *c = s->cfg;
-    struct timeval ctv = ms_to_tv(c->redis_connect_timeout_ms);
-    if (c->redis_socket[0])
-        s->ctx = redisConnectUnixWithTimeout(c->redis_socket, ctv);
-    else
-        s->ctx = redisConnectWithTimeout(c->redis_host, c->redis_port, ctv);
-    if (!s->ctx || s->ctx->err) {
-        char at[300];
-        set_cause("Redis at %s is unreachable (%s)", where(c, at, sizeof at),
-                  s->ctx ? s->ctx->errstr : "out of memory");
-        store_disconnect(s);
-        return -1;
-    }
-    redisSetTimeout(s->ctx, ms_to_tv(c->redis_timeout_ms));
-    if (setup_connection(s) < 0) {
-        store_disconnect(s);
-        return -1;
-    }
-    s->backoff_ms = BACKOFF_MIN_MS;
-    return 0;
-}
-
-/* Makes sure a connection is there; -1 while Redis is unreachable (backing
- * off between attempts, so a down Redis costs a request microseconds). */
-static int ensure_connected(dq_store *s)
-{
-    if (s->ctx && !s->ctx->err) {
-        /* A connection Redis has closed (stop, restart, client timeout)
-         * shows a pending EOF: find out before sending, so the command gets
-         * a clean 503 on a new connection rather than an unknown outcome. */
-        struct pollfd p = {s->ctx->fd, POLLIN, 0};
-        if (poll(&p, 1, 0) == 0)
-            return 0;
-        log_info("redis connection closed by the server; reconnecting");
-    }
-    store_disconnect(s);
-    int64_t now = util_mono_ms();
-    /* Back off, unless another thread of this process has connected since
-     * our last failure: then Redis is back and waiting helps nobody. */
-    if (now < s->retry_at && __atomic_load_n(&last_connect_ok, __ATOMIC_RELAXED) <= s->failed_at)
-        return -1;
-    if (connect_now(s) == 0) {
-        __atomic_store_n(&last_connect_ok, util_mono_ms(), __ATOMIC_RELAXED);
-        return 0;
-    }
-    s->failed_at = now;
-    s->retry_at = now + s->backoff_ms;
-    s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
-    return -1;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Commands                                                                  */
-/* ------------------------------------------------------------------------ */
-
-/* Classifies a NULL reply: the connection failed after the command was
- * (possibly) sent, so a write's outcome is unknown. */
-static dq_status lost_reply(dq_store *s, int read_only)
-{
-    int timed_out = s->ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-    log_warn("redis %s: %s", timed_out ? "timed out" : "connection lost", s->ctx->errstr);
-    store_disconnect(s);
-    return read_only ? DQ_UNAVAILABLE : DQ_TIMEOUT;
-}
-
-/* FUNCTION LOAD of this build's library. Another process may load it at
- * the same moment: "already exists" is success. Returns 0 or -1. */
-static int load_library(dq_store *s)
-{
-    redisReply *r = redisCommand(s->ctx, "FUNCTION LOAD %s", lua_library);
-    if (!r)
-        return -1;
-    int ok = r->type != REDIS_REPLY_ERROR || strstr(r->str, "already exists");
-    if (!ok)
-        log_error("redis FUNCTION LOAD %s failed: %s", LUA_LIBRARY_NAME, r->str);
-    else
-        log_info("loaded the Redis function library %s", LUA_LIBRARY_NAME);
-    freeReplyObject(r);
-    return ok ? 0 : -1;
-}
-
-static int is_function_missing(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_ERROR && strstr(r->str, "Function not found");
-}
-
-dq_status store_call(dq_store *s, dq_script fn, store_reply **reply, char *detail,
-                     size_t detail_len)
-{
-    *reply = NULL;
-    if (detail_len)
-        detail[0] = '\0';
-    int read_only = lua_functions[fn].read_only;
-    if (ensure_connected(s) < 0)
-        return DQ_UNAVAILABLE;
-    int n = HEAD_ARGS + s->argc;
-    s->argv[0] = read_only ? "FCALL_RO" : "FCALL";
-    s->len[0] = strlen(s->argv[0]);
-    s->argv[1] = lua_functions[fn].name;
-    s->len[1] = strlen(lua_functions[fn].name);
-    s->argv[2] = "1";
-    s->len[2] = 1;
-    s->argv[3] = s->prefix;
-    s->len[3] = strlen(s->prefix);
-    dq_status st = DQ_OK;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        redisReply *r = redisCommandArgv(s->ctx, n, s->argv, s->len);
-        if (!r)
-            return lost_reply(s, read_only);
-        if (attempt == 0 && is_function_missing(r)) {
-            freeReplyObject(r);
-            if (load_library(s) < 0)
-                return s->ctx ? DQ_INTERNAL : DQ_UNAVAILABLE;
-            continue;
-        }
-        if (r->type != REDIS_REPLY_ERROR) {
-            clear_cause();
-            *reply = r;
-            return DQ_OK;
-        }
-        st = store_error_status(r->str, r->len, detail, detail_len);
-        if (st == DQ_UNAVAILABLE) {
-            char at[300];
-            if (store_error_is_auth(r->str, r->len))
-                set_cause("Redis at %s wants credentials: AUTH failed (%s); set redis_password",
-                          where(s->cfg, at, sizeof at), r->str);
-            else
-                log_warn("redis refused %s: %s", lua_functions[fn].name, r->str);
-        } else if (st == DQ_INTERNAL) {
-            log_error("function %s failed: %s", lua_functions[fn].name, r->str);
-        }
-        freeReplyObject(r);
-        return st;
-    }
-    return st;
-}
-
-dq_status store_ping(dq_store *s)
-{
-    if (ensure_connected(s) < 0)
-        return DQ_UNAVAILABLE;
-    redisReply *r = redisCommand(s->ctx, "PING");
-    if (!r)
-        return lost_reply(s, 1);
-    dq_status st = r->type == REDIS_REPLY_STATUS ? DQ_OK : DQ_UNAVAILABLE;
-    if (st == DQ_OK)
-        clear_cause();
-    freeReplyObject(r);
-    return st;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Subscriber                                                                */
 /* ------------------------------------------------------------------------ */
 
-dq_status store_subscribe(dq_store *s, const char *const *channels, int n)
+static void sub_close_all(dq_store *s)
 {
-    s->subscriber = 1;
-    if (ensure_connected(s) < 0)
-        return DQ_UNAVAILABLE;
-    for (int i = 0; i < n; i++) {
-        redisReply *r = redisCommand(s->ctx, "SUBSCRIBE %s", channels[i]);
-        if (!r) {
-            store_disconnect(s);
-            return DQ_UNAVAILABLE;
+    for (int i = 0; i < s->nnodes; i++) {
+        if (s->nodes[i].sub) {
+            redisFree(s->nodes[i].sub);
+            s->nodes[i].sub = NULL;
         }
+    }
+    s->subscribed = 0;
+}
+
+dq_status store_sub_open(dq_store *s, const char *suffix)
+{
+    sub_close_all(s);
+    snprintf(s->sub_suffix, sizeof s->sub_suffix, "%s", suffix);
+    if (s->mode == MODE_SENTINEL && locate_primary(s) < 0)
+        return DQ_UNAVAILABLE;
+    if (s->mode == MODE_CLUSTER) {
+        s->map_fetched = 0;
+        if (refresh_map(s) < 0)
+            return DQ_UNAVAILABLE;
+    }
+    char channel[TAG_MAX + 32];
+    for (int shard = 0; shard < s->shards; shard++) {
+        int i = route(s, shard);
+        if (i < 0)
+            goto fail;
+        store_node *n = &s->nodes[i];
+        if (!n->sub) {
+            n->sub = open_node(s, n, s->cfg->redis_timeout_ms);
+            if (!n->sub)
+                goto fail;
+        }
+        snprintf(channel, sizeof channel, "%s%s", s->tags[shard], suffix);
+        redisReply *r = redisCommand(n->sub, "SSUBSCRIBE %s", channel);
+        int ok = r && r->type == REDIS_REPLY_ARRAY;
+        if (!ok)
+            log_warn("SSUBSCRIBE %s on %s:%d: %s", channel, n->host, n->port,
+                     r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
         freeReplyObject(r);
+        if (!ok)
+            goto fail;
     }
     /* Messages are waited for with poll; reads must not time out. */
-    redisSetTimeout(s->ctx, (struct timeval){0, 0});
+    for (int i = 0; i < s->nnodes; i++) {
+        if (s->nodes[i].sub)
+            redisSetTimeout(s->nodes[i].sub, (struct timeval){0, 0});
+    }
+    s->subscribed = 1;
+    if (s->mode == MODE_SENTINEL)
+        sentinel_event_clear();
     return DQ_OK;
+fail:
+    sub_close_all(s);
+    return DQ_UNAVAILABLE;
 }
 
-int store_fd(const dq_store *s)
+int store_sub_open_now(const dq_store *s)
 {
-    return s->ctx ? s->ctx->fd : -1;
+    return s->subscribed;
 }
 
-int store_read_message(dq_store *s, char *channel, size_t chlen, char *payload, size_t plen)
+int store_sub_fds(dq_store *s, struct pollfd *fds, int max)
 {
-    if (!s->ctx)
+    int n = 0;
+    for (int i = 0; i < s->nnodes && n < max; i++) {
+        if (s->nodes[i].sub)
+            fds[n++] = (struct pollfd){s->nodes[i].sub->fd, POLLIN, 0};
+    }
+    if (s->mode == MODE_SENTINEL && sentinel_event_fd() >= 0 && n < max)
+        fds[n++] = (struct pollfd){sentinel_event_fd(), POLLIN, 0};
+    return n;
+}
+
+/* The shard whose channel this is, or -1. */
+static int shard_of_channel(const dq_store *s, const char *channel)
+{
+    for (int i = 0; i < s->shards; i++) {
+        size_t n = strlen(s->tags[i]);
+        if (strncmp(channel, s->tags[i], n) == 0 && strcmp(channel + n, s->sub_suffix) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* The next reply already read or readable without blocking on c: 1 with
+ * *out, 0 for none, -1 on a lost connection. */
+static int next_pushed(redisContext *c, redisReply **out)
+{
+    void *v = NULL;
+    if (redisGetReplyFromReader(c, &v) != REDIS_OK)
         return -1;
-    for (;;) {
-        void *v = NULL;
-        if (redisGetReplyFromReader(s->ctx, &v) != REDIS_OK) {
-            store_disconnect(s);
+    if (!v) {
+        struct pollfd p = {c->fd, POLLIN, 0};
+        if (poll(&p, 1, 0) <= 0)
+            return 0;
+        if (redisBufferRead(c) != REDIS_OK || redisGetReplyFromReader(c, &v) != REDIS_OK)
             return -1;
-        }
-        if (!v) {
-            struct pollfd p = {s->ctx->fd, POLLIN, 0};
-            if (poll(&p, 1, 0) <= 0)
-                return 1;
-            if (redisBufferRead(s->ctx) != REDIS_OK) {
-                store_disconnect(s);
-                return -1;
-            }
-            if (redisGetReplyFromReader(s->ctx, &v) != REDIS_OK) {
-                store_disconnect(s);
-                return -1;
-            }
-            if (!v)
-                return 1;
-        }
-        redisReply *r = v;
-        int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-                 r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "message") == 0;
-        if (ok) {
-            snprintf(channel, chlen, "%s", r->element[1]->str);
-            snprintf(payload, plen, "%s", r->element[2]->str);
-        }
-        freeReplyObject(r);
-        if (ok)
+        if (!v)
             return 0;
     }
+    *out = v;
+    return 1;
+}
+
+int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen)
+{
+    if (!s->subscribed)
+        return -1;
+    if (s->mode == MODE_SENTINEL && sentinel_event_fd() >= 0) {
+        struct pollfd p = {sentinel_event_fd(), POLLIN, 0};
+        if (poll(&p, 1, 0) > 0) {
+            sub_close_all(s); /* the primary changed: subscribe there */
+            return -1;
+        }
+    }
+    for (int i = 0; i < s->nnodes; i++) {
+        redisContext *c = s->nodes[i].sub;
+        if (!c)
+            continue;
+        for (;;) {
+            redisReply *r = NULL;
+            int got = next_pushed(c, &r);
+            if (got < 0) {
+                sub_close_all(s);
+                return -1;
+            }
+            if (!got)
+                break;
+            int resubscribe = 0, found = 0;
+            if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                r->element[0]->type == REDIS_REPLY_STRING) {
+                const char *kind = r->element[0]->str;
+                if (strcmp(kind, "smessage") == 0 && r->element[1]->type == REDIS_REPLY_STRING &&
+                    r->element[2]->type == REDIS_REPLY_STRING) {
+                    *shard = shard_of_channel(s, r->element[1]->str);
+                    snprintf(payload, plen, "%s", r->element[2]->str);
+                    found = *shard >= 0;
+                } else if (strcmp(kind, "sunsubscribe") == 0) {
+                    /* The slot moved to another node (or its node failed
+                     * over): the server dropped our subscription. */
+                    resubscribe = 1;
+                }
+            }
+            freeReplyObject(r);
+            if (resubscribe) {
+                sub_close_all(s);
+                return -1;
+            }
+            if (found)
+                return 0;
+        }
+    }
+    return 1;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -11,8 +11,7 @@ static const struct {
 } codes[] = {
     {"DQ_NOT_FOUND", DQ_NOT_FOUND},
     {"DQ_CONFLICT", DQ_CONFLICT},
-    {"DQ_AT_RANGE", DQ_BAD_REQUEST}, /* detail: the index of the job */
-    {"DQ_BUCKETS", DQ_MISCONFIGURED}, /* detail: the deployment's bucket count */
+    {"DQ_LAYOUT", DQ_MISCONFIGURED}, /* detail: the deployment's bucket and shard counts */
 };
 
 /* Errors Redis answers without running the command. */

@@ -2,76 +2,244 @@
  * header comment of each src/lua/<name>.lua for the other side). */
 #include "store_ops.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store_errors.h"
 #include "util.h"
 
+const char *const store_stat_names[STORE_NSTATS] = {
+    "delay",  "ready",   "reserved",    "buried", "added",  "popped",
+    "finished", "deleted", "redelivered", "buries", "kicked"};
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        abort();
+    return p;
+}
+
 static void clear_error(store_error *err)
 {
     err->detail[0] = '\0';
-    err->index = -1;
 }
 
-static dq_status call(dq_store *s, dq_script fn, store_reply **r, store_error *err)
+static dq_status run_one(dq_store *s, store_reply **r, store_error *err)
 {
     clear_error(err);
-    return store_call(s, fn, r, err->detail, sizeof err->detail);
+    return store_run(s, r, err->detail, sizeof err->detail);
 }
 
-/* Reads a batch reply of 'ok' / 'DQ_<CODE> <state>' items. */
-static void read_items(const store_reply *r, store_item *items, size_t n)
+/* Keeps a reply that results point into. */
+static void keep_reply(store_reply ***list, size_t *n, store_reply *r)
 {
-    for (size_t i = 0; i < n; i++) {
-        size_t len;
-        const char *s = reply_str(reply_at(r, i), &len);
-        items[i].status = s ? store_error_status(s, len, items[i].state, sizeof items[i].state)
-                            : DQ_INTERNAL;
-    }
+    *list = realloc(*list, (*n + 1) * sizeof **list);
+    if (!*list)
+        abort();
+    (*list)[(*n)++] = r;
 }
+
+/* The worse of two outcomes of a split call: a misconfiguration beats a
+ * failure, an unknown outcome beats "not done". */
+static dq_status worse(dq_status a, dq_status b)
+{
+    static const dq_status order[] = {DQ_OK, DQ_UNAVAILABLE, DQ_TIMEOUT, DQ_INTERNAL,
+                                      DQ_MISCONFIGURED};
+    int ra = 0, rb = 0;
+    for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++) {
+        if (order[i] == a)
+            ra = i;
+        if (order[i] == b)
+            rb = i;
+    }
+    return ra >= rb ? a : b;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Calls split by shard                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Items (jobs, ids) grouped by shard: order[] lists item indexes shard by
+ * shard, first[shard]..first[shard + 1] being that shard's. */
+typedef struct {
+    size_t *order;
+    size_t *first; /* shards + 1 entries */
+} by_shard;
+
+static by_shard group_by_shard(dq_store *s, const char *const *ids, size_t n)
+{
+    int shards = store_shards(s);
+    by_shard g = {xcalloc(n, sizeof *g.order), xcalloc((size_t)shards + 1, sizeof *g.first)};
+    int *of = xcalloc(n, sizeof *of);
+    for (size_t i = 0; i < n; i++) {
+        of[i] = store_shard_of(s, ids[i], strlen(ids[i]));
+        g.first[of[i] + 1]++;
+    }
+    for (int k = 0; k < shards; k++)
+        g.first[k + 1] += g.first[k];
+    size_t *next = xcalloc((size_t)shards, sizeof *next);
+    for (size_t i = 0; i < n; i++)
+        g.order[g.first[of[i]] + next[of[i]]++] = i;
+    free(next);
+    free(of);
+    return g;
+}
+
+static void by_shard_free(by_shard *g)
+{
+    free(g->order);
+    free(g->first);
+}
+
+/* Reads the batch replies of a split call ('ok' / 'DQ_<CODE> <state>' per
+ * item) into items; the items of a shard whose call failed get its status.
+ * Returns DQ_OK, or the worst failure. */
+static dq_status read_split_items(dq_store *s, const by_shard *g, store_item *items,
+                                  store_error *err)
+{
+    dq_status result = DQ_OK;
+    size_t call = 0;
+    for (int k = 0; k < store_shards(s); k++) {
+        size_t from = g->first[k], to = g->first[k + 1];
+        if (from == to)
+            continue;
+        store_reply *r = NULL;
+        char detail[sizeof err->detail];
+        dq_status st = store_batch_result(s, call++, &r, detail, sizeof detail);
+        for (size_t j = from; j < to; j++) {
+            store_item *it = &items[g->order[j]];
+            it->state[0] = '\0';
+            it->status = st;
+            if (st != DQ_OK)
+                continue;
+            size_t len;
+            const char *v = reply_str(reply_at(r, j - from), &len);
+            it->status = v ? store_error_status(v, len, it->state, sizeof it->state) : DQ_INTERNAL;
+        }
+        store_reply_free(r);
+        if (worse(st, result) != result) {
+            result = st;
+            snprintf(err->detail, sizeof err->detail, "%s", detail);
+        }
+    }
+    return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Layout                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The layout one store's shard 0 records: 1 with *buckets and *shards, 0
+ * for none, -1 when Redis did not answer. */
+static int read_layout(dq_store *s, long *buckets, long *shards)
+{
+    store_begin(s, SCRIPT_LAYOUT, 0);
+    store_reply *r = NULL;
+    if (store_run(s, &r, NULL, 0) != DQ_OK)
+        return -1;
+    int known = !reply_is_nil(reply_at(r, 0));
+    if (known) {
+        *buckets = (long)reply_int(reply_at(r, 0));
+        *shards = reply_is_nil(reply_at(r, 1)) ? 1 : (long)reply_int(reply_at(r, 1));
+    }
+    store_reply_free(r);
+    return known;
+}
+
+dq_status store_layout_check(const dq_config *cfg, char *why, size_t whylen)
+{
+    snprintf(why, whylen, "%s", "");
+    dq_store *own = store_new(cfg);
+    /* One shard keys "{prefix}", several "{prefix:i}": the other layout
+     * would not see this one's jobs. */
+    dq_config other_cfg = *cfg;
+    other_cfg.shards = cfg->shards == 1 ? 2 : 1;
+    dq_store *other = store_new(&other_cfg);
+    if (!own || !other)
+        abort();
+    long buckets = 0, shards = 0;
+    dq_status st = DQ_OK;
+    int known = read_layout(own, &buckets, &shards);
+    if (known < 0) {
+        st = DQ_UNAVAILABLE;
+    } else if (known && (buckets != cfg->buckets || shards != cfg->shards)) {
+        snprintf(why, whylen, "this deployment's Redis records buckets = %ld and shards = %ld "
+                              "(key %s:buckets); the configuration says buckets = %d and "
+                              "shards = %d: they cannot change once jobs were added",
+                 buckets, shards, store_tag(own, 0), cfg->buckets, cfg->shards);
+        st = DQ_MISCONFIGURED;
+    } else if (read_layout(other, &buckets, &shards) > 0) {
+        snprintf(why, whylen, "Redis holds a deployment of prefix '%s' with shards = %ld (key "
+                              "%s:buckets); the configuration says shards = %d: use that count "
+                              "or another prefix",
+                 cfg->prefix, shards, store_tag(other, 0), cfg->shards);
+        st = DQ_MISCONFIGURED;
+    }
+    store_free(own);
+    store_free(other);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Jobs                                                                      */
+/* ------------------------------------------------------------------------ */
 
 void store_jobs_free(store_jobs *j)
 {
     free(j->jobs);
-    store_reply_free(j->reply);
+    for (size_t i = 0; i < j->nreplies; i++)
+        store_reply_free(j->replies[i]);
+    free(j->replies);
     memset(j, 0, sizeof *j);
 }
 
-static store_job *alloc_jobs(size_t n)
+static store_job *next_job(store_jobs *j)
 {
-    store_job *j = calloc(n ? n : 1, sizeof *j);
-    if (!j)
-        abort();
-    return j;
+    if (j->n == j->cap) {
+        j->cap = j->cap ? j->cap * 2 : 4;
+        j->jobs = realloc(j->jobs, j->cap * sizeof *j->jobs);
+        if (!j->jobs)
+            abort();
+    }
+    store_job *job = &j->jobs[j->n++];
+    memset(job, 0, sizeof *job);
+    return job;
 }
 
-dq_status store_add(dq_store *s, const char *allow, int buckets, const dq_job_spec *jobs,
+dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
                     const char *const *ids, size_t n, store_item *items, store_error *err)
 {
-    store_args_begin(s);
-    store_arg_str(s, allow);
-    store_arg_int(s, buckets);
-    store_arg_int(s, (int64_t)n);
-    for (size_t i = 0; i < n; i++) {
-        const dq_job_spec *j = &jobs[i];
-        size_t idlen = strlen(ids[i]);
-        store_arg(s, ids[i], idlen);
-        store_arg_str(s, j->topic);
-        store_arg(s, j->body, j->body_len);
-        store_arg_int(s, j->ttr_ms);
-        store_arg_int(s, j->retries);
-        store_arg_int(s, j->delay_ms);
-        store_arg_int(s, j->at_ms);
-        store_arg_int(s, (int64_t)(util_crc32(ids[i], idlen) % (uint32_t)buckets));
+    clear_error(err);
+    by_shard g = group_by_shard(s, ids, n);
+    store_batch_begin(s);
+    for (int k = 0; k < store_shards(s); k++) {
+        size_t from = g.first[k], to = g.first[k + 1];
+        if (from == to)
+            continue;
+        store_batch_call(s, SCRIPT_ADD, k);
+        store_arg_str(s, allow);
+        store_arg_int(s, store_buckets(s));
+        store_arg_int(s, store_shards(s));
+        store_arg_int(s, (int64_t)(to - from));
+        for (size_t j = from; j < to; j++) {
+            size_t i = g.order[j];
+            const dq_job_spec *job = &jobs[i];
+            size_t idlen = strlen(ids[i]);
+            store_arg(s, ids[i], idlen);
+            store_arg_str(s, job->topic);
+            store_arg(s, job->body, job->body_len);
+            store_arg_int(s, job->ttr_ms);
+            store_arg_int(s, job->retries);
+            store_arg_int(s, job->delay_ms);
+            store_arg_int(s, job->at_ms);
+            store_arg_int(s, store_bucket_of(s, ids[i], idlen));
+        }
     }
-    store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_ADD, &r, err);
-    if (st == DQ_BAD_REQUEST)
-        err->index = strtol(err->detail, NULL, 10); /* DQ_AT_RANGE <index> */
-    if (st == DQ_OK)
-        read_items(r, items, n);
-    store_reply_free(r);
+    store_batch_run(s);
+    dq_status st = read_split_items(s, &g, items, err);
+    by_shard_free(&g);
     return st;
 }
 
@@ -86,44 +254,81 @@ static void read_popped(const store_reply *e, store_job *j)
     j->state = "reserved";
 }
 
-dq_status store_pop(dq_store *s, const char *const *topics, size_t ntopics, int count,
+dq_status store_pop(dq_store *s, int shard, const char *const *topics, size_t ntopics, int count,
                     store_jobs *out, store_error *err)
 {
-    memset(out, 0, sizeof *out);
-    store_args_begin(s);
+    store_begin(s, SCRIPT_POP, shard);
     store_arg_int(s, count);
     for (size_t i = 0; i < ntopics; i++)
         store_arg_str(s, topics[i]);
-    dq_status st = call(s, SCRIPT_POP, &out->reply, err);
+    store_reply *r = NULL;
+    dq_status st = run_one(s, &r, err);
     if (st != DQ_OK)
         return st;
-    out->n = reply_len(out->reply);
-    out->jobs = alloc_jobs(out->n);
-    for (size_t i = 0; i < out->n; i++)
-        read_popped(reply_at(out->reply, i), &out->jobs[i]);
+    for (size_t i = 0; i < reply_len(r); i++) {
+        store_job *j = next_job(out);
+        read_popped(reply_at(r, i), j);
+        j->shard = shard;
+    }
+    keep_reply(&out->replies, &out->nreplies, r);
     return DQ_OK;
+}
+
+dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntopics,
+                             int64_t *counts, store_error *err)
+{
+    clear_error(err);
+    int shards = store_shards(s);
+    store_batch_begin(s);
+    for (int k = 0; k < shards; k++) {
+        store_batch_call(s, SCRIPT_READY, k);
+        for (size_t t = 0; t < ntopics; t++)
+            store_arg_str(s, topics[t]);
+    }
+    store_batch_run(s);
+    dq_status result = DQ_UNAVAILABLE;
+    for (int k = 0; k < shards; k++) {
+        store_reply *r = NULL;
+        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
+        for (size_t t = 0; t < ntopics; t++)
+            counts[(size_t)k * ntopics + t] = st == DQ_OK ? reply_int(reply_at(r, t)) : -1;
+        if (st == DQ_OK)
+            result = DQ_OK;
+        else if (result != DQ_OK)
+            result = st;
+        store_reply_free(r);
+    }
+    if (result == DQ_OK)
+        clear_error(err);
+    return result;
 }
 
 dq_status store_remove(dq_store *s, const char *allow, int finished, const char *const *ids,
                        size_t n, store_item *items, store_error *err)
 {
-    store_args_begin(s);
-    store_arg_str(s, allow);
-    store_arg_str(s, finished ? "finished" : "deleted");
-    for (size_t i = 0; i < n; i++)
-        store_arg_str(s, ids[i]);
-    store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_REMOVE, &r, err);
-    if (st == DQ_OK)
-        read_items(r, items, n);
-    store_reply_free(r);
+    clear_error(err);
+    by_shard g = group_by_shard(s, ids, n);
+    store_batch_begin(s);
+    for (int k = 0; k < store_shards(s); k++) {
+        size_t from = g.first[k], to = g.first[k + 1];
+        if (from == to)
+            continue;
+        store_batch_call(s, SCRIPT_REMOVE, k);
+        store_arg_str(s, allow);
+        store_arg_str(s, finished ? "finished" : "deleted");
+        for (size_t j = from; j < to; j++)
+            store_arg_str(s, ids[g.order[j]]);
+    }
+    store_batch_run(s);
+    dq_status st = read_split_items(s, &g, items, err);
+    by_shard_free(&g);
     return st;
 }
 
-/* One-id functions: allow, id, then extra arguments. */
-static void one_id_args(dq_store *s, const char *allow, const char *id)
+/* One-id functions: allow, id, then extra arguments, in the id's shard. */
+static void one_id_call(dq_store *s, dq_script fn, const char *allow, const char *id)
 {
-    store_args_begin(s);
+    store_begin(s, fn, store_shard_of(s, id, strlen(id)));
     store_arg_str(s, allow);
     store_arg_str(s, id);
 }
@@ -132,17 +337,17 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
                     store_error *err)
 {
     memset(out, 0, sizeof *out);
-    one_id_args(s, allow, id);
-    dq_status st = call(s, SCRIPT_GET, &out->reply, err);
+    one_id_call(s, SCRIPT_GET, allow, id);
+    store_reply *r = NULL;
+    dq_status st = run_one(s, &r, err);
     if (st != DQ_OK)
         return st;
+    keep_reply(&out->replies, &out->nreplies, r);
     /* {state, topic, body, due, ttr_ms, attempts, retries, created} */
-    const store_reply *r = out->reply;
-    out->n = 1;
-    out->jobs = alloc_jobs(1);
-    store_job *j = out->jobs;
+    store_job *j = next_job(out);
     j->id = id;
     j->id_len = strlen(id);
+    j->shard = store_shard_of(s, id, j->id_len);
     j->state = reply_str(reply_at(r, 0), NULL);
     j->topic = reply_str(reply_at(r, 1), &j->topic_len);
     j->body = reply_str(reply_at(r, 2), &j->body_len);
@@ -157,9 +362,9 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
 dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *deadline,
                       store_error *err)
 {
-    one_id_args(s, allow, id);
+    one_id_call(s, SCRIPT_TOUCH, allow, id);
     store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_TOUCH, &r, err);
+    dq_status st = run_one(s, &r, err);
     if (st == DQ_OK)
         *deadline = reply_int(r);
     store_reply_free(r);
@@ -169,14 +374,13 @@ dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *d
 dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t delay_ms,
                         char state[STORE_STATE_MAX], store_error *err)
 {
-    one_id_args(s, allow, id);
+    one_id_call(s, SCRIPT_RELEASE, allow, id);
     store_arg_int(s, delay_ms);
     store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_RELEASE, &r, err);
+    dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
         const char *v = reply_str(r, NULL);
-        strncpy(state, v ? v : "", STORE_STATE_MAX - 1);
-        state[STORE_STATE_MAX - 1] = '\0';
+        snprintf(state, STORE_STATE_MAX, "%s", v ? v : "");
     }
     store_reply_free(r);
     return st;
@@ -184,9 +388,9 @@ dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t 
 
 dq_status store_bury(dq_store *s, const char *allow, const char *id, store_error *err)
 {
-    one_id_args(s, allow, id);
+    one_id_call(s, SCRIPT_BURY, allow, id);
     store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_BURY, &r, err);
+    dq_status st = run_one(s, &r, err);
     store_reply_free(r);
     return st;
 }
@@ -194,72 +398,150 @@ dq_status store_bury(dq_store *s, const char *allow, const char *id, store_error
 dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
                      store_error *err)
 {
-    store_args_begin(s);
-    store_arg_str(s, topic);
-    store_arg_int(s, count);
-    store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_KICK, &r, err);
-    if (st == DQ_OK)
-        *kicked = reply_int(r);
-    store_reply_free(r);
-    return st;
+    *kicked = 0;
+    dq_status result = DQ_OK;
+    for (int k = 0; k < store_shards(s) && *kicked < count; k++) {
+        store_begin(s, SCRIPT_KICK, k);
+        store_arg_str(s, topic);
+        store_arg_int(s, count - *kicked);
+        store_reply *r = NULL;
+        dq_status st = run_one(s, &r, err);
+        if (st == DQ_OK)
+            *kicked += reply_int(r);
+        else
+            result = worse(result, st);
+        store_reply_free(r);
+    }
+    /* Jobs kicked in the shards that answered are kicked: say so. */
+    return *kicked > 0 ? DQ_OK : result;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Stats                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Adds a flat {field, value, ...} reply into v. */
+static void add_fields(int64_t v[STORE_NSTATS], const store_reply *fields)
+{
+    for (size_t i = 0; i + 1 < reply_len(fields); i += 2) {
+        const char *f = reply_str(reply_at(fields, i), NULL);
+        for (int k = 0; f && k < STORE_NSTATS; k++) {
+            if (strcmp(f, store_stat_names[k]) == 0) {
+                v[k] += reply_int(reply_at(fields, i + 1));
+                break;
+            }
+        }
+    }
+}
+
+static int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c ? c : (alen > blen) - (alen < blen);
+}
+
+static int topic_cmp(const void *a, const void *b)
+{
+    const store_topic_stats *x = a, *y = b;
+    return name_cmp(x->name, x->name_len, y->name, y->name_len);
+}
+
+/* Sorts the topics by name and sums the entries of one name (a topic has
+ * one per shard that knows it) into one. */
+static void merge_topics(store_stats *out)
+{
+    qsort(out->topics, out->n, sizeof *out->topics, topic_cmp);
+    size_t kept = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        store_topic_stats *t = &out->topics[i];
+        if (kept && topic_cmp(&out->topics[kept - 1], t) == 0) {
+            for (int k = 0; k < STORE_NSTATS; k++)
+                out->topics[kept - 1].v[k] += t->v[k];
+        } else {
+            out->topics[kept++] = *t;
+        }
+    }
+    out->n = kept;
+}
+
+/* Each shard answers with its first `limit` topics after the cursor; the
+ * first `limit` names of their union are the page, and every shard that
+ * knows a topic of the page returned it (it would have had `limit` smaller
+ * names otherwise, all of them in the union before it). */
 dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, int limit,
                            store_stats *out, store_error *err)
 {
     memset(out, 0, sizeof *out);
-    store_args_begin(s);
-    store_arg_str(s, topic ? topic : "");
-    store_arg_str(s, cursor ? cursor : "");
-    store_arg_int(s, limit);
-    dq_status st = call(s, SCRIPT_STATS, &out->reply, err);
-    if (st != DQ_OK)
-        return st;
+    clear_error(err);
+    int shards = store_shards(s);
+    store_batch_begin(s);
+    for (int k = 0; k < shards; k++) {
+        store_batch_call(s, SCRIPT_STATS, k);
+        store_arg_str(s, topic ? topic : "");
+        store_arg_str(s, cursor ? cursor : "");
+        store_arg_int(s, limit);
+    }
+    store_batch_run(s);
     /* {totals, next cursor or nil, topics known, topic, fields, ...} */
-    const store_reply *r = out->reply;
-    out->totals = reply_at(r, 0);
-    out->next_cursor = reply_str(reply_at(r, 1), NULL);
-    out->topics_known = reply_int(reply_at(r, 2));
-    size_t n = reply_len(r) >= 3 ? (reply_len(r) - 3) / 2 : 0;
-    out->topics = calloc(n ? n : 1, sizeof *out->topics);
-    if (!out->topics)
-        abort();
-    for (size_t i = 0; i < n; i++) {
-        store_topic_stats *t = &out->topics[i];
-        t->name = reply_str(reply_at(r, 3 + 2 * i), &t->name_len);
-        t->fields = reply_at(r, 4 + 2 * i);
+    size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
+    if (topic)
+        cap = (size_t)shards;
+    out->topics = xcalloc(cap, sizeof *out->topics);
+    int more = 0;
+    for (int k = 0; k < shards; k++) {
+        store_reply *r = NULL;
+        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
+        if (st != DQ_OK) {
+            store_stats_free(out);
+            return st; /* figures missing a shard would be wrong, not partial */
+        }
+        keep_reply(&out->replies, &out->nreplies, r);
+        add_fields(out->totals, reply_at(r, 0));
+        more |= !reply_is_nil(reply_at(r, 1));
+        int64_t known = reply_int(reply_at(r, 2));
+        if (known > out->topics_known)
+            out->topics_known = known;
+        for (size_t i = 3; i + 1 < reply_len(r) && out->n < cap; i += 2) {
+            store_topic_stats *t = &out->topics[out->n];
+            t->name = reply_str(reply_at(r, i), &t->name_len);
+            if (t->name) {
+                add_fields(t->v, reply_at(r, i + 1));
+                out->n++;
+            }
+        }
     }
-    out->n = n;
+    merge_topics(out);
+    if (!topic && limit > 0 && out->n > (size_t)limit) {
+        out->n = (size_t)limit;
+        more = 1;
+    }
+    if (more && out->n > 0)
+        out->next_cursor = out->topics[out->n - 1].name; /* NUL-terminated by hiredis */
     return DQ_OK;
-}
-
-int64_t store_stats_value(const store_reply *fields, const char *name)
-{
-    for (size_t i = 0; i + 1 < reply_len(fields); i += 2) {
-        const char *f = reply_str(reply_at(fields, i), NULL);
-        if (f && strcmp(f, name) == 0)
-            return reply_int(reply_at(fields, i + 1));
-    }
-    return 0;
 }
 
 void store_stats_free(store_stats *st)
 {
     free(st->topics);
-    store_reply_free(st->reply);
+    for (size_t i = 0; i < st->nreplies; i++)
+        store_reply_free(st->replies[i]);
+    free(st->replies);
     memset(st, 0, sizeof *st);
 }
 
-dq_status store_move(dq_store *s, int bucket, int limit, int64_t *moved, int64_t *earliest,
-                     int64_t *redis_now)
+/* ------------------------------------------------------------------------ */
+/* Timer                                                                     */
+/* ------------------------------------------------------------------------ */
+
+dq_status store_move(dq_store *s, int shard, int bucket, int limit, int64_t *moved,
+                     int64_t *earliest, int64_t *redis_now)
 {
     store_error err;
-    store_args_begin(s);
+    store_begin(s, SCRIPT_MOVE, shard);
     store_arg_int(s, bucket);
     store_arg_int(s, limit);
     store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_MOVE, &r, &err);
+    dq_status st = run_one(s, &r, &err);
     if (st == DQ_OK) {
         *moved = reply_int(reply_at(r, 0));
         *earliest = reply_int(reply_at(r, 1));
@@ -269,56 +551,79 @@ dq_status store_move(dq_store *s, int bucket, int limit, int64_t *moved, int64_t
     return st;
 }
 
-static void lock_args(dq_store *s, const char *op, const char *token, int lease_ms, int buckets,
-                      int start)
+static void lock_calls(dq_store *s, const char *op, const char *token, int lease_ms, int buckets,
+                       int start)
 {
-    store_args_begin(s);
-    store_arg_str(s, op);
-    store_arg_str(s, token);
-    store_arg_int(s, lease_ms);
-    store_arg_int(s, buckets);
-    store_arg_int(s, start);
+    store_batch_begin(s);
+    for (int k = 0; k < store_shards(s); k++) {
+        store_batch_call(s, SCRIPT_LOCK, k);
+        store_arg_str(s, op);
+        store_arg_str(s, token);
+        store_arg_int(s, lease_ms);
+        store_arg_int(s, buckets);
+        store_arg_int(s, start);
+        store_arg_int(s, store_shards(s));
+    }
+    store_batch_run(s);
 }
 
 dq_status store_lock_maintain(dq_store *s, const char *token, int lease_ms, int buckets,
-                              int start, int *held, int *nheld, store_error *err)
+                              int start, unsigned char *held, unsigned char *ok,
+                              store_error *err)
 {
-    lock_args(s, "maintain", token, lease_ms, buckets, start);
-    store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_LOCK, &r, err);
-    *nheld = 0;
-    if (st == DQ_OK) {
-        for (size_t i = 0; i < reply_len(r) && *nheld < buckets; i++) {
-            int64_t k = reply_int(reply_at(r, i));
-            if (k >= 0 && k < buckets)
-                held[(*nheld)++] = (int)k;
+    clear_error(err);
+    lock_calls(s, "maintain", token, lease_ms, buckets, start);
+    dq_status result = DQ_UNAVAILABLE;
+    for (int k = 0; k < store_shards(s); k++) {
+        unsigned char *mine = held + (size_t)k * (size_t)buckets;
+        memset(mine, 0, (size_t)buckets);
+        store_reply *r = NULL;
+        char detail[sizeof err->detail];
+        dq_status st = store_batch_result(s, (size_t)k, &r, detail, sizeof detail);
+        ok[k] = st == DQ_OK;
+        for (size_t i = 0; i < reply_len(r); i++) {
+            int64_t b = reply_int(reply_at(r, i));
+            if (b >= 0 && b < buckets)
+                mine[b] = 1;
+        }
+        store_reply_free(r);
+        if (st == DQ_OK && result != DQ_MISCONFIGURED) {
+            result = DQ_OK;
+        } else if (st == DQ_MISCONFIGURED) {
+            result = st;
+            snprintf(err->detail, sizeof err->detail, "%s", detail);
         }
     }
-    store_reply_free(r);
-    return st;
+    return result;
 }
 
 dq_status store_lock_release(dq_store *s, const char *token, int lease_ms, int buckets,
                              int64_t *released)
 {
-    store_error err;
-    lock_args(s, "release", token, lease_ms, buckets, 0);
-    store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_LOCK, &r, &err);
-    if (st == DQ_OK)
-        *released = reply_int(r);
-    store_reply_free(r);
-    return st;
+    lock_calls(s, "release", token, lease_ms, buckets, 0);
+    *released = 0;
+    dq_status result = DQ_OK;
+    for (int k = 0; k < store_shards(s); k++) {
+        store_reply *r = NULL;
+        dq_status st = store_batch_result(s, (size_t)k, &r, NULL, 0);
+        if (st == DQ_OK)
+            *released += reply_int(r);
+        else
+            result = st;
+        store_reply_free(r);
+    }
+    return result;
 }
 
-dq_status store_sweep(dq_store *s, int64_t retention_ms, int limit, int64_t *forgotten)
+dq_status store_sweep(dq_store *s, int shard, int64_t retention_ms, int limit,
+                      int64_t *forgotten)
 {
     store_error err;
-    store_args_begin(s);
+    store_begin(s, SCRIPT_SWEEP, shard);
     store_arg_int(s, retention_ms);
     store_arg_int(s, limit);
     store_reply *r = NULL;
-    dq_status st = call(s, SCRIPT_SWEEP, &r, &err);
+    dq_status st = run_one(s, &r, &err);
     if (st == DQ_OK)
         *forgotten = reply_int(r);
     store_reply_free(r);

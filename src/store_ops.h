@@ -1,12 +1,16 @@
 /* store_ops: one typed operation per Redis function of src/lua. Each owns
  * its function's argument layout and reads its reply, so callers speak in
- * jobs, ids and topics, never in ARGV slots or reply positions.
+ * jobs, ids, topics and shards, never in ARGV slots or reply positions.
+ *
+ * A job lives in the shard its id names (store_shard_of): operations on ids
+ * go there, batches are split into one call per shard (sent together), and
+ * per-topic figures are summed over every shard.
  *
  * `allow` is the caller's topic limit, checked by the function in the same
  * atomic step as the action: the token's topic prefixes joined by commas,
  * or "" for no limit. A job outside it answers exactly like a missing one.
  *
- * Results that hold strings from Redis (bodies, topics) point into a reply
+ * Results that hold strings from Redis (bodies, topics) point into replies
  * that the result owns: release it with its _free function. */
 #ifndef DQ_STORE_OPS_H
 #define DQ_STORE_OPS_H
@@ -20,16 +24,18 @@
 
 #define STORE_STATE_MAX 16
 
-/* The outcome of one item of a batch (an added job, a removed id). */
+/* The outcome of one item of a batch (an added job, a removed id): DQ_OK,
+ * DQ_CONFLICT or DQ_NOT_FOUND, or the failure of its shard's call
+ * (DQ_UNAVAILABLE: not done; DQ_TIMEOUT: unknown) when other shards' calls
+ * worked. */
 typedef struct {
-    dq_status status;             /* DQ_OK, DQ_CONFLICT or DQ_NOT_FOUND */
-    char state[STORE_STATE_MAX];  /* conflict: the live job's state ("" if hidden) */
+    dq_status status;
+    char state[STORE_STATE_MAX]; /* conflict: the live job's state ("" if hidden) */
 } store_item;
 
 /* An error of a whole call, beyond its status. */
 typedef struct {
     char detail[128]; /* e.g. the state of a conflicting job */
-    long index;       /* add: the job whose `at` is out of range, else -1 */
 } store_error;
 
 typedef struct {
@@ -40,23 +46,39 @@ typedef struct {
     int64_t attempts; /* deliveries so far */
     int64_t retries;  /* -1: unlimited */
     int64_t created;  /* Unix ms */
+    int shard;
 } store_job;
 
 typedef struct {
     store_job *jobs;
-    size_t n;
-    store_reply *reply;
+    size_t n, cap;
+    store_reply **replies;
+    size_t nreplies;
 } store_jobs;
 
 void store_jobs_free(store_jobs *j);
 
-/* Adds jobs; ids[i] is jobs[i]'s id (generated where the job had none). */
-dq_status store_add(dq_store *s, const char *allow, int buckets, const dq_job_spec *jobs,
+/* The recorded layout of a deployment, checked when a process starts: the
+ * bucket and shard counts its Redis records must be the configured ones,
+ * and no deployment of the same prefix may be laid out the other way
+ * (one shard vs several). DQ_OK, DQ_MISCONFIGURED with a sentence in why,
+ * or a failure (Redis unreachable: the functions check again on use). */
+dq_status store_layout_check(const dq_config *cfg, char *why, size_t whylen);
+
+/* Adds jobs; ids[i] is jobs[i]'s id (generated where the job had none).
+ * Returns DQ_OK when every shard's call worked; else the failure (items
+ * tell which jobs it concerns when other shards' calls worked). */
+dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
                     const char *const *ids, size_t n, store_item *items, store_error *err);
-/* Reserves up to count ready jobs from the topics, in order. */
-dq_status store_pop(dq_store *s, const char *const *topics, size_t ntopics, int count,
+/* Reserves up to count ready jobs of one shard, from the topics in order,
+ * and appends them to out (zeroed by the caller before its first use). */
+dq_status store_pop(dq_store *s, int shard, const char *const *topics, size_t ntopics, int count,
                     store_jobs *out, store_error *err);
-/* finish (finished = 1) or delete (0) each id. */
+/* Ready jobs per shard and topic: counts[shard * ntopics + t], -1 where the
+ * shard did not answer. DQ_OK if at least one shard answered. */
+dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntopics,
+                             int64_t *counts, store_error *err);
+/* finish (finished = 1) or delete (0) each id; results as store_add. */
 dq_status store_remove(dq_store *s, const char *allow, int finished, const char *const *ids,
                        size_t n, store_item *items, store_error *err);
 /* One job (store_jobs with n = 1). */
@@ -69,41 +91,64 @@ dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *d
 dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t delay_ms,
                         char state[STORE_STATE_MAX], store_error *err);
 dq_status store_bury(dq_store *s, const char *allow, const char *id, store_error *err);
+/* Up to count buried jobs of a topic back to ready, shard by shard. */
 dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
                      store_error *err);
 
-/* Counters: the deployment's totals, the number of topics, and one topic
- * or one page of topics by name. Field values are read by name with
- * store_stats_value. */
+/* Counters, summed over the shards: the deployment's totals, the number of
+ * topics, and one topic or one page of topics by name. */
+typedef enum {
+    STAT_DELAY,
+    STAT_READY,
+    STAT_RESERVED,
+    STAT_BURIED,
+    STAT_ADDED,
+    STAT_POPPED,
+    STAT_FINISHED,
+    STAT_DELETED,
+    STAT_REDELIVERED,
+    STAT_BURIES,
+    STAT_KICKED,
+    STORE_NSTATS
+} store_stat;
+#define STORE_NGAUGES 4 /* the first four are states */
+/* Their names in the stats hashes and in /stats. */
+extern const char *const store_stat_names[STORE_NSTATS];
+
 typedef struct {
     const char *name;
     size_t name_len;
-    const store_reply *fields; /* flat field, value, ... */
+    int64_t v[STORE_NSTATS];
 } store_topic_stats;
 
 typedef struct {
-    const store_reply *totals;
+    int64_t totals[STORE_NSTATS];
     const char *next_cursor; /* NULL: the last page */
-    int64_t topics_known;
+    int64_t topics_known;    /* the most any shard knows (each has most topics) */
     store_topic_stats *topics;
     size_t n;
-    store_reply *reply;
+    store_reply **replies;
+    size_t nreplies;
 } store_stats;
 
 dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, int limit,
                            store_stats *out, store_error *err);
-int64_t store_stats_value(const store_reply *fields, const char *name);
 void store_stats_free(store_stats *st);
 
-/* delayq-timer's operations. */
-dq_status store_move(dq_store *s, int bucket, int limit, int64_t *moved, int64_t *earliest,
-                     int64_t *redis_now);
-/* Heartbeat and bucket locks: held[] (capacity buckets) gets the held
- * buckets, *nheld their number. */
+/* delayq-timer's operations, for one shard. */
+dq_status store_move(dq_store *s, int shard, int bucket, int limit, int64_t *moved,
+                     int64_t *earliest, int64_t *redis_now);
+/* Heartbeat and bucket locks in every shard at once (one pipelined round):
+ * held[shard * buckets + k] is set for each bucket k held, ok[shard] says
+ * whether the shard answered. Returns DQ_OK if any did, DQ_MISCONFIGURED
+ * (fatal) if a shard records another layout. */
 dq_status store_lock_maintain(dq_store *s, const char *token, int lease_ms, int buckets,
-                              int start, int *held, int *nheld, store_error *err);
+                              int start, unsigned char *held, unsigned char *ok,
+                              store_error *err);
+/* Drops the token's locks in every shard; *released counts them. */
 dq_status store_lock_release(dq_store *s, const char *token, int lease_ms, int buckets,
                              int64_t *released);
-dq_status store_sweep(dq_store *s, int64_t retention_ms, int limit, int64_t *forgotten);
+dq_status store_sweep(dq_store *s, int shard, int64_t retention_ms, int limit,
+                      int64_t *forgotten);
 
 #endif

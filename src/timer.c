@@ -1,4 +1,4 @@
-/* timer: bucket ownership and moving due jobs. */
+/* timer: bucket ownership and moving due jobs, in every shard. */
 #include "timer.h"
 
 #include <inttypes.h>
@@ -12,114 +12,132 @@
 #include "log.h"
 #include "store.h"
 #include "store_ops.h"
+#include "store_sentinel.h"
 #include "util.h"
 
 #define NEVER INT64_MAX
 #define RETRY_MS 200 /* after a failed Redis call */
 #define SWEEP_BATCH 100 /* topics forgotten per sweep call */
-#define SWEEP_CALLS 10  /* sweep calls per maintain, at most */
+#define SWEEP_CALLS 10  /* sweep calls per maintain and shard, at most */
+#define MAX_FDS 66      /* stop, and the subscriber's nodes */
 
+/* Bucket b of shard k is entry k * buckets + b of the per-bucket arrays. */
 typedef struct {
     const dq_config *cfg;
     dq_store *cmd; /* function calls */
     dq_store *sub; /* wake-up messages */
     char token[64]; /* owner of our bucket locks: timer_id, else random */
-    int nbuckets;
-    int *held;
-    int64_t *next_due;   /* monotonic ms when each held bucket needs a move */
-    int64_t redis_offset; /* Redis ms minus monotonic ms, from the last move */
-    int64_t last_maintained;
-    char wake_channel[96];
+    int nshards, nbuckets;
+    unsigned char *held, *now_held; /* per bucket */
+    int64_t *next_due;       /* per bucket: monotonic ms when it needs a move */
+    unsigned char *answered; /* per shard: the last maintain reached it */
+    int64_t *redis_offset;   /* per shard: its Redis' ms minus monotonic ms */
+    int64_t *maintained;     /* per shard: monotonic ms of its last maintain */
 } timer_state;
 
-static void drop_all(timer_state *t)
+static void *xcalloc(size_t n, size_t size)
 {
-    for (int k = 0; k < t->nbuckets; k++) {
-        t->held[k] = 0;
-        t->next_due[k] = NEVER;
+    void *p = calloc(n, size);
+    if (!p)
+        abort();
+    return p;
+}
+
+static size_t at(const timer_state *t, int shard, int b)
+{
+    return (size_t)shard * (size_t)t->nbuckets + (size_t)b;
+}
+
+static void drop_shard(timer_state *t, int k)
+{
+    for (int b = 0; b < t->nbuckets; b++) {
+        t->held[at(t, k, b)] = 0;
+        t->next_due[at(t, k, b)] = NEVER;
     }
 }
 
-/* Heartbeat, renew, rebalance. Newly taken buckets are due now. Returns 0,
- * -1 on a Redis failure (retried), -2 on a configuration the deployment
- * refuses (fatal). */
+/* Heartbeat, renew, rebalance, in every shard. Newly taken buckets are due
+ * now. Returns 0, -1 when some shard did not answer (retried soon), -2 on
+ * a layout the deployment refuses (fatal). */
 static int maintain(timer_state *t)
 {
-    int *held = calloc((size_t)t->nbuckets, sizeof *held);
-    int *now_held = calloc((size_t)t->nbuckets, sizeof *now_held);
-    if (!held || !now_held)
-        abort();
-    int nheld = 0;
     store_error err;
     dq_status st = store_lock_maintain(t->cmd, t->token, t->cfg->timer_lease_ms, t->nbuckets,
-                                       rand() % t->nbuckets, held, &nheld, &err);
-    if (st != DQ_OK) {
-        free(held);
-        free(now_held);
-        if (st == DQ_MISCONFIGURED) {
-            log_error("config key 'buckets' (%d) differs from the %s this deployment's Redis "
-                      "records; stopping", t->nbuckets, err.detail);
-            return -2;
-        }
-        if (util_mono_ms() - t->last_maintained > t->cfg->timer_lease_ms)
-            drop_all(t); /* our leases have run out by now */
-        return -1;
+                                       rand() % t->nbuckets, t->now_held, t->answered, &err);
+    if (st == DQ_MISCONFIGURED) {
+        log_error("config keys 'buckets' (%d) and 'shards' (%d) differ from what this "
+                  "deployment's Redis records (%s); stopping", t->nbuckets, t->nshards,
+                  err.detail);
+        return -2;
     }
-    for (int i = 0; i < nheld; i++)
-        now_held[held[i]] = 1;
-    int gained = 0, lost = 0;
-    for (int k = 0; k < t->nbuckets; k++) {
-        if (now_held[k] && !t->held[k]) {
-            t->next_due[k] = 0;
-            gained++;
-        } else if (!now_held[k] && t->held[k]) {
-            t->next_due[k] = NEVER;
-            lost++;
+    int64_t now = util_mono_ms();
+    int gained = 0, lost = 0, nheld = 0, missing = 0;
+    for (int k = 0; k < t->nshards; k++) {
+        if (!t->answered[k]) {
+            missing++;
+            if (now - t->maintained[k] > t->cfg->timer_lease_ms)
+                drop_shard(t, k); /* our leases there have run out by now */
+            continue;
         }
-        t->held[k] = now_held[k];
+        t->maintained[k] = now;
+        for (int b = 0; b < t->nbuckets; b++) {
+            size_t i = at(t, k, b);
+            if (t->now_held[i] && !t->held[i]) {
+                t->next_due[i] = 0;
+                gained++;
+            } else if (!t->now_held[i] && t->held[i]) {
+                t->next_due[i] = NEVER;
+                lost++;
+            }
+            t->held[i] = t->now_held[i];
+            nheld += t->held[i];
+        }
     }
     if (gained || lost)
         log_info("buckets: %d held (+%d -%d)", nheld, gained, lost);
-    free(held);
-    free(now_held);
-    t->last_maintained = util_mono_ms();
-    return 0;
+    return missing ? -1 : 0;
 }
 
-/* Forgets topics idle past topic_retention_s. One timer does it: the
- * holder of bucket 0. Bounded per maintain, so Redis is never blocked. */
+/* Forgets topics idle past topic_retention_s. In each shard one timer
+ * does it: the holder of the shard's bucket 0. Bounded per maintain, so
+ * Redis is never blocked. */
 static void sweep(timer_state *t)
 {
-    if (!t->held[0])
-        return;
-    for (int i = 0; i < SWEEP_CALLS; i++) {
-        int64_t forgotten = 0;
-        if (store_sweep(t->cmd, (int64_t)t->cfg->topic_retention_s * 1000, SWEEP_BATCH,
-                        &forgotten) != DQ_OK)
-            return;
-        if (forgotten)
-            log_debug("forgot %lld idle topics", (long long)forgotten);
-        if (forgotten < SWEEP_BATCH)
-            return;
+    for (int k = 0; k < t->nshards; k++) {
+        if (!t->held[at(t, k, 0)])
+            continue;
+        for (int i = 0; i < SWEEP_CALLS; i++) {
+            int64_t forgotten = 0;
+            if (store_sweep(t->cmd, k, (int64_t)t->cfg->topic_retention_s * 1000, SWEEP_BATCH,
+                            &forgotten) != DQ_OK)
+                break;
+            if (forgotten)
+                log_debug("shard %d: forgot %lld idle topics", k, (long long)forgotten);
+            if (forgotten < SWEEP_BATCH)
+                break;
+        }
     }
 }
 
-/* Moves what is due in bucket k, then records when it is next due. */
-static void move_bucket(timer_state *t, int k)
+/* Moves what is due in bucket b of shard k, then records when it is next
+ * due. */
+static void move_bucket(timer_state *t, int k, int b)
 {
+    size_t i = at(t, k, b);
     for (;;) {
         int64_t moved, earliest, redis_now;
-        if (store_move(t->cmd, k, t->cfg->timer_batch, &moved, &earliest, &redis_now) != DQ_OK) {
-            t->next_due[k] = util_mono_ms() + RETRY_MS;
+        if (store_move(t->cmd, k, b, t->cfg->timer_batch, &moved, &earliest, &redis_now) !=
+            DQ_OK) {
+            t->next_due[i] = util_mono_ms() + RETRY_MS;
             return;
         }
         int64_t mono = util_mono_ms();
-        t->redis_offset = redis_now - mono;
+        t->redis_offset[k] = redis_now - mono;
         if (moved)
-            log_debug("bucket %d: moved %" PRId64, k, moved);
+            log_debug("shard %d bucket %d: moved %" PRId64, k, b, moved);
         if (moved >= t->cfg->timer_batch)
             continue; /* more are due right now */
-        t->next_due[k] = earliest < 0 ? NEVER : mono + (earliest - redis_now);
+        t->next_due[i] = earliest < 0 ? NEVER : mono + (earliest - redis_now);
         return;
     }
 }
@@ -128,25 +146,23 @@ static void move_bucket(timer_state *t, int k)
  * since messages may have been missed. */
 static void ensure_subscribed(timer_state *t)
 {
-    if (store_fd(t->sub) >= 0)
+    if (store_sub_open_now(t->sub) || store_sub_open(t->sub, ":wake") != DQ_OK)
         return;
-    const char *channels[1] = {t->wake_channel};
-    if (store_subscribe(t->sub, channels, 1) != DQ_OK)
-        return;
-    for (int k = 0; k < t->nbuckets; k++) {
-        if (t->held[k])
-            t->next_due[k] = 0;
+    size_t n = (size_t)t->nshards * (size_t)t->nbuckets;
+    for (size_t i = 0; i < n; i++) {
+        if (t->held[i])
+            t->next_due[i] = 0;
     }
 }
 
-/* "<bucket>:<due ms>": an earlier job arrived in a bucket.
+/* "<bucket>:<due ms>": an earlier job arrived in a bucket of the shard.
  * "rebalance": a timer joined or gave buckets back; maintain now, so buckets
  * change hands at once rather than at the next renewal. */
 static void read_wakeups(timer_state *t, int64_t *next_maintain)
 {
-    char channel[128], payload[64];
-    int r;
-    while ((r = store_read_message(t->sub, channel, sizeof channel, payload, sizeof payload)) == 0) {
+    char payload[64];
+    int k, r;
+    while ((r = store_sub_read(t->sub, &k, payload, sizeof payload)) == 0) {
         if (strcmp(payload, "rebalance") == 0) {
             *next_maintain = 0;
             continue;
@@ -154,38 +170,88 @@ static void read_wakeups(timer_state *t, int64_t *next_maintain)
         char *colon = strchr(payload, ':');
         if (!colon)
             continue;
-        int k = atoi(payload);
-        int64_t due = strtoll(colon + 1, NULL, 10) - t->redis_offset;
-        if (k >= 0 && k < t->nbuckets && t->held[k] && due < t->next_due[k])
-            t->next_due[k] = due;
+        int b = atoi(payload);
+        if (b < 0 || b >= t->nbuckets)
+            continue;
+        size_t i = at(t, k, b);
+        int64_t due = strtoll(colon + 1, NULL, 10) - t->redis_offset[k];
+        if (t->held[i] && due < t->next_due[i])
+            t->next_due[i] = due;
     }
     if (r < 0)
         log_warn("wake-up subscription lost; resubscribing");
 }
 
+/* Moves every held bucket that is due; returns the earliest next due time
+ * (or until). */
+static int64_t move_due(timer_state *t, int64_t until)
+{
+    for (int k = 0; k < t->nshards; k++) {
+        for (int b = 0; b < t->nbuckets; b++) {
+            size_t i = at(t, k, b);
+            if (!t->held[i])
+                continue;
+            if (t->next_due[i] <= util_mono_ms())
+                move_bucket(t, k, b);
+            if (t->next_due[i] < until)
+                until = t->next_due[i];
+        }
+    }
+    return until;
+}
+
+static int timer_init(timer_state *t, const dq_config *cfg)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    t->nshards = cfg->shards;
+    t->nbuckets = cfg->buckets;
+    t->cmd = store_new(cfg);
+    t->sub = store_new(cfg);
+    if (!t->cmd || !t->sub)
+        return -1;
+    size_t n = (size_t)t->nshards * (size_t)t->nbuckets;
+    t->held = xcalloc(n, 1);
+    t->now_held = xcalloc(n, 1);
+    t->next_due = xcalloc(n, sizeof *t->next_due);
+    t->answered = xcalloc((size_t)t->nshards, 1);
+    t->redis_offset = xcalloc((size_t)t->nshards, sizeof *t->redis_offset);
+    t->maintained = xcalloc((size_t)t->nshards, sizeof *t->maintained);
+    if (cfg->timer_id[0])
+        snprintf(t->token, sizeof t->token, "%s", cfg->timer_id);
+    else
+        util_random_hex(t->token, 16);
+    srand((unsigned)util_crc32(t->token, strlen(t->token)));
+    for (int k = 0; k < t->nshards; k++)
+        drop_shard(t, k);
+    return 0;
+}
+
+static void timer_free(timer_state *t)
+{
+    store_free(t->cmd);
+    store_free(t->sub);
+    free(t->held);
+    free(t->now_held);
+    free(t->next_due);
+    free(t->answered);
+    free(t->redis_offset);
+    free(t->maintained);
+}
+
 int timer_run(const dq_config *cfg, int stop_fd)
 {
     timer_state t;
-    memset(&t, 0, sizeof t);
-    t.cfg = cfg;
-    t.nbuckets = cfg->buckets;
-    t.cmd = store_new(cfg);
-    t.sub = store_new(cfg);
-    t.held = calloc((size_t)t.nbuckets, sizeof *t.held);
-    t.next_due = calloc((size_t)t.nbuckets, sizeof *t.next_due);
-    if (!t.cmd || !t.sub || !t.held || !t.next_due)
+    if (timer_init(&t, cfg) < 0)
         return 1;
-    if (cfg->timer_id[0])
-        snprintf(t.token, sizeof t.token, "%s", cfg->timer_id);
-    else
-        util_random_hex(t.token, 16);
-    snprintf(t.wake_channel, sizeof t.wake_channel, "%s:wake", store_prefix(t.cmd));
-    srand((unsigned)util_crc32(t.token, strlen(t.token)));
-    drop_all(&t);
-    log_info("started; %d buckets, lease %d ms", t.nbuckets, cfg->timer_lease_ms);
+    if (cfg->redis_sentinels[0] && sentinel_watch_start(cfg) < 0)
+        return 1;
+    log_info("started; %d shards of %d buckets, lease %d ms", t.nshards, t.nbuckets,
+             cfg->timer_lease_ms);
 
     int64_t next_maintain = 0;
     int exit_code = 0;
+    struct pollfd fds[MAX_FDS];
     for (;;) {
         int64_t now = util_mono_ms();
         if (now >= next_maintain) {
@@ -194,32 +260,23 @@ int timer_run(const dq_config *cfg, int stop_fd)
                 exit_code = 1;
                 break;
             }
-            if (rc == 0)
-                sweep(&t);
+            sweep(&t);
             next_maintain = now + (rc == 0 ? cfg->timer_lease_ms / 3 : RETRY_MS);
         }
         ensure_subscribed(&t);
-        int64_t wake = next_maintain;
-        for (int k = 0; k < t.nbuckets; k++) {
-            if (!t.held[k])
-                continue;
-            if (t.next_due[k] <= util_mono_ms())
-                move_bucket(&t, k);
-            if (t.next_due[k] < wake)
-                wake = t.next_due[k];
-        }
-        if (store_fd(t.sub) < 0 && wake > util_mono_ms() + RETRY_MS)
+        int64_t wake = move_due(&t, next_maintain);
+        if (!store_sub_open_now(t.sub) && wake > util_mono_ms() + RETRY_MS)
             wake = util_mono_ms() + RETRY_MS; /* retry the subscription soon */
         int64_t timeout = wake - util_mono_ms();
         if (timeout < 0)
             timeout = 0;
-        struct pollfd fds[2] = {{stop_fd, POLLIN, 0}, {store_fd(t.sub), POLLIN, 0}};
-        int nfds = fds[1].fd >= 0 ? 2 : 1;
+        fds[0] = (struct pollfd){stop_fd, POLLIN, 0};
+        int nfds = 1 + store_sub_fds(t.sub, fds + 1, MAX_FDS - 1);
         if (poll(fds, (nfds_t)nfds, (int)timeout) < 0)
             continue;
         if (fds[0].revents)
             break;
-        if (nfds == 2 && fds[1].revents)
+        if (nfds > 1)
             read_wakeups(&t, &next_maintain);
     }
 
@@ -228,10 +285,7 @@ int timer_run(const dq_config *cfg, int stop_fd)
     if (store_lock_release(t.cmd, t.token, cfg->timer_lease_ms, t.nbuckets, &released) == DQ_OK)
         log_info("stopped; released %" PRId64 " bucket locks", released);
     else
-        log_warn("stopped; could not release bucket locks (they expire with the lease)");
-    store_free(t.cmd);
-    store_free(t.sub);
-    free(t.held);
-    free(t.next_due);
+        log_warn("stopped; could not release every bucket lock (they expire with the lease)");
+    timer_free(&t);
     return exit_code;
 }

@@ -8,7 +8,19 @@
 
 #include "config.h"
 #include "log.h"
+#include "store_ops.h"
 #include "timer.h"
+
+/* A process laid out unlike its deployment (buckets, shards) would put
+ * jobs where no other process looks: it does not start. */
+static int layout_refused(const dq_config *cfg)
+{
+    char why[512];
+    if (store_layout_check(cfg, why, sizeof why) != DQ_MISCONFIGURED)
+        return 0; /* fine, or Redis is not there yet: the functions check on use */
+    log_error("%s; not starting", why);
+    return 1;
+}
 
 int main(int argc, char **argv)
 {
@@ -24,6 +36,8 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init("delayq-timer", cfg.log_level);
+    if (layout_refused(&cfg))
+        return 1;
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);

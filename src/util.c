@@ -5,11 +5,21 @@
 #include <sys/random.h>
 #include <time.h>
 
-int64_t util_mono_ms(void)
+static int64_t clock_ms(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t util_mono_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t util_wall_ms(void)
+{
+    return clock_ms(CLOCK_REALTIME);
 }
 
 uint32_t util_crc32(const char *s, size_t n)

@@ -9,7 +9,11 @@
 /* Monotonic milliseconds, for timeouts and backoff (never for due times:
  * those come from Redis' clock). */
 int64_t util_mono_ms(void);
-/* CRC-32 (IEEE) of s[0..n): the job's bucket is crc32(id) mod buckets. */
+/* Unix milliseconds from this host's clock, for checks with years of slack
+ * (an `at` too far ahead); due times come from Redis' clock. */
+int64_t util_wall_ms(void);
+/* CRC-32 (IEEE) of s[0..n): a job's shard is crc32(id) mod shards, its
+ * bucket in the shard crc32(id) / shards mod buckets. */
 uint32_t util_crc32(const char *s, size_t n);
 /* Writes 2*nbytes random hex characters and a NUL into out. */
 void util_random_hex(char *out, size_t nbytes);

@@ -28,9 +28,11 @@
 #include "metrics.h"
 #include "notify.h"
 #include "ready_sub.h"
+#include "shard_hints.h"
 #include "reply.h"
 #include "request.h"
 #include "store.h"
+#include "store_sentinel.h"
 #include "util.h"
 
 /* Buffers that grew beyond this after a request are freed, so one large
@@ -42,6 +44,8 @@
 #define LISTEN_TAG UINT64_MAX
 #define WOKEN_TAG (UINT64_MAX - 1)
 #define DEADLINE_TAG (UINT64_MAX - 2)
+/* Topics whose ready jobs a process tracks per shard (shard_hints.h). */
+#define HINT_TOPICS 4096
 
 typedef enum { C_FREE, C_IDLE, C_QUEUED, C_RUNNING, C_PARKED } conn_state;
 
@@ -80,6 +84,7 @@ typedef struct {
 static struct {
     const dq_config *cfg;
     dq_auth *auth;
+    shard_hints *hints; /* several shards: where ready jobs are */
     int listen_fd, ep, woken_fd, deadline_fd;
     pthread_mutex_t lock; /* everything below, and every conn's state */
     conn **slots;
@@ -500,6 +505,7 @@ static int start_threads(const dq_config *cfg)
         t->h.cfg = cfg;
         t->h.store = store_new(cfg);
         t->h.auth = W.auth;
+        t->h.hints = W.hints;
         json_doc_init(&t->doc);
         buf_init(&t->out);
         if (!t->h.store || pthread_create(&tid, NULL, thread_main, t) != 0)
@@ -573,7 +579,15 @@ int worker_run(const dq_config *cfg, int listen_fd)
         return 1;
     }
     notify_init(deadline_moved);
-    if (ready_sub_start(cfg) < 0 || start_threads(cfg) < 0) {
+    if (cfg->shards > 1 && !(W.hints = hints_new(cfg->shards, HINT_TOPICS))) {
+        log_error("out of memory");
+        return 1;
+    }
+    if (cfg->redis_sentinels[0] && sentinel_watch_start(cfg) < 0) {
+        log_error("cannot start the sentinel watcher");
+        return 1;
+    }
+    if (ready_sub_start(cfg, W.hints) < 0 || start_threads(cfg) < 0) {
         log_error("cannot start the worker's threads");
         return 1;
     }

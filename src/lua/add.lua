@@ -1,32 +1,24 @@
 -- add: adds one or more jobs.
--- KEYS: P. ARGV: allow, buckets, njobs, then per job: id, topic, body,
---       ttr_ms, retries, delay_ms, at_ms (-1: none), bucket.
+-- KEYS: P (the jobs' shard). ARGV: allow, buckets, shards, njobs, then per
+--       job: id, topic, body, ttr_ms, retries, delay_ms, at_ms (-1: none),
+--       bucket. (`at` is checked against ten years by the caller.)
 -- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
 -- live ('DQ_CONFLICT' alone when the caller may not see that job's topic).
--- Errors (nothing written): DQ_BUCKETS <known> when the deployment uses
--- another bucket count; DQ_AT_RANGE <index> when a job's `at` is more than
--- ten years after Redis' clock.
+-- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
+-- or shard counts.
 limit_topics(ARGV[1])
-if not buckets_match(ARGV[2]) then
-    return redis.error_reply('DQ_BUCKETS ' .. redis.call('GET', P .. ':buckets'))
-end
-local njobs = tonumber(ARGV[3])
+local mismatch = layout_mismatch(ARGV[2], ARGV[3])
+if mismatch then return mismatch end
+local njobs = tonumber(ARGV[4])
 local now = now_ms()
 local FIELDS = 8
-
-for i = 0, njobs - 1 do
-    local at = tonumber(ARGV[4 + i * FIELDS + 6])
-    if at >= 0 and at - now > TEN_YEARS_MS then
-        return redis.error_reply('DQ_AT_RANGE ' .. i)
-    end
-end
 
 local out = {}
 local snow = num(now)
 local seq -- taken on the first job that is ready at once
 local nseq = 0
 for i = 0, njobs - 1 do
-    local a = 4 + i * FIELDS
+    local a = 5 + i * FIELDS
     local id, topic, body = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     local ttr, retries, delay, at, k = ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5]),
         tonumber(ARGV[a + 6]), ARGV[a + 7]

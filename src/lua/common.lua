@@ -9,8 +9,11 @@
 -- begin(): the library's Lua state lives as long as Redis keeps it loaded,
 -- so anything left in them would leak into the next call.
 --
--- KEYS[1] is the key prefix with its hash tag, e.g. "{dq}": every key a
--- function touches is derived from it, so each call stays in one hash slot.
+-- KEYS[1] is the key prefix of one shard with its hash tag: "{dq}" when the
+-- deployment has one shard, "{dq:3}" for shard 3 of several. Every key a
+-- function touches is derived from it, so each call stays in one hash slot,
+-- and so do the messages it publishes (sharded pub/sub, SPUBLISH), which
+-- Redis Cluster keeps on the node that owns the slot.
 -- Job hash fields: t topic, ttr (ms), n deliveries so far, r retries (-1
 -- unlimited), kb deliveries at the last kick, c created (ms), s state
 -- (delay, ready, reserved, buried), d due (ms, while delay or reserved,
@@ -23,7 +26,6 @@
 -- ('ok', 'DQ_CONFLICT <state>', 'DQ_NOT_FOUND'); src/store_ops.c maps them.
 
 local P
-local TEN_YEARS_MS = 3652 * 86400 * 1000
 
 local function now_ms()
     local t = redis.call('TIME')
@@ -60,6 +62,17 @@ local function begin(keys)
     ready_topics, ready_order = {}, {}
     bucket_heads = {}
     allow_prefixes = nil
+end
+
+-- While a Redis Cluster moves this shard's hash slot to another node, some
+-- of the shard's keys are on each side: no call could see the whole shard,
+-- so none runs (the caller retries, then answers 503). Two absent keys of
+-- the slot tell: EXISTS of them fails exactly then (an ASK redirection on
+-- the node giving the slot away, TRYAGAIN on the one taking it), and
+-- answers 0 otherwise, or without a cluster.
+local function slot_moving()
+    local r = redis.pcall('EXISTS', P .. ':absent:1', P .. ':absent:2')
+    return type(r) == 'table' and r.err ~= nil
 end
 
 -- The caller's token's topic prefixes, comma-separated ('' for a token
@@ -161,7 +174,7 @@ local function schedule(id, k, due)
     end
     redis.call('ZADD', bk, num(due), id)
     if not head or due < head then
-        redis.call('PUBLISH', P .. ':wake', k .. ':' .. num(due))
+        redis.call('SPUBLISH', P .. ':wake', k .. ':' .. num(due))
         head = due
     end
     bucket_heads[bk] = head
@@ -174,15 +187,20 @@ local function retries_spent(n, r, kb)
 end
 
 -- Every process of a deployment must split jobs into the same number of
--- buckets, or jobs would land in buckets no timer scans. The first process
--- records its number; a process configured differently is refused.
-local function buckets_match(nb)
-    local known = redis.call('GET', P .. ':buckets')
-    if not known then
-        redis.call('SET', P .. ':buckets', nb)
-        return true
+-- shards and buckets, or jobs would land where no process looks. The first
+-- process records both in each shard; a process configured differently is
+-- refused. Returns nil when they match, else the error to answer.
+local function layout_mismatch(nb, ns)
+    local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
+    if not known[1] then
+        redis.call('MSET', P .. ':buckets', nb, P .. ':shards', ns)
+        return nil
     end
-    return tonumber(known) == tonumber(nb)
+    local known_shards = known[2] or '1' -- recorded before shards existed
+    if tonumber(known[1]) == tonumber(nb) and tonumber(known_shards) == tonumber(ns) then
+        return nil
+    end
+    return redis.error_reply('DQ_LAYOUT buckets ' .. known[1] .. ' shards ' .. known_shards)
 end
 
 -- Writes what the call gathered: sorted-set entries once per key, each
@@ -221,6 +239,6 @@ local function flush()
         if by ~= 0 then redis.call('HINCRBY', P .. ':totals', field, num(by)) end
     end
     for _, topic in ipairs(ready_order) do
-        redis.call('PUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic)
+        redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic)
     end
 end

@@ -8,7 +8,8 @@
 # SCRIPT_<NAME> for each file, in order).
 # common.lua comes first in the library, so its helpers exist once; every
 # other file becomes the body of a function wrapped to run begin(KEYS)
-# before it and flush() after it. A file whose header says
+# before it (and refuse while the shard's slot moves between cluster
+# nodes) and flush() after it. A file whose header says
 # "-- flags: no-writes" is registered read-only. The library and function
 # names carry a checksum of the sources, so processes of two versions can
 # use one Redis at once.
@@ -37,6 +38,7 @@ read_only() {
         echo "redis.register_function{function_name = 'dq_${version}_$name', flags = $flags,"
         echo "    callback = function(keys, args)"
         echo "        begin(keys)"
+        echo "        if slot_moving() then return redis.error_reply('DQ_MOVING') end"
         echo "        local result = run_$name(keys, args)"
         echo "        flush()"
         echo "        return result"

@@ -1,16 +1,16 @@
 -- lock: bucket ownership for delayq-timer.
--- KEYS: P. ARGV: op, token, lease_ms, buckets, start.
+-- KEYS: P (one shard). ARGV: op, token, lease_ms, buckets, start, shards.
 -- op 'maintain': registers the timer (heartbeat), renews the bucket locks it
 --   holds, gives back what exceeds its fair share ceil(buckets / timers) and
 --   takes free buckets up to it, scanning from `start`. Returns the held
---   bucket numbers. Error: DQ_BUCKETS <known> when the deployment uses
---   another bucket count.
+--   bucket numbers. Error: DQ_LAYOUT when the deployment uses other bucket
+--   or shard counts.
 -- op 'release': drops every lock the token holds (compare-and-delete) and
 --   the heartbeat. Returns the number of locks released.
 -- Both publish "rebalance" on P:wake when buckets should change hands (a
 -- timer joined, gave buckets back or left), so the others maintain at once.
-local op, token, lease, nb, start = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
-    tonumber(ARGV[5])
+local op, token, lease, nb, start, ns = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
+    tonumber(ARGV[5]), ARGV[6]
 local timers = P .. ':timers'
 local function lock_key(k) return P .. ':lock:' .. k end
 
@@ -23,13 +23,12 @@ if op == 'release' then
         end
     end
     redis.call('ZREM', timers, token)
-    redis.call('PUBLISH', P .. ':wake', 'rebalance')
+    redis.call('SPUBLISH', P .. ':wake', 'rebalance')
     return released
 end
 
-if not buckets_match(nb) then
-    return redis.error_reply('DQ_BUCKETS ' .. redis.call('GET', P .. ':buckets'))
-end
+local mismatch = layout_mismatch(nb, ns)
+if mismatch then return mismatch end
 local now = now_ms()
 local joined = redis.call('ZADD', timers, num(now + lease), token) == 1
 redis.call('ZREMRANGEBYSCORE', timers, '-inf', num(now))
@@ -57,6 +56,6 @@ for i = 0, nb - 1 do
     end
 end
 if joined or gave_back then
-    redis.call('PUBLISH', P .. ':wake', 'rebalance')
+    redis.call('SPUBLISH', P .. ':wake', 'rebalance')
 end
 return held

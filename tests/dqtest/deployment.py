@@ -12,6 +12,12 @@ Environment:
                     require exit code 0 (valgrind uses 99 for errors)
   DELAYQ_SANITIZE=1 built with ASan/UBSan: a report in a log fails the test
   DELAYQ_KEEP=1     keep the temp dir even when everything passed
+  DQTEST_REDIS      single (default), cluster (3 masters with a replica
+                    each, shards = 6: two per master) or sentinel (a
+                    primary, two replicas, three sentinels): what every
+                    Deployment runs on unless a test asks for one
+  DQTEST_SHARDS     the deployments' shard count, where a test does not
+                    set it (default 1, or 6 on a cluster)
 """
 
 import atexit
@@ -25,9 +31,12 @@ import tempfile
 import threading
 import time
 import unittest
+import zlib
 
 from .httpconn import Http, parse_body, raw_http
 from .procs import children, free_port, tail
+from .redis_cluster import RedisCluster
+from .redis_sentinel import MASTER_NAME, RedisSentinelGroup
 from .redis_server import RedisServer
 from .resp import text
 
@@ -45,6 +54,10 @@ VALGRIND = _env_flag("DELAYQ_VALGRIND")
 SANITIZED = _env_flag("DELAYQ_SANITIZE")
 SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b"runtime error:")
 KEEP = _env_flag("DELAYQ_KEEP")
+REDIS_MODE = os.environ.get("DQTEST_REDIS") or "single"
+if REDIS_MODE not in ("single", "cluster", "sentinel"):
+    raise SystemExit("DQTEST_REDIS must be single, cluster or sentinel, not %r" % REDIS_MODE)
+CLUSTER_SHARDS = 6  # with redis-cli's slot split, two shards per master
 
 # Everything slows down a lot under valgrind.
 SLOW = 6.0 if VALGRIND else 1.0
@@ -84,14 +97,24 @@ class Deployment:
 
     Deployment(workers=2, threads=8, n_timers=1, n_fcgi=1, appendonly=False,
                appendfsync=None, redis_args=(), fcgi_flags={...},
-               timer_flags={...}, **flags)
+               timer_flags={...}, redis_mode=None, **flags)
     flags (e.g. timer_lease_ms=2000) go to both delayq binaries as
     --timer-lease-ms=2000; fcgi_flags / timer_flags to one of them.
+    redis_mode: "single", "cluster" or "sentinel" (default: DQTEST_REDIS).
     """
 
     def __init__(self, workers=2, threads=8, n_timers=1, n_fcgi=1, appendonly=False,
                  appendfsync=None, redis_args=(), redis_auth=None, allow_unhealthy=False,
-                 fcgi_flags=None, timer_flags=None, start_timeout=15.0, **flags):
+                 fcgi_flags=None, timer_flags=None, start_timeout=15.0, redis_mode=None,
+                 **flags):
+        self.redis_mode = redis_mode or REDIS_MODE
+        if "shards" not in flags:
+            env = os.environ.get("DQTEST_SHARDS")
+            if env:
+                flags["shards"] = int(env)
+            elif self.redis_mode == "cluster":
+                flags["shards"] = CLUSTER_SHARDS
+        self.shards = int(flags.get("shards", 1))
         self.workers = workers
         self.threads = threads
         self.n_timers = n_timers
@@ -142,9 +165,14 @@ class Deployment:
         os.chmod(self.dir, 0o755)
         try:
             self.http_port = free_port()
-            self.redis_server = RedisServer(self.dir, appendonly=self.appendonly,
-                                            appendfsync=self.appendfsync, args=self.redis_args,
-                                            auth=self.redis_auth)
+            if self.redis_mode == "cluster":
+                self.redis_server = RedisCluster(self.dir, args=self.redis_args)
+            elif self.redis_mode == "sentinel":
+                self.redis_server = RedisSentinelGroup(self.dir, args=self.redis_args)
+            else:
+                self.redis_server = RedisServer(self.dir, appendonly=self.appendonly,
+                                                appendfsync=self.appendfsync,
+                                                args=self.redis_args, auth=self.redis_auth)
             self.start_redis()
             for i in range(self.n_fcgi):
                 self.start_fcgi(i)
@@ -185,8 +213,42 @@ class Deployment:
         return self.redis_server.proc
 
     def redis(self, *args):
-        """One command to the private Redis; bytes for bulk replies."""
+        """One command to the private Redis; bytes for bulk replies. On a
+        cluster it goes to the master of its key (KEYS to every master);
+        behind sentinels to the primary."""
         return self.redis_server(*args)
+
+    def redis_flags(self):
+        """How delayq finds this deployment's Redis."""
+        if self.redis_mode == "cluster":
+            return ["--redis-cluster=%s" % self.redis_server.seeds]
+        if self.redis_mode == "sentinel":
+            return ["--redis-sentinels=%s" % self.redis_server.sentinel_addrs,
+                    "--redis-sentinel-master=%s" % MASTER_NAME]
+        return ["--redis-port=%d" % self.redis_port]
+
+    # Where delayq keeps things (see src/lua/common.lua).
+
+    def tag(self, shard=0):
+        """The key prefix of a shard: "{dq}" with one shard, "{dq:i}"."""
+        return "{dq}" if self.shards == 1 else "{dq:%d}" % shard
+
+    def shard_of(self, job_id):
+        return zlib.crc32(job_id.encode("utf-8")) % self.shards
+
+    def job_key(self, job_id, kind="j"):
+        """The key of a job's hash (kind "j") or body ("v")."""
+        return "%s:%s:%s" % (self.tag(self.shard_of(job_id)), kind, job_id)
+
+    def bucket_key(self, job_id):
+        """The delay bucket a job is scheduled in."""
+        n = zlib.crc32(job_id.encode("utf-8"))
+        buckets = int(self.flags.get("buckets", 16))
+        return "%s:b:%d" % (self.tag(self.shard_of(job_id)), n // self.shards % buckets)
+
+    def shard_keys(self, suffix):
+        """suffix's key in every shard, e.g. shard_keys("topics")."""
+        return ["%s:%s" % (self.tag(k), suffix) for k in range(self.shards)]
 
     def start_redis(self):
         """Starts (or restarts, on the same port and dir) the private Redis."""
@@ -244,9 +306,9 @@ class Deployment:
     def start_fcgi(self, i=0):
         """Starts delayq-fcgi instance i (again) and waits for its socket and
         workers, so that nginx can reach it when this returns."""
-        argv = [self.fcgi_bin, "--listen=%s" % self.sock(i),
-                "--redis-port=%d" % self.redis_port, "--workers=%d" % self.workers,
-                "--threads=%d" % self.threads, "--prefix=dq", "--log-level=info"]
+        argv = [self.fcgi_bin, "--listen=%s" % self.sock(i)] + self.redis_flags() + [
+                "--workers=%d" % self.workers, "--threads=%d" % self.threads, "--prefix=dq",
+                "--log-level=info"]
         argv += flags(self.flags) + flags(self.fcgi_flags)
         # umask 0: the socket must be writable by nginx's (unprivileged) workers.
         p = self.popen(argv, self.fcgi_log(i), umask=0, valgrind=True)
@@ -277,8 +339,7 @@ class Deployment:
         installed, which matters under valgrind)."""
         i = len(self.timers)
         log = self.path("timer%d.log" % i)
-        argv = [self.timer_bin, "--redis-port=%d" % self.redis_port, "--prefix=dq",
-                "--log-level=info"]
+        argv = [self.timer_bin] + self.redis_flags() + ["--prefix=dq", "--log-level=info"]
         argv += flags(self.flags) + flags(self.timer_flags) + flags(extra)
         p = self.popen(argv, log, valgrind=True)
         self.timers.append(p)
@@ -396,7 +457,7 @@ class Deployment:
         for i, p in enumerate(self.fcgis):
             if p:
                 out.append(("delayq-fcgi" if i == 0 else "delayq-fcgi%d" % (i + 1), p))
-        if self.redis_server and self.redis_server.proc:
+        if isinstance(self.redis_server, RedisServer) and self.redis_server.proc:
             out.append(("redis", self.redis_server.proc))
         return out
 
@@ -416,6 +477,8 @@ class Deployment:
         for log in self.logs():
             if os.path.exists(log):
                 parts.append("---- %s\n%s" % (log, tail(log, n)))
+        if hasattr(self.redis_server, "log_tails"):
+            parts.append(self.redis_server.log_tails())
         return "\n".join(parts)
 
     def stop(self, failed=False):
@@ -456,8 +519,10 @@ class Deployment:
                         except OSError:
                             pass
             self.exit_codes.setdefault(name, p.returncode)
-        if self.redis_server:
+        if isinstance(self.redis_server, RedisServer):
             self.redis_server.close_resp()
+        elif self.redis_server:
+            self.redis_server.stop()
         c = getattr(self._local, "http", None)
         if c:
             c.close()

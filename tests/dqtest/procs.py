@@ -1,6 +1,7 @@
 """Processes the tests start: ports, log tails, children, signals by pid."""
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -14,6 +15,27 @@ def free_port():
         return s.getsockname()[1]
     finally:
         s.close()
+
+
+def _port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_cluster_port():
+    """A port for a Redis Cluster node: at most 55535, with the cluster bus
+    port (10000 above it) free too."""
+    for _ in range(1000):
+        port = random.randint(20000, 45000)
+        if _port_free(port) and _port_free(port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 def tail(path, n=40):

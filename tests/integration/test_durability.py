@@ -120,7 +120,7 @@ class DurabilityBase(DeploymentTestCase):
         refused = [j for j, a in adds.items() if all(st == 503 for st, _, _ in a)]
         present = {}
         for jid in list(adds):
-            present[jid] = c.redis("HGET", "{dq}:j:" + jid, "s")
+            present[jid] = c.redis("HGET", c.job_key(jid), "s")
         # gone legitimately: a finish answered 200, or one with an unknown outcome
         lost = [j for j in acked if present[j] is None and
                 not set(finishes.get(j, [])) - {503}]

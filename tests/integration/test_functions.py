@@ -22,6 +22,7 @@ from dqtest import BUILD_DIR, RedisError, RedisServer, Resp, invariants, main, p
 
 P = "{t}"
 BUCKETS = 4
+SHARDS = 1
 
 
 def library():
@@ -70,7 +71,7 @@ class Functions(unittest.TestCase):
 
     def add(self, jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at=-1,
             allow=""):
-        return self.call("add", allow, BUCKETS, 1, jid, topic, body, ttr, retries, delay, at,
+        return self.call("add", allow, BUCKETS, SHARDS, 1, jid, topic, body, ttr, retries, delay, at,
                          sum(jid.encode()) % BUCKETS)
 
     def pop(self, *topics, count=1):
@@ -87,7 +88,7 @@ class Functions(unittest.TestCase):
     def subscribe(self, *channels):
         """Messages published from now on, read by messages()."""
         s = socket.create_connection(("127.0.0.1", self.server.port), timeout=2)
-        s.sendall(Resp._encode(["SUBSCRIBE"] + list(channels)))
+        s.sendall(Resp._encode(["SSUBSCRIBE"] + list(channels)))
         self.sub = Resp(self.server.port)
         self.sub.sock = s
         for _ in channels:
@@ -133,7 +134,7 @@ class Functions(unittest.TestCase):
         self.assertIn((P + ":ready", "1:q"), msgs)
         self.assertIn((P + ":wake", "%s:%s" % (bucket, self.job("d")["d"])), msgs)
         # A batch: one reply per job, in order; one ready message per topic.
-        r = self.call("add", "", BUCKETS, 3, "b1", "q", "1", 1000, 2, 0, -1, 1,
+        r = self.call("add", "", BUCKETS, SHARDS, 3, "b1", "q", "1", 1000, 2, 0, -1, 1,
                       "b2", "q", "2", 1000, 2, 0, -1, 2, "a", "q", "3", 1000, 2, 0, -1, 3)
         self.assertEqual(r, [b"ok", b"ok", b"DQ_CONFLICT ready"])
         self.assertIn((P + ":ready", "2:q"), self.messages())
@@ -142,13 +143,11 @@ class Functions(unittest.TestCase):
         self.add("x")
         before = sorted(self.redis("KEYS", "*"))
         seq = self.redis("GET", P + ":seq")
-        far = int(time.time() * 1000) + 3653 * 86400 * 1000
-        e = self.assertDqError("DQ_AT_RANGE", self.call, "add", "", BUCKETS, 2,
-                               "y", "q", "1", 1000, -1, 0, -1, 0, "z", "q", "1", 1000, -1, 0, far, 0)
-        self.assertIn("DQ_AT_RANGE 1", e)
-        e = self.assertDqError("DQ_BUCKETS", self.call, "add", "", BUCKETS + 1, 1,
+        e = self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS + 1, SHARDS, 1,
                                "y", "q", "1", 1000, -1, 0, -1, 0)
-        self.assertIn("DQ_BUCKETS %d" % BUCKETS, e)
+        self.assertIn("DQ_LAYOUT buckets %d shards %d" % (BUCKETS, SHARDS), e)
+        self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS, SHARDS + 1, 1,
+                           "y", "q", "1", 1000, -1, 0, -1, 0)
         self.assertEqual(sorted(self.redis("KEYS", "*")), before)
         self.assertEqual(self.redis("GET", P + ":seq"), seq)
 
@@ -256,8 +255,8 @@ class Functions(unittest.TestCase):
         # The limit bounds one call; the earliest remaining due is returned.
         # (The caller names each job's bucket: put them all in bucket 0.)
         for i in range(5):
-            self.call("add", "", BUCKETS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0)
-        self.call("add", "", BUCKETS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0)
+            self.call("add", "", BUCKETS, SHARDS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0)
+        self.call("add", "", BUCKETS, SHARDS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0)
         time.sleep(0.01)
         n, earliest, now = self.call("move", 0, 3)
         self.assertEqual(n, 3)
@@ -297,16 +296,36 @@ class Functions(unittest.TestCase):
     # ---------------------------------------------------------- lock
 
     def test_lock_shares_buckets(self):
-        a = self.call("lock", "maintain", "A", 5000, BUCKETS, 0)
+        a = self.call("lock", "maintain", "A", 5000, BUCKETS, 0, SHARDS)
         self.assertEqual(sorted(a), list(range(BUCKETS)))
-        b = self.call("lock", "maintain", "B", 5000, BUCKETS, 0)
+        b = self.call("lock", "maintain", "B", 5000, BUCKETS, 0, SHARDS)
         self.assertEqual(b, [], "A holds them all until it gives back")
-        a = self.call("lock", "maintain", "A", 5000, BUCKETS, 0)
+        a = self.call("lock", "maintain", "A", 5000, BUCKETS, 0, SHARDS)
         self.assertEqual(len(a), BUCKETS // 2)
-        b = self.call("lock", "maintain", "B", 5000, BUCKETS, 0)
+        b = self.call("lock", "maintain", "B", 5000, BUCKETS, 0, SHARDS)
         self.assertEqual(sorted(a + b), list(range(BUCKETS)))
-        self.assertEqual(self.call("lock", "release", "A", 5000, BUCKETS, 0), BUCKETS // 2)
-        self.assertDqError("DQ_BUCKETS", self.call, "lock", "maintain", "C", 5000, BUCKETS * 2, 0)
+        self.assertEqual(self.call("lock", "release", "A", 5000, BUCKETS, 0, SHARDS), BUCKETS // 2)
+        self.assertDqError("DQ_LAYOUT", self.call, "lock", "maintain", "C", 5000, BUCKETS * 2, 0,
+                           SHARDS)
+
+    # ---------------------------------------------------------- layout, ready
+
+    def test_layout_and_ready_counts(self):
+        self.assertEqual(self.call("layout", ro=True), [None, None], "nothing recorded yet")
+        self.add("r1", topic="one")
+        self.add("r2", topic="one")
+        self.add("d1", topic="one", delay=60000)
+        self.add("t1", topic="two")
+        self.assertEqual(self.call("layout", ro=True), [str(BUCKETS).encode(), b"1"])
+        self.assertEqual(self.call("ready", "one", "two", "none", ro=True), [2, 1, 0])
+        self.pop("one")
+        self.assertEqual(self.call("ready", "one", ro=True), [1])
+
+    def test_a_layout_recorded_before_shards_counts_as_one_shard(self):
+        self.redis("SET", P + ":buckets", BUCKETS)  # what an older delayq wrote
+        self.assertEqual(self.add("old"), [b"ok"])
+        self.assertDqError("DQ_LAYOUT buckets %d shards 1" % BUCKETS, self.call, "add", "",
+                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0)
 
     # ---------------------------------------------------------- a crash between calls
 
@@ -324,7 +343,7 @@ class Functions(unittest.TestCase):
             while not stop.is_set():
                 try:
                     jid = "c%d-%d" % (k, i)
-                    r("FCALL", name("add"), 1, P, "", BUCKETS, 1, jid, "crash", "1", 5000, -1,
+                    r("FCALL", name("add"), 1, P, "", BUCKETS, SHARDS, 1, jid, "crash", "1", 5000, -1,
                       (0, 1, 50)[i % 3], -1, i % BUCKETS)
                     got = r("FCALL", name("pop"), 1, P, 2, "crash")
                     for g in got[:1]:

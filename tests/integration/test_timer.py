@@ -81,7 +81,7 @@ def consume(c, topic, want, deadline_s, n_consumers=4):
 
 
 def lock_owners(c):
-    """{bucket lock key: owner token} as stored in Redis ({dq}:lock:<k>)."""
+    """{bucket lock key: owner token} as stored in Redis (<tag>:lock:<k>)."""
     out = {}
     for k in c.redis("KEYS", "*:lock:*"):
         out[k.decode()] = c.redis("GET", k)

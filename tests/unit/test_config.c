@@ -153,6 +153,11 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.metrics_max_topics, 1000);
     assert_string_equal(cfg.log_level, "info");
     assert_string_equal(cfg.auth_file, "");
+    assert_string_equal(cfg.redis_cluster, "");
+    assert_string_equal(cfg.redis_sentinels, "");
+    assert_int_equal(cfg.shards, 1);
+    assert_int_equal(cfg.redis_wait_replicas, 0);
+    assert_int_equal(cfg.redis_wait_timeout_ms, 1000);
 }
 
 static void test_key_table(void **state)
@@ -161,7 +166,9 @@ static void test_key_table(void **state)
     static const char *const expected[] = {
         "listen", "workers", "threads", "max_connections", "backlog", "redis_host", "redis_port",
         "redis_socket", "redis_username", "redis_password", "redis_db",
-        "redis_connect_timeout_ms", "redis_timeout_ms", "prefix", "buckets", "max_body",
+        "redis_connect_timeout_ms", "redis_timeout_ms", "redis_cluster", "redis_sentinels",
+        "redis_sentinel_master", "redis_sentinel_username", "redis_sentinel_password",
+        "redis_wait_replicas", "redis_wait_timeout_ms", "prefix", "buckets", "shards", "max_body",
         "max_request", "default_ttr", "timer_lease_ms", "timer_batch", "timer_id", "topic_retention_s",
         "metrics_max_topics", "log_level", "auth_file",
     };
@@ -610,6 +617,69 @@ static void shipped_path(char *out, size_t outlen)
     snprintf(out, outlen, "%s/delayq.conf", dir);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Redis Cluster seeds and sentinels                                         */
+/* ------------------------------------------------------------------------ */
+
+static void test_addr_list(void **state)
+{
+    (void)state;
+    dq_addr a[CONFIG_MAX_ADDRS];
+    char err[256] = "";
+    assert_int_equal(config_addr_list("redis_cluster", "10.0.0.1:7000, redis-b:7001 [::1]:7002",
+                                      a, CONFIG_MAX_ADDRS, err, sizeof err), 3);
+    assert_string_equal(a[0].host, "10.0.0.1");
+    assert_int_equal(a[0].port, 7000);
+    assert_string_equal(a[1].host, "redis-b");
+    assert_int_equal(a[1].port, 7001);
+    assert_string_equal(a[2].host, "::1");
+    assert_int_equal(a[2].port, 7002);
+    assert_int_equal(config_addr_list("redis_cluster", "", a, CONFIG_MAX_ADDRS, err, sizeof err),
+                     0);
+    static const char *const bad[] = {"host", "host:", ":7000", "host:0", "host:65536",
+                                      "host:7x", "[::1]7000", "[::1", "h/x:1", "host:123456"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        if (config_addr_list("redis_sentinels", bad[i], a, CONFIG_MAX_ADDRS, err, sizeof err) != -1)
+            fail_msg("'%s' was accepted", bad[i]);
+        expect_contains(err, "'redis_sentinels'");
+        expect_contains(err, "host:port");
+    }
+    char many[1024] = "";
+    for (int i = 0; i <= CONFIG_MAX_ADDRS; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "h:%d,", 7000 + i);
+    assert_int_equal(config_addr_list("redis_cluster", many, a, CONFIG_MAX_ADDRS, err, sizeof err),
+                     -1);
+    expect_contains(err, "at most");
+    set_fails("redis_cluster", "not-an-address");
+    set_fails("redis_sentinels", "a:1,b");
+}
+
+static void test_init_redis_modes_exclude_each_other(void **state)
+{
+    (void)state;
+    dq_config cfg;
+    char err[512] = "";
+    assert_int_equal(init_with(&cfg, err, sizeof err, 4, "x", "--redis-cluster=127.0.0.1:7000",
+                               "--redis-sentinels=127.0.0.1:26379", "--redis-sentinel-master=m"),
+                     -1);
+    expect_contains(err, "'redis_cluster' and 'redis_sentinels'");
+    assert_int_equal(init_with(&cfg, err, sizeof err, 2, "x", "--redis-sentinels=127.0.0.1:26379"),
+                     -1);
+    expect_contains(err, "'redis_sentinel_master'");
+    assert_int_equal(init_with(&cfg, err, sizeof err, 3, "x", "--redis-cluster=127.0.0.1:7000",
+                               "--redis-db=3"),
+                     -1);
+    expect_contains(err, "'redis_db'");
+    assert_int_equal(init_with(&cfg, err, sizeof err, 5, "x",
+                               "--redis-sentinels=127.0.0.1:26379,127.0.0.1:26380",
+                               "--redis-sentinel-master=m", "--shards=8",
+                               "--redis-wait-replicas=1"),
+                     0);
+    assert_int_equal(cfg.shards, 8);
+    assert_int_equal(cfg.redis_wait_replicas, 1);
+}
+
 static void test_shipped_conf_lists_every_key(void **state)
 {
     (void)state;
@@ -693,6 +763,8 @@ static void test_shipped_conf_loads(void **state)
             set_ok(&cfg, k, "2048");
         else if (strcmp(k, "timer_lease_ms") == 0)
             set_ok(&cfg, k, "301");
+        else if (strcmp(k, "redis_cluster") == 0 || strcmp(k, "redis_sentinels") == 0)
+            set_ok(&cfg, k, "127.0.0.1:1");
         else
             set_ok(&cfg, k, strcmp(config_key_default(i), "") == 0 ? "x"
                             : strcmp(config_key_default(i), "1") == 0 ? "2" : "1");
@@ -727,6 +799,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_init_flag_value_with_equals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shipped_conf_lists_every_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shipped_conf_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_addr_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_init_redis_modes_exclude_each_other, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

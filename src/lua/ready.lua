@@ -1,0 +1,10 @@
+-- ready: how many jobs each topic has ready in this shard, to find where a
+-- pop should look when a worker knows of none (delayq-fcgi keeps hints from
+-- the ready messages; this is the exact answer when they run dry).
+-- flags: no-writes
+-- KEYS: P. ARGV: topic1, topic2, ... Returns one count per topic.
+local out = {}
+for i, topic in ipairs(ARGV) do
+    out[i] = redis.call('ZCARD', ready_key(topic))
+end
+return out

@@ -1,0 +1,42 @@
+/* shard_hints: where a worker process believes ready jobs are, per topic
+ * and shard, so a pop goes straight to a shard that has some instead of
+ * asking every shard.
+ *
+ * The counts come from the ready messages (each names its shard and how
+ * many jobs of a topic became ready), go down as this process pops, and
+ * are set exactly when a pop finds a shard empty or the caller counts a
+ * shard's ready jobs. Other processes pop too, so a hint may be high: a pop
+ * that finds less corrects it. A missed message leaves a hint low: a pop
+ * that finds no hint counts every shard. So hints cost at most extra calls,
+ * never a job left unseen.
+ *
+ * Bounded: at most max_topics topics are tracked; a new topic beyond that
+ * clears the table (the next pops count again). Thread-safe; no I/O. */
+#ifndef DQ_SHARD_HINTS_H
+#define DQ_SHARD_HINTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct shard_hints shard_hints;
+
+shard_hints *hints_new(int shards, size_t max_topics);
+void hints_free(shard_hints *h);
+
+/* n jobs of topic became ready in shard (a ready message). */
+void hints_add(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
+/* This process took n jobs of topic from shard. */
+void hints_take(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
+/* The shard has exactly n ready jobs of topic. */
+void hints_set(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
+/* The shard to pop from for these topics (in priority order): the one with
+ * the most jobs of the first topic that has any, skipping shards where
+ * skip[shard] is set (skip may be NULL); -1 when no hint says any. */
+int hints_pick(shard_hints *h, const char *const *topics, size_t ntopics,
+               const unsigned char *skip);
+/* Forgets every hint (subscription lost: counts are unknown). */
+void hints_clear(shard_hints *h);
+/* Topics tracked, for tests. */
+size_t hints_topics(shard_hints *h);
+
+#endif

@@ -1,0 +1,19 @@
+/* shard_pop: a pop over every shard of a deployment. It goes to the shard
+ * the hints name for the first topic that has jobs (one function call in
+ * the common case); when the hints know of none, it counts the ready jobs
+ * of every shard in one pipelined round and pops where they are. Shards
+ * that do not answer are passed over while others can serve: a pop fails
+ * only when no shard answered. Jobs come in order within a shard, not
+ * across shards. */
+#ifndef DQ_SHARD_POP_H
+#define DQ_SHARD_POP_H
+
+#include "shard_hints.h"
+#include "store_ops.h"
+
+/* Up to count jobs into out (zeroed by the caller); hints may be NULL with
+ * one shard. */
+dq_status shard_pop(dq_store *s, shard_hints *hints, const char *const *topics, size_t ntopics,
+                    int count, store_jobs *out, store_error *err);
+
+#endif

@@ -1,0 +1,208 @@
+"""A private Redis Cluster for a test: `masters` masters with `replicas`
+replicas each, redis-server processes on loopback ports in directories of
+their own, joined with `redis-cli --cluster create`. Tests inspect it
+through a small client that sends each command to the master of its key's
+slot (and fans KEYS out to every master), the way delayq's store does."""
+
+import os
+import subprocess
+import time
+
+from .procs import free_cluster_port, tail
+from .redis_server import RedisServer
+from .resp import RedisError, Resp, text
+
+
+def crc16(data):
+    """CRC16-CCITT (XMODEM), Redis Cluster's key hash."""
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def key_slot(key):
+    """The hash slot of key (bytes or str), hash tags honoured."""
+    k = key.encode("utf-8") if isinstance(key, str) else key
+    start = k.find(b"{")
+    if start >= 0:
+        end = k.find(b"}", start + 1)
+        if end > start + 1:
+            k = k[start + 1:end]
+    return crc16(k) % 16384
+
+
+# Commands sent to every master (their answers joined or the first kept).
+_FAN_OUT = {"KEYS", "FLUSHALL", "DBSIZE", "FUNCTION", "CONFIG", "INFO", "SCRIPT"}
+
+
+class RedisCluster:
+    """RedisCluster(dir, masters=3, replicas=1).start(); calling it runs a
+    command on the right master; servers, masters(), master_of(key), kill9,
+    restart(server) for failure tests; seeds for delayq's redis_cluster."""
+
+    def __init__(self, dir, masters=3, replicas=1, node_timeout_ms=1000, args=()):
+        self.dir = dir
+        self.nmasters = masters
+        self.replicas = replicas
+        self.node_timeout_ms = node_timeout_ms
+        self.args = list(args)
+        self.servers = []
+        self._clients = {}
+        self._slots = None  # [(first, last, port)]
+
+    def _node(self, i):
+        port = free_cluster_port()
+        ndir = os.path.join(self.dir, "cluster", str(port))
+        os.makedirs(ndir, exist_ok=True)
+        args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(self.node_timeout_ms),
+                "--cluster-replica-validity-factor", "0", "--appendonly", "yes",
+                "--appendfsync", "always"] + self.args
+        return RedisServer(ndir, port=port, args=args, log_name="redis.log")
+
+    def start(self):
+        n = self.nmasters * (1 + self.replicas)
+        self.servers = [self._node(i) for i in range(n)]
+        for s in self.servers:
+            s.start()
+        argv = ["redis-cli", "--cluster", "create"]
+        argv += ["127.0.0.1:%d" % s.port for s in self.servers]
+        argv += ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        with open(os.path.join(self.dir, "cluster-create.log"), "wb") as f:
+            f.write(r.stdout)
+        if r.returncode != 0:
+            raise RuntimeError("redis-cli --cluster create failed:\n" +
+                               r.stdout.decode("utf-8", "replace"))
+        self.wait_ok()
+        return self
+
+    @property
+    def seeds(self):
+        """host:port,... of every node, for redis_cluster."""
+        return ",".join("127.0.0.1:%d" % s.port for s in self.servers)
+
+    def client(self, port):
+        c = self._clients.get(port)
+        if c is None:
+            c = Resp(port, timeout=5)
+            self._clients[port] = c
+        return c
+
+    def running(self):
+        return [s for s in self.servers if s.running()]
+
+    def wait_ok(self, timeout=30):
+        """Until every running node says cluster_state:ok and agrees on who
+        serves every slot."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                states = set()
+                maps = set()
+                for s in self.running():
+                    info = text(self.client(s.port)("CLUSTER", "INFO"))
+                    states.add("cluster_state:ok" in info)
+                    maps.add(tuple(self._read_slots(s.port)))
+                if states == {True} and len(maps) == 1:
+                    self._slots = list(maps.pop())
+                    return
+                last = (states, len(maps))
+            except (OSError, ConnectionError, RedisError) as e:
+                last = repr(e)
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not settle (last: %r)" % (last,))
+
+    def _read_slots(self, port):
+        out = []
+        for entry in self.client(port)("CLUSTER", "SLOTS"):
+            out.append((entry[0], entry[1], entry[2][1]))
+        return sorted(out)
+
+    def refresh(self):
+        for s in self.running():
+            try:
+                self._slots = self._read_slots(s.port)
+                return
+            except (OSError, ConnectionError, RedisError):
+                continue
+
+    def port_of_slot(self, slot):
+        if self._slots is None:
+            self.refresh()
+        for first, last, port in self._slots:
+            if first <= slot <= last:
+                return port
+        raise RuntimeError("no node serves slot %d" % slot)
+
+    def master_of(self, key):
+        """The RedisServer that serves key's slot now."""
+        port = self.port_of_slot(key_slot(key))
+        return next(s for s in self.servers if s.port == port)
+
+    def masters(self):
+        """The RedisServers that are masters of some slots now."""
+        self.refresh()
+        ports = {p for _, _, p in self._slots}
+        return [s for s in self.servers if s.port in ports]
+
+    def __call__(self, *args):
+        cmd = str(args[0]).upper()
+        if cmd in _FAN_OUT:
+            replies = [self.client(s.port)(*args) for s in self.masters()]
+            if cmd == "KEYS":
+                return [k for r in replies for k in r]
+            if cmd == "DBSIZE":
+                return sum(replies)
+            return replies[0]
+        key = args[1]
+        for _ in range(10):
+            port = self.port_of_slot(key_slot(key))
+            try:
+                return self.client(port)(*args)
+            except RedisError as e:
+                msg = str(e)
+                if msg.startswith("MOVED"):
+                    self.refresh()
+                    continue
+                if msg.startswith("ASK"):
+                    target = int(msg.split()[2].rsplit(":", 1)[1])
+                    c = self.client(target)
+                    c("ASKING")
+                    return c(*args)
+                if msg.startswith(("TRYAGAIN", "CLUSTERDOWN")):
+                    time.sleep(0.2)
+                    continue
+                raise
+            except (OSError, ConnectionError):
+                time.sleep(0.2)
+                self.refresh()
+        raise RuntimeError("no answer for %r" % (args,))
+
+    def kill9(self, server):
+        self._drop_client(server)
+        server.kill9()
+
+    def restart(self, server):
+        server.start()
+
+    def _drop_client(self, server):
+        c = self._clients.pop(server.port, None)
+        if c:
+            c.close()
+
+    def stop(self):
+        for c in self._clients.values():
+            c.close()
+        self._clients = {}
+        for s in self.servers:
+            if s.running():
+                s.stop()
+
+    def log_tails(self):
+        return "\n".join("--- redis %d\n%s" % (s.port, tail(s.log, 10)) for s in self.servers)

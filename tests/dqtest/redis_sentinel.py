@@ -1,0 +1,149 @@
+"""A private Redis behind Redis Sentinel for a test: a primary, replicas
+and sentinels, redis-server processes on loopback ports in directories of
+their own. Calling it runs a command on whichever server the sentinels
+name primary now."""
+
+import os
+import time
+
+from .procs import free_port, tail
+from .redis_server import RedisServer
+from .resp import RedisError, Resp, text
+
+MASTER_NAME = "dqmaster"
+
+
+class RedisSentinelGroup:
+    """RedisSentinelGroup(dir, replicas=2, sentinels=3).start();
+    sentinel_addrs for redis_sentinels, primary() for failure tests."""
+
+    def __init__(self, dir, replicas=2, sentinels=3, down_after_ms=1000, args=()):
+        self.dir = dir
+        self.nreplicas = replicas
+        self.nsentinels = sentinels
+        self.down_after_ms = down_after_ms
+        self.args = list(args)
+        self.servers = []
+        self.sentinels = []
+        self._clients = {}
+
+    def _server(self, name, extra=()):
+        sdir = os.path.join(self.dir, "sentinel-group", name)
+        os.makedirs(sdir, exist_ok=True)
+        args = ["--appendonly", "yes", "--appendfsync", "always",
+                "--replica-announce-ip", "127.0.0.1"] + self.args + list(extra)
+        return RedisServer(sdir, args=args, log_name="redis.log")
+
+    def start(self):
+        primary = self._server("primary")
+        primary.start()
+        self.servers = [primary]
+        for i in range(self.nreplicas):
+            r = self._server("replica%d" % i, ["--replicaof", "127.0.0.1", str(primary.port)])
+            r.start()
+            self.servers.append(r)
+        self._wait_replicas(primary)
+        for i in range(self.nsentinels):
+            self.sentinels.append(self._start_sentinel(i, primary.port))
+        self.wait_primary_known()
+        return self
+
+    def _wait_replicas(self, primary, timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = text(primary("INFO", "replication"))
+            if "connected_slaves:%d" % self.nreplicas in info:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("replicas did not connect:\n" + info)
+
+    def _start_sentinel(self, i, primary_port):
+        port = free_port()
+        sdir = os.path.join(self.dir, "sentinel-group", "sentinel%d" % i)
+        os.makedirs(sdir, exist_ok=True)
+        conf = os.path.join(sdir, "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write("port %d\nbind 127.0.0.1\ndir %s\n" % (port, sdir))
+            f.write("sentinel monitor %s 127.0.0.1 %d 2\n" % (MASTER_NAME, primary_port))
+            f.write("sentinel down-after-milliseconds %s %d\n" % (MASTER_NAME,
+                                                                  self.down_after_ms))
+            f.write("sentinel failover-timeout %s 10000\n" % MASTER_NAME)
+            f.write("sentinel parallel-syncs %s 1\n" % MASTER_NAME)
+        s = RedisServer(sdir, port=port, log_name="sentinel.log")
+        s.argv = lambda: ["redis-server", conf, "--sentinel"]
+        s.start()
+        return s
+
+    @property
+    def sentinel_addrs(self):
+        return ",".join("127.0.0.1:%d" % s.port for s in self.sentinels)
+
+    def primary_port(self):
+        """The port the sentinels name primary now (the first that answers)."""
+        for s in self.sentinels:
+            if not s.running():
+                continue
+            try:
+                r = Resp(s.port, timeout=2)
+                addr = r("SENTINEL", "get-master-addr-by-name", MASTER_NAME)
+                r.close()
+                if addr:
+                    return int(addr[1])
+            except (OSError, ConnectionError, RedisError):
+                continue
+        raise RuntimeError("no sentinel answered")
+
+    def primary(self):
+        port = self.primary_port()
+        return next(s for s in self.servers if s.port == port)
+
+    def wait_primary_known(self, timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.primary().running():
+                    return self.primary()
+            except (RuntimeError, StopIteration):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the sentinels name no live primary")
+
+    def wait_failover(self, old, timeout=30):
+        """Until the sentinels name a live primary other than old, and it
+        says it is one."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                p = self.primary()
+                if p is not old and p.running():
+                    role = p("ROLE")
+                    if text(role[0]) == "master":
+                        return p
+            except (RuntimeError, StopIteration, OSError, ConnectionError, RedisError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("no failover within %d s" % timeout)
+
+    def __call__(self, *args):
+        for _ in range(20):
+            try:
+                return self.primary()(*args)
+            except RedisError as e:
+                if not str(e).startswith(("READONLY", "LOADING")):
+                    raise
+            except (OSError, ConnectionError):
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("no primary answered %r" % (args,))
+
+    def running(self):
+        return [s for s in self.servers + self.sentinels if s.running()]
+
+    def stop(self):
+        for s in self.sentinels + self.servers:
+            if s.running():
+                s.stop()
+
+    def log_tails(self):
+        return "\n".join("--- %s\n%s" % (s.dir, tail(s.log, 10))
+                         for s in self.servers + self.sentinels)
