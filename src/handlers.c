@@ -388,12 +388,14 @@ static dq_response handle_metrics(call_ctx *c)
         return store_failure(c, s, &err);
     dq_buf *out = c->out;
     size_t shown = limit > 0 ? st.n : 0;
-    buf_puts(out, "# HELP delayq_topics Topics that hold jobs or held one within topic_retention_s.\n"
+    buf_puts(out, "# HELP delayq_topics Topics that hold jobs or held one within topic_retention_s "
+                  "(with several shards: the most one shard knows, a lower bound).\n"
                   "# TYPE delayq_topics gauge\n");
     buf_printf(out, "delayq_topics %lld\n", (long long)st.topics_known);
     buf_puts(out, "# HELP delayq_topics_not_shown Topics left out of the per-topic series "
                   "(metrics_max_topics).\n# TYPE delayq_topics_not_shown gauge\n");
-    buf_printf(out, "delayq_topics_not_shown %lld\n", (long long)(st.topics_known - (int64_t)shown));
+    int64_t not_shown = st.topics_known - (int64_t)shown;
+    buf_printf(out, "delayq_topics_not_shown %lld\n", (long long)(not_shown > 0 ? not_shown : 0));
     buf_puts(out, "# HELP delayq_deployment_jobs Jobs of all topics by state.\n"
                   "# TYPE delayq_deployment_jobs gauge\n");
     for (int f = 0; f < STORE_NGAUGES; f++)

@@ -87,9 +87,12 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const char *const *topics, 
     if (!p.tried || !p.down)
         abort();
     pop_hinted(&p);
-    if (out->n == 0) {
+    if ((int)out->n < count) {
+        /* Fewer than asked: the hints may have missed some (a message not
+         * read yet); one count of every shard tells. */
         count_shards(&p);
-        memcpy(p.tried, p.down, (size_t)shards); /* a shard that was empty may have some now */
+        for (int k = 0; k < shards; k++)
+            p.tried[k] |= p.down[k]; /* the shards popped gave all they had */
         pop_hinted(&p);
     }
     free(p.tried);

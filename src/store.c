@@ -31,6 +31,8 @@
 #define MAP_REFRESH_MIN_MS 100
 #define MAX_NODES 64
 #define TAG_MAX 80
+/* Read buffer a connection keeps between calls (hiredis' own default). */
+#define READER_KEEP (16 * 1024)
 
 typedef enum { MODE_SINGLE, MODE_SENTINEL, MODE_CLUSTER } store_mode;
 
@@ -655,6 +657,19 @@ static void fail_node_calls(dq_store *s, int i)
     }
 }
 
+/* hiredis keeps a connection's read buffer, grown to the largest reply,
+ * until the next read on it: one pop of large bodies would stay allocated
+ * in each connection that carried one. Dropped once consumed. */
+static void trim_reader(redisContext *c)
+{
+    redisReader *r = c ? c->reader : NULL;
+    if (r && r->buf && r->pos == r->len && sdsalloc(r->buf) > READER_KEEP) {
+        sdsfree(r->buf);
+        r->buf = sdsempty();
+        r->pos = r->len = 0;
+    }
+}
+
 /* Reads the replies of the calls sent, in the order they were sent. */
 static void read_round(dq_store *s)
 {
@@ -754,6 +769,8 @@ void store_batch_run(dq_store *s)
         }
         send_round(s);
         read_round(s);
+        for (int i = 0; i < s->nnodes; i++)
+            trim_reader(s->nodes[i].ctx);
     }
 }
 

@@ -59,6 +59,11 @@ if REDIS_MODE not in ("single", "cluster", "sentinel"):
     raise SystemExit("DQTEST_REDIS must be single, cluster or sentinel, not %r" % REDIS_MODE)
 CLUSTER_SHARDS = 6  # with redis-cli's slot split, two shards per master
 
+# For tests of one redis-server process (stops, restarts, AOF, a proxy in
+# front of it): the cluster and sentinel runs have failover tests instead.
+single_redis_only = unittest.skipIf(REDIS_MODE != "single",
+                                    "tests one redis-server process (DQTEST_REDIS=%s)" % REDIS_MODE)
+
 # Everything slows down a lot under valgrind.
 SLOW = 6.0 if VALGRIND else 1.0
 
@@ -180,6 +185,8 @@ class Deployment:
                 self.start_timer()
             self._start_nginx()
             self.wait_healthy(self.start_timeout)
+            if not self.allow_unhealthy:
+                self.wait_timers_joined(self.start_timeout)
         except BaseException:
             self.stop(failed=True)
             raise
@@ -217,6 +224,37 @@ class Deployment:
         cluster it goes to the master of its key (KEYS to every master);
         behind sentinels to the primary."""
         return self.redis_server(*args)
+
+    def redis_all(self, *args):
+        """One command to every Redis that holds jobs (each master of a
+        cluster): the list of their replies."""
+        if self.redis_mode == "cluster":
+            return [self.redis_server.client(m.port)(*args) for m in self.redis_server.masters()]
+        return [self.redis(*args)]
+
+    def skip_unless_single_redis(self, test):
+        """For tests of one redis-server process (restarts, AOF, stalls)."""
+        if self.redis_mode != "single":
+            test.skipTest("tests one redis-server process (DQTEST_REDIS=%s)" % self.redis_mode)
+
+    def one_shard_ids(self, base, n):
+        """n ids base-<k> that share a shard, for tests of FIFO order (which
+        holds within a shard)."""
+        out, k = [], 0
+        while len(out) < n:
+            i = "%s-%d" % (base, k)
+            if self.shard_of(i) == 0:
+                out.append(i)
+            k += 1
+        return out
+
+    def fifo_by_shard(self, ids):
+        """ids in the order a consumer may see them: FIFO within each shard
+        (one shard: the order given). {shard: [ids]}."""
+        out = {}
+        for i in ids:
+            out.setdefault(self.shard_of(i), []).append(i)
+        return out
 
     def redis_flags(self):
         """How delayq finds this deployment's Redis."""
@@ -365,6 +403,23 @@ class Deployment:
             self.exit_codes["timer%d" % i] = rc
             return rc
         return None
+
+    def wait_timers_joined(self, timeout):
+        """Until every timer has registered in every shard (its first
+        maintain, which also records the layout there), so that tests start
+        from a settled Redis."""
+        want = len(self.live_timers())
+        deadline = time.monotonic() + timeout
+        while want:
+            try:
+                if all(self.redis("ZCARD", k) >= want for k in self.shard_keys("timers")):
+                    return
+            except Exception:  # noqa: BLE001 (a cluster settling)
+                pass
+            if time.monotonic() > deadline:
+                raise DeploymentError("the timers did not join every shard within %.0f s\n%s" %
+                                      (timeout, self.log_tails()))
+            time.sleep(0.05)
 
     def live_timers(self):
         return [i for i, p in enumerate(self.timers) if p and p.poll() is None]

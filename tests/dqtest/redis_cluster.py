@@ -36,7 +36,7 @@ def key_slot(key):
 
 
 # Commands sent to every master (their answers joined or the first kept).
-_FAN_OUT = {"KEYS", "FLUSHALL", "DBSIZE", "FUNCTION", "CONFIG", "INFO", "SCRIPT"}
+_FAN_OUT = {"KEYS", "FLUSHALL", "DBSIZE", "FUNCTION", "CONFIG", "INFO", "SCRIPT", "CLIENT"}
 
 
 class RedisCluster:

@@ -252,14 +252,26 @@ class StarvationTest(DeploymentTestCase):
         self.assertEqual(s["topics"][idle]["reserved"], 50)
         self.assertEqual(s["topics"][idle]["ready"], 0)
 
+    def calls(self, command):
+        """How often Redis ran command, summed over its masters."""
+        n = 0
+        for stats in self.c.redis_all("INFO", "commandstats"):
+            for line in stats.decode().splitlines():
+                if line.startswith("cmdstat_%s:" % command):
+                    n += int(line.split("calls=")[1].split(",")[0])
+        return n
+
     def pop_calls(self):
-        """LPOPs Redis has run: each pop script call makes one per topic,
-        whether or not it finds a job, and nothing else here uses LPOP."""
-        stats = self.c.redis("INFO", "commandstats").decode()
-        for line in stats.splitlines():
-            if line.startswith("cmdstat_zpopmin:"):
-                return int(line.split("calls=")[1].split(",")[0])
-        return 0
+        """ZPOPMINs Redis has run: each pop function call makes one per
+        topic, whether or not it finds a job, and nothing else here uses
+        ZPOPMIN."""
+        return self.calls("zpopmin")
+
+    def empty_pops(self):
+        """Calls an empty pop makes: one pop function call with one shard;
+        with several, a count of every shard's ready jobs (ZCARD, one per
+        shard and topic: nothing else here uses ZCARD)."""
+        return self.pop_calls() if self.c.shards == 1 else self.calls("zcard") // self.c.shards
 
     def test_ready_job_wakes_one_pop_per_worker(self):
         """One job made ready wakes one waiting pop in each worker process,
@@ -274,16 +286,16 @@ class StarvationTest(DeploymentTestCase):
             results.append(self.c.req("pop", conn=conn, topic=t, timeout=timeout))
             conn.close()
 
-        before = self.pop_calls()
+        before = self.empty_pops()
         ths = [threading.Thread(target=waiter) for _ in range(waiters)]
         for th in ths:
             th.start()
-        # every waiter has made its first (empty) pop once LPOP has been
-        # called that many times; then it waits
+        # every waiter has made its first (empty) pop once that many were
+        # made; then it waits
         limit = time.monotonic() + timeout / 2
-        while self.pop_calls() - before < waiters and time.monotonic() < limit:
+        while self.empty_pops() - before < waiters and time.monotonic() < limit:
             time.sleep(0.01)
-        self.assertEqual(self.pop_calls() - before, waiters, "waiters did not start in time")
+        self.assertEqual(self.empty_pops() - before, waiters, "waiters did not start in time")
         time.sleep(0.05)
         before = self.pop_calls()
         st, r = self.c.req("add", topic=t, id=t + "-1", body=1)

@@ -19,7 +19,8 @@ import sys
 import threading
 import time
 
-from dqtest import Deployment, DeploymentTestCase, Resp, SLOW, invariants, main, unique
+from dqtest import (SLOW, Deployment, DeploymentTestCase, Resp, invariants, main,
+                    single_redis_only, unique)
 
 
 class DurabilityBase(DeploymentTestCase):
@@ -166,10 +167,12 @@ class DurabilityBase(DeploymentTestCase):
         self.check("shutdown")
 
 
+@single_redis_only
 class EverysecTest(DurabilityBase):
     FSYNC = "everysec"
 
 
+@single_redis_only
 class AlwaysTest(DurabilityBase):
     FSYNC = "always"
 

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from dqtest import DeploymentTestCase, SLOW, main, unique
+from dqtest import SLOW, DeploymentTestCase, main, single_redis_only, unique
 
 
 class WorkersTest(DeploymentTestCase):
@@ -56,6 +56,7 @@ class WorkersTest(DeploymentTestCase):
         self.roundtrips(10)
 
     def test_b_redis_stop_start(self):
+        self.c.skip_unless_single_redis(self)
         t = unique("rs")
         self.roundtrips(3)
         self.c.stop_redis()
@@ -180,6 +181,7 @@ class WorkerCrashUnderLoadTest(DeploymentTestCase):
                          "a failed (non-504) add was stored anyway")
 
 
+@single_redis_only
 class PersistenceTest(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=2, threads=8, appendonly=True)
 

@@ -9,7 +9,7 @@ import sys
 import time
 import urllib.parse
 
-from dqtest import (Deployment, DeploymentTestCase, SLOW, main, raw_http,
+from dqtest import (SLOW, Deployment, DeploymentTestCase, main, raw_http, single_redis_only,
                     unique)
 
 
@@ -66,22 +66,23 @@ class ProtocolTest(DeploymentTestCase):
 
     def test_both_request_forms(self):
         t = unique("forms")
-        st, r = self.c.post("/", {"command": "add", "topic": t, "id": t + "-a", "body": "A"})
+        a, b, c = self.c.one_shard_ids(t, 3)  # FIFO holds within a shard
+        st, r = self.c.post("/", {"command": "add", "topic": t, "id": a, "body": "A"})
         self.assertOk(st, r)
-        self.assertEqual(r["id"], t + "-a")
-        st, r = self.c.post("/add", {"topic": t, "id": t + "-b", "body": "B"})
+        self.assertEqual(r["id"], a)
+        st, r = self.c.post("/add", {"topic": t, "id": b, "body": "B"})
         self.assertOk(st, r)
         # command present and matching the path: fine
-        st, r = self.c.post("/add", {"command": "add", "topic": t, "id": t + "-c", "body": "C"})
+        st, r = self.c.post("/add", {"command": "add", "topic": t, "id": c, "body": "C"})
         self.assertOk(st, r)
         st, r = self.c.post("/", {"command": "pop", "topic": t})
         self.assertOk(st, r)
-        self.assertEqual((r["id"], r["value"]), (t + "-a", "A"))
+        self.assertEqual((r["id"], r["value"]), (a, "A"))
         st, r = self.c.post("/pop", {"command": "pop", "topic": t})
         self.assertOk(st, r)
-        self.assertEqual(r["id"], t + "-b")
+        self.assertEqual(r["id"], b)
         for cmd in ("get", "finish"):
-            st, r = self.c.post("/", {"command": cmd, "id": t + "-a"})
+            st, r = self.c.post("/", {"command": cmd, "id": a})
             self.assertOk(st, r, cmd)
         st, r = self.c.post("/", {"command": "stats", "topic": t})
         self.assertOk(st, r)
@@ -383,13 +384,17 @@ class ProtocolTest(DeploymentTestCase):
                 self.assertIn("value", r)
                 self.assertEqual(r["value"], b)
                 self.assertIs(type(r["value"]), type(b), "type of %r via get" % (b,))
-        for i, b in enumerate(bodies):
+        popped = []
+        for _ in bodies:
+            st, r = self.c.req("pop", topic=t)
+            self.assertOk(st, r)
+            popped.append(r["id"])
+            b = bodies[ids.index(r["id"])]
             with self.subTest(pop=b):
-                st, r = self.c.req("pop", topic=t)
-                self.assertOk(st, r)
-                self.assertEqual(r["id"], ids[i], "FIFO within a topic")
                 self.assertEqual(r["value"], b)
                 self.assertIs(type(r["value"]), type(b), "type of %r via pop" % (b,))
+        self.assertEqual(self.c.fifo_by_shard(popped), self.c.fifo_by_shard(ids),
+                         "FIFO within a topic (within each shard of it)")
 
     # ------------------------------------------------------------ get
 
@@ -428,9 +433,11 @@ class ProtocolTest(DeploymentTestCase):
         jp = self.add(t, "p", at=time.time() - 100)
         st, r = self.c.req("get", id=jp)
         self.assertEqual(r["state"], "ready")
-        # reserved: due is the TTR deadline
-        st, r = self.c.req("pop", topic=t)
-        self.assertEqual(r["id"], jid)
+        # reserved: due is the TTR deadline (jid and jp are ready; with
+        # several shards either may come first)
+        st, r = self.c.req("pop", topic=t, count=2)
+        self.assertEqual(sorted(j["id"] for j in r["jobs"]), sorted([jid, jp]))
+        r = next(j for j in r["jobs"] if j["id"] == jid)
         self.assertEqual((r["topic"], r["attempts"], r["ttr"], r["value"]), (t, 1, 700, {"k": "v"}))
         st, r = self.c.req("get", id=jid)
         self.assertEqual((r["state"], r["attempts"]), ("reserved", 1))
@@ -678,7 +685,7 @@ class ProtocolTest(DeploymentTestCase):
 
     def test_batch_finish_delete(self):
         t = unique("bfin")
-        ids = [self.add(t, i, id="%s-%d" % (t, i)) for i in range(4)]
+        ids = [self.add(t, i, id=jid) for i, jid in enumerate(self.c.one_shard_ids(t, 4))]
         st, r = self.c.req("pop", topic=t)
         self.assertEqual(r["id"], ids[0])
         st, r = self.c.req("finish", ids=[ids[0], t + "-missing", ids[1]])
@@ -707,7 +714,8 @@ class ProtocolTest(DeploymentTestCase):
         self.assertEqual(r, {"success": True, "id": None, "value": None})
         st, r = self.c.req("pop", topic=t, count=1)
         self.assertEqual(r, {"success": True, "jobs": []})
-        ids = [self.add(t, {"n": i}, id="%s-%d" % (t, i), ttr=900) for i in range(5)]
+        ids = [self.add(t, {"n": i}, id=jid, ttr=900)
+               for i, jid in enumerate(self.c.one_shard_ids(t, 5))]
         st, r = self.c.req("pop", topic=t, count=1)
         self.assertOk(st, r)
         self.assertEqual(len(r["jobs"]), 1)
@@ -792,6 +800,7 @@ class TimeoutTest(DeploymentTestCase):
         self.assertEqual(r["topics"][t]["reserved"], 2)
 
 
+@single_redis_only
 class RedisDownTest(DeploymentTestCase):
     """503 while the private Redis is stopped; service resumes when it is
     back on the same port, without restarting delayq."""

@@ -23,8 +23,8 @@ import threading
 import time
 
 import dqtest
-from dqtest import (Deployment, DeploymentError, DeploymentTestCase, RedisError, Resp, SLOW,
-                    free_port, main, raw_http, tail, unique)
+from dqtest import (SLOW, Deployment, DeploymentError, DeploymentTestCase, RedisError, Resp,
+                    free_port, main, raw_http, single_redis_only, tail, unique)
 
 CONNECT_MS = 300
 TIMEOUT_MS = 700
@@ -131,6 +131,7 @@ def setup_jobs(tc, t):
     return ids
 
 
+@single_redis_only
 class RedisStoppedTest(DeploymentTestCase):
     """Redis stopped (connection refused): 503 at once, nothing changed."""
 
@@ -334,6 +335,7 @@ class ProxiedDeployment(Deployment):
         self.proxy.target = self.redis_port
 
 
+@single_redis_only
 class BlackHoleTest(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=2, threads=32,
                       fcgi_flags=dict(redis_connect_timeout_ms=CONNECT_MS,
@@ -480,11 +482,13 @@ class AuthWorksMixin:
         self.assertEqual(c.redis("GET", "{dq}:buckets"), b"16")
 
 
+@single_redis_only
 class RequirepassTest(AuthWorksMixin, AuthTestBase):
     AUTH = dict(redis_auth=(None, "pw-0123456789"))
     DELAYQ = dict(redis_password="pw-0123456789")
 
 
+@single_redis_only
 class AclUserTest(AuthWorksMixin, AuthTestBase):
     AUTH = dict(redis_auth=("dq", "acl-pw-9876"))
     DELAYQ = dict(redis_username="dq", redis_password="acl-pw-9876")
@@ -545,16 +549,19 @@ class WrongPasswordMixin:
                          "the password appears in a log")
 
 
+@single_redis_only
 class RequirepassWrongTest(WrongPasswordMixin, AuthTestBase):
     AUTH = dict(redis_auth=(None, "right-password-1"), allow_unhealthy=True)
     DELAYQ = dict(redis_password="wrong-password-1")
 
 
+@single_redis_only
 class AclUserWrongTest(WrongPasswordMixin, AuthTestBase):
     AUTH = dict(redis_auth=("dq", "right-password-2"), allow_unhealthy=True)
     DELAYQ = dict(redis_username="dq", redis_password="wrong-password-2")
 
 
+@single_redis_only
 class MissingPasswordTest(WrongPasswordMixin, AuthTestBase):
     CAUSE = "NOAUTH"
     AUTH = dict(redis_auth=(None, "right-password-3"), allow_unhealthy=True)

@@ -1,0 +1,142 @@
+"""A steady load with a client-side ledger, for tests that break Redis under
+traffic (a master killed, a slot migrated): producers add jobs with ids of
+their own and note each acknowledgement; consumers pop, note each delivery
+and finish at once. Afterwards the ledger tells what was lost (acknowledged,
+never delivered), what was delivered twice within its TTR, and how long the
+service answered no add (the longest gap between two acknowledged adds).
+
+An add answered 503 had no effect and is retried; 504, a 502 or a broken
+connection is an unknown outcome: it is retried with the same id until 200
+or 409 (409: the first one took), as a client should."""
+
+import json
+import threading
+import time
+
+from .httpconn import Http
+
+
+class LedgerLoad:
+    def __init__(self, deployment, topic, producers=2, consumers=2, ttr=5.0, rate=200.0):
+        self.d = deployment
+        self.topic = topic
+        self.nproducers = producers
+        self.nconsumers = consumers
+        self.ttr = ttr
+        self.rate = rate  # adds per second, all producers together
+        self.lock = threading.Lock()
+        self.acked = {}       # id -> monotonic time of the acknowledgement
+        self.deliveries = {}  # id -> [(monotonic time received, attempts)]
+        self.statuses = {}    # (command, status) -> count
+        self.ack_times = []
+        self.stop_adding = threading.Event()
+        self.stop_popping = threading.Event()
+        self.threads = []
+
+    def _count(self, cmd, st):
+        with self.lock:
+            self.statuses[(cmd, st)] = self.statuses.get((cmd, st), 0) + 1
+
+    def _post(self, conn, cmd, fields):
+        try:
+            st, _, data = conn.request("POST", "/" + cmd, json.dumps(fields).encode())
+        except OSError:
+            conn.close()
+            st, data = 0, b""
+        self._count(cmd, st)
+        try:
+            return st, json.loads(data) if data else {}
+        except ValueError:
+            return st, {}
+
+    def _producer(self, k):
+        conn = Http(self.d.http_port, timeout=30)
+        n = 0
+        gap = self.nproducers / self.rate
+        while not self.stop_adding.is_set():
+            jid = "%s-p%d-%d" % (self.topic, k, n)
+            n += 1
+            while True:  # until the outcome is known
+                st, r = self._post(conn, "add", {"topic": self.topic, "id": jid, "body": jid,
+                                                 "ttr": self.ttr})
+                if st in (200, 409):
+                    with self.lock:
+                        now = time.monotonic()
+                        self.acked[jid] = now
+                        self.ack_times.append(now)
+                    break
+                time.sleep(0.05)
+            time.sleep(gap)
+        conn.close()
+
+    def _consumer(self):
+        conn = Http(self.d.http_port, timeout=30)
+        while not self.stop_popping.is_set():
+            st, r = self._post(conn, "pop", {"topic": self.topic, "count": 10, "timeout": 0.5})
+            if st != 200:
+                time.sleep(0.05)
+                continue
+            now = time.monotonic()
+            for j in r.get("jobs", []):
+                with self.lock:
+                    self.deliveries.setdefault(j["id"], []).append((now, j["attempts"]))
+            ids = [j["id"] for j in r.get("jobs", [])]
+            while ids and not self.stop_popping.is_set():
+                st, _ = self._post(conn, "finish", {"ids": ids})
+                if st == 200:
+                    break
+                time.sleep(0.05)
+        conn.close()
+
+    def start(self):
+        self.threads = [threading.Thread(target=self._producer, args=(k,), daemon=True)
+                        for k in range(self.nproducers)]
+        self.threads += [threading.Thread(target=self._consumer, daemon=True)
+                         for _ in range(self.nconsumers)]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def stop(self, drain_timeout=60.0):
+        """Stops adding, lets the consumers take what is left, stops them."""
+        self.stop_adding.set()
+        deadline = time.monotonic() + drain_timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                left = [j for j in self.acked if j not in self.deliveries]
+            if not left:
+                break
+            time.sleep(0.2)
+        self.stop_popping.set()
+        for t in self.threads:
+            t.join(60)
+
+    def lost(self):
+        """Acknowledged ids never delivered."""
+        with self.lock:
+            return sorted(j for j in self.acked if j not in self.deliveries)
+
+    def duplicates(self, eps=0.05):
+        """(id, deliveries) delivered twice within its TTR (or with the same
+        attempts number twice)."""
+        out = []
+        with self.lock:
+            for jid, ds in self.deliveries.items():
+                ds = sorted(ds)
+                for (t1, a1), (t2, a2) in zip(ds, ds[1:]):
+                    if a1 == a2 or t2 < t1 + self.ttr - eps:
+                        out.append((jid, ds))
+                        break
+        return out
+
+    def longest_add_gap(self, since=0.0):
+        """The longest time (s) after `since` with no add acknowledged."""
+        with self.lock:
+            times = sorted(t for t in self.ack_times if t >= since)
+        return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+
+    def summary(self):
+        with self.lock:
+            return {"acked": len(self.acked), "delivered": len(self.deliveries),
+                    "statuses": dict(sorted((("%s %s" % k), v)
+                                            for k, v in self.statuses.items()))}
