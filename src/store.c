@@ -46,6 +46,10 @@ typedef struct {
     int64_t failed_at; /* monotonic ms of the last failed connect */
     int backoff_ms;
     redisContext *sub; /* subscriber connection to this node */
+    /* Found while reading a round's replies, done once all are read (the
+     * connection may still owe replies of other calls until then): */
+    int drop;   /* close the connection (a READONLY: no primary any more) */
+    int reload; /* load the function library (Redis lacks it) */
 } store_node;
 
 /* One call of a batch. */
@@ -96,12 +100,15 @@ static int64_t last_connect_ok;
 /* ------------------------------------------------------------------------ */
 
 static pthread_mutex_t cause_lock = PTHREAD_MUTEX_INITIALIZER;
-static char cause[300]; /* "" while Redis works */
+static char cause[300];      /* "" while Redis works */
+static char cause_node[300]; /* host:port the cause is about; "" for all */
 
-/* Records the current cause ("" = working) and logs it when it changed, so
- * a Redis that stays down for an hour logs one line, not one per retry. */
-static void set_cause(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void set_cause(const char *fmt, ...)
+/* Records the current cause ("" = working) about node at (NULL: Redis as a
+ * whole, e.g. no sentinel answered) and logs it when it changed, so a
+ * Redis that stays down for an hour logs one line, not one per retry. */
+static void set_cause(const store_node *at, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_cause(const store_node *at, const char *fmt, ...)
 {
     char now[sizeof cause];
     va_list ap;
@@ -117,14 +124,29 @@ static void set_cause(const char *fmt, ...)
             log_info("Redis is reachable again");
         snprintf(cause, sizeof cause, "%s", now);
     }
+    if (at)
+        snprintf(cause_node, sizeof cause_node, "%s:%d", at->host, at->port);
+    else
+        cause_node[0] = '\0';
     pthread_mutex_unlock(&cause_lock);
 }
 
-static void clear_cause(void)
+/* Node at answered (NULL: every node did): the cause is gone if it was
+ * about that node, or about Redis as a whole. Another node of a cluster
+ * answering says nothing about a node that is down. */
+static void clear_cause(const store_node *at)
 {
     /* Cheap check first: the common case is "nothing to clear". */
-    if (__atomic_load_n(&cause[0], __ATOMIC_RELAXED))
-        set_cause("%s", "");
+    if (!__atomic_load_n(&cause[0], __ATOMIC_RELAXED))
+        return;
+    char where[sizeof cause_node] = "";
+    if (at)
+        snprintf(where, sizeof where, "%s:%d", at->host, at->port);
+    pthread_mutex_lock(&cause_lock);
+    int clear = !at || !cause_node[0] || strcmp(where, cause_node) == 0;
+    pthread_mutex_unlock(&cause_lock);
+    if (clear)
+        set_cause(NULL, "%s", "");
 }
 
 void store_last_cause(char *out, size_t outlen)
@@ -327,9 +349,9 @@ static redisContext *open_node(dq_store *s, const store_node *n, int timeout_ms)
     redisContext *c = conn_open(&spec, err, sizeof err, &refused);
     if (!c) {
         if (refused)
-            set_cause("%s; check redis_username and redis_password", err);
+            set_cause(n, "%s; check redis_username and redis_password", err);
         else
-            set_cause("%s", err);
+            set_cause(n, "%s", err);
     }
     return c;
 }
@@ -341,7 +363,7 @@ static int locate_primary(dq_store *s)
     int port;
     uint64_t gen;
     if (sentinel_primary(s->cfg, host, sizeof host, &port, &gen, err, sizeof err) < 0) {
-        set_cause("%s", err);
+        set_cause(NULL, "%s", err);
         return -1;
     }
     store_node *n = &s->nodes[0];
@@ -394,7 +416,7 @@ static int ensure_connected(dq_store *s, int i)
     if (!n->ctx)
         goto failed;
     if (s->mode == MODE_SENTINEL && !is_primary(n)) {
-        set_cause("Redis at %s:%d, named primary by the sentinels, is not a primary (yet)",
+        set_cause(n, "Redis at %s:%d, named primary by the sentinels, is not a primary (yet)",
                   n->host, n->port);
         sentinel_forget(n->gen);
         node_disconnect(n);
@@ -577,9 +599,7 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
         return;
     case SLOTS_ERR_READONLY:
         /* A replica now: the map or the primary moved (nothing was run). */
-        if (s->mode == MODE_SENTINEL)
-            sentinel_forget(n->gen);
-        node_disconnect(n);
+        n->drop = 1;
         s->map_fetched = 0;
         c->pause = 1;
         c->node = -1;
@@ -588,7 +608,7 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
     default:
         break;
     }
-    if (strncmp(r->str, "DQ_MOVING", 9) == 0) {
+    if (strncmp(r->str, "DQ_MOVING", 9) == 0 || strncmp(r->str, "ERR DQ_MOVING", 13) == 0) {
         /* The shard's slot is being migrated (see slot_moving in
          * common.lua): nothing ran; the migration ends in moments. */
         c->pause = 1;
@@ -598,11 +618,9 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
         return;
     }
     if (strstr(r->str, "Function not found")) {
-        if (load_library(s, i) == 0) {
-            c->node = -1;
-            return;
-        }
-        finish_call(c, DQ_INTERNAL, "cannot load the function library");
+        n->reload = 1;
+        c->node = -1;
+        snprintf(c->detail, sizeof c->detail, "Redis lacks delayq's function library");
         return;
     }
     c->status = store_error_status(r->str, r->len, c->detail, sizeof c->detail);
@@ -611,7 +629,7 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
         char at[300];
         conn_spec spec = node_spec(s, n, 0);
         if (store_error_is_auth(r->str, r->len))
-            set_cause("Redis at %s wants credentials: AUTH failed (%s); set redis_password",
+            set_cause(n, "Redis at %s wants credentials: AUTH failed (%s); set redis_password",
                       conn_where(&spec, at, sizeof at), r->str);
         else
             log_warn("redis refused %s: %s", lua_functions[c->fn].name, r->str);
@@ -714,7 +732,7 @@ static void read_round(dq_store *s)
             freeReplyObject(r);
             continue;
         }
-        clear_cause();
+        clear_cause(&s->nodes[i]);
         if (confirmed >= 0 && confirmed < waits) {
             /* Applied, but fewer replicas than asked have it: a failover now
              * could lose it. The client must treat it as an unknown outcome. */
@@ -726,6 +744,24 @@ static void read_round(dq_store *s)
         c->reply = r;
         c->status = DQ_OK;
         c->done = 1;
+    }
+}
+
+/* What reading the round found out about nodes, now that no connection
+ * owes a reply. */
+static void after_round(dq_store *s)
+{
+    for (int i = 0; i < s->nnodes; i++) {
+        store_node *n = &s->nodes[i];
+        if (n->drop) {
+            if (s->mode == MODE_SENTINEL)
+                sentinel_forget(n->gen);
+            node_disconnect(n);
+        }
+        if (n->reload && n->ctx && load_library(s, i) < 0)
+            node_lost(s, i);
+        n->drop = n->reload = 0;
+        trim_reader(n->ctx);
     }
 }
 
@@ -769,8 +805,7 @@ void store_batch_run(dq_store *s)
         }
         send_round(s);
         read_round(s);
-        for (int i = 0; i < s->nnodes; i++)
-            trim_reader(s->nodes[i].ctx);
+        after_round(s);
     }
 }
 
@@ -779,7 +814,7 @@ dq_status store_ping(dq_store *s)
     int targets[MAX_NODES], n = 0;
     if (s->mode == MODE_CLUSTER) {
         if (refresh_map(s) < 0 && !slots_map_covers_all(s->map)) {
-            set_cause("Redis Cluster: no node answered with a map covering every slot");
+            set_cause(NULL, "Redis Cluster: no node answered with a map covering every slot");
             return DQ_UNAVAILABLE;
         }
         for (size_t i = 0; i < slots_map_nodes(s->map) && n < MAX_NODES; i++) {
@@ -804,7 +839,7 @@ dq_status store_ping(dq_store *s)
         if (!ok)
             return DQ_UNAVAILABLE;
     }
-    clear_cause();
+    clear_cause(NULL);
     return DQ_OK;
 }
 

@@ -17,6 +17,6 @@ from .deployment import (BUILD_DIR, KEEP, SANITIZED, SANITIZER_MARKS, SLOW, SRC_
                          unique)
 from .httpconn import Http, parse_body, raw_http
 from .load import impatient_client
-from .procs import children, free_port, kill_pid, pid_alive, stop_process, tail, wait_port_closed
+from .procs import children, free_cluster_ports, free_port, kill_pid, pid_alive, stop_process, tail, wait_port_closed
 from .redis_server import RedisServer, RedisStartError
 from .resp import RedisError, Resp, raw_command, text

@@ -203,3 +203,29 @@ def check(resp, prefix="{dq}"):
         "nproblems": nproblems,
         "problems": [_s(p) for p in problems],
     }
+
+
+def check_deployment(d):
+    """check() of every shard of Deployment d, each on the Redis that holds
+    it, summed: jobs, states and per-topic stats over the shards, and every
+    problem prefixed with its shard's tag."""
+    total = {"jobs": 0, "states": {}, "stats": {}, "nproblems": 0, "problems": []}
+    for shard in range(d.shards):
+        tag = d.tag(shard)
+        if d.redis_mode == "cluster":
+            resp = d.redis_server.client(d.redis_server.master_of(tag).port)
+        elif d.redis_mode == "sentinel":
+            resp = d.redis_server.primary().resp()
+        else:
+            resp = d.redis_server.resp()
+        r = check(resp, prefix=tag)
+        total["jobs"] += r["jobs"]
+        total["nproblems"] += r["nproblems"]
+        total["problems"] += ["%s: %s" % (tag, p) for p in r["problems"]]
+        for state, n in r["states"].items():
+            total["states"][state] = total["states"].get(state, 0) + int(n)
+        for topic, row in r["stats"].items():
+            into = total["stats"].setdefault(topic, {})
+            for field, v in row.items():
+                into[field] = into.get(field, 0) + int(v)
+    return total

@@ -29,6 +29,7 @@ class LedgerLoad:
         self.deliveries = {}  # id -> [(monotonic time received, attempts)]
         self.statuses = {}    # (command, status) -> count
         self.ack_times = []
+        self.ack_times_by_producer = [[] for _ in range(producers)]
         self.stop_adding = threading.Event()
         self.stop_popping = threading.Event()
         self.threads = []
@@ -64,6 +65,7 @@ class LedgerLoad:
                         now = time.monotonic()
                         self.acked[jid] = now
                         self.ack_times.append(now)
+                        self.ack_times_by_producer[k].append(now)
                     break
                 time.sleep(0.05)
             time.sleep(gap)
@@ -100,6 +102,8 @@ class LedgerLoad:
     def stop(self, drain_timeout=60.0):
         """Stops adding, lets the consumers take what is left, stops them."""
         self.stop_adding.set()
+        for t in self.threads[:self.nproducers]:
+            t.join(60)  # their last adds are acknowledged (or not) now
         deadline = time.monotonic() + drain_timeout
         while time.monotonic() < deadline:
             with self.lock:
@@ -108,7 +112,7 @@ class LedgerLoad:
                 break
             time.sleep(0.2)
         self.stop_popping.set()
-        for t in self.threads:
+        for t in self.threads[self.nproducers:]:
             t.join(60)
 
     def lost(self):
@@ -130,10 +134,21 @@ class LedgerLoad:
         return out
 
     def longest_add_gap(self, since=0.0):
-        """The longest time (s) after `since` with no add acknowledged."""
+        """The longest time (s) from `since` to the last acknowledgement
+        with no add acknowledged."""
         with self.lock:
             times = sorted(t for t in self.ack_times if t >= since)
         return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+
+    def service_back_after(self, t):
+        """Seconds from t until every producer had an add acknowledged
+        again (each was stuck on a job whose shard was down), or None."""
+        with self.lock:
+            firsts = [min((a for a in times if a >= t), default=None)
+                      for times in self.ack_times_by_producer]
+        if None in firsts:
+            return None
+        return max(firsts) - t
 
     def summary(self):
         with self.lock:

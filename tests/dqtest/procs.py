@@ -28,14 +28,18 @@ def _port_free(port):
         s.close()
 
 
-def free_cluster_port():
-    """A port for a Redis Cluster node: at most 55535, with the cluster bus
-    port (10000 above it) free too."""
+def free_cluster_ports(n=1):
+    """The first of n consecutive ports for Redis Cluster nodes: each at
+    most 55535, with its cluster bus port (10000 above it) free too."""
     for _ in range(1000):
-        port = random.randint(20000, 45000)
-        if _port_free(port) and _port_free(port + 10000):
-            return port
-    raise RuntimeError("no free port pair for a cluster node")
+        base = random.randint(20000, 45000)
+        if all(_port_free(p) and _port_free(p + 10000) for p in range(base, base + n)):
+            return base
+    raise RuntimeError("no %d free ports for cluster nodes" % n)
+
+
+def free_cluster_port():
+    return free_cluster_ports(1)
 
 
 def tail(path, n=40):

@@ -5,6 +5,7 @@ through a small client that sends each command to the master of its key's
 slot (and fans KEYS out to every master), the way delayq's store does."""
 
 import os
+import re
 import subprocess
 import time
 
@@ -61,7 +62,7 @@ class RedisCluster:
         args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", str(self.node_timeout_ms),
                 "--cluster-replica-validity-factor", "0", "--appendonly", "yes",
-                "--appendfsync", "always"] + self.args
+                "--appendfsync", "always", "--repl-diskless-sync-delay", "0"] + self.args
         return RedisServer(ndir, port=port, args=args, log_name="redis.log")
 
     def start(self):
@@ -98,7 +99,7 @@ class RedisCluster:
 
     def wait_ok(self, timeout=30):
         """Until every running node says cluster_state:ok and agrees on who
-        serves every slot."""
+        serves every slot, and every running replica is in sync."""
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
@@ -111,12 +112,25 @@ class RedisCluster:
                     maps.add(tuple(self._read_slots(s.port)))
                 if states == {True} and len(maps) == 1:
                     self._slots = list(maps.pop())
-                    return
+                    if self._replicas_online():
+                        return
+                    last = "replicas not in sync yet"
                 last = (states, len(maps))
             except (OSError, ConnectionError, RedisError) as e:
                 last = repr(e)
             time.sleep(0.1)
         raise RuntimeError("the cluster did not settle (last: %r)" % (last,))
+
+    def _replicas_online(self):
+        """Every running replica is in sync with its master."""
+        for s in self.running():
+            info = text(self.client(s.port)("INFO", "replication"))
+            if "role:slave" in info and "master_link_status:up" not in info:
+                return False
+            replicas = re.findall(r"^slave\d+:.*$", info, re.M)
+            if any("state=online" not in r for r in replicas):
+                return False
+        return True
 
     def _read_slots(self, port):
         out = []

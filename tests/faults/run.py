@@ -799,7 +799,7 @@ def main():
     finally:
         print("cluster dir: %s%s" % (cluster.dir, "" if (failed or args.keep) else " (removed)"),
               flush=True)
-        dqtest.KEEP = args.keep
+        dqtest.deployment.KEEP = args.keep
         cluster.stop(failed=failed)
 
 

@@ -25,7 +25,7 @@ import time
 import unittest
 
 from dqtest import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http, KeepOnFailure,
-                    Resp, free_port, raw_http, tail)
+                    Resp, free_cluster_ports, free_port, raw_http, tail)
 
 RUN = os.path.join(SRC_DIR, "scripts", "run")
 TIMERS = ("delayq-timer-1", "delayq-timer-2")
@@ -89,11 +89,18 @@ def _stop_leftovers():
 class Run:
     """One scripts/run in the foreground, on free ports, with its own var dir."""
 
-    def __init__(self):
+    def __init__(self, args=(), env=None):
+        """args: scripts/run's arguments (--cluster); env: more environment
+        (DELAYQ_REDIS_CLUSTER for a Redis of another run)."""
         # Short: the FastCGI socket goes to <dir>/run/delayq-fcgi.sock.
         self.dir = tempfile.mkdtemp(prefix="dq-run-")
+        self.args = list(args)
+        self.env = dict(env or {})
         self.http_port = free_port()
-        self.redis_port = free_port()
+        if "--cluster" in self.args:
+            self.redis_port = free_cluster_ports(6)
+        else:
+            self.redis_port = free_port()
         while self.redis_port == self.http_port:
             self.redis_port = free_port()
         self.out_path = os.path.join(self.dir, "run.out")
@@ -108,11 +115,12 @@ class Run:
         env.pop("DELAYQ_TIMERS", None)
         env.update(DELAYQ_VAR_DIR=self.dir, DELAYQ_HTTP_PORT=str(self.http_port),
                    DELAYQ_REDIS_PORT=str(self.redis_port))
+        env.update(self.env)
         _LIVE.add(self)
         with open(self.out_path, "ab") as out:
             # A session of its own: a Ctrl-C meant for the test reaches it
             # only through _stop_leftovers, which stops it in order.
-            self.proc = subprocess.Popen([RUN], stdin=subprocess.DEVNULL, stdout=out,
+            self.proc = subprocess.Popen([RUN] + self.args, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, env=env, cwd=self.dir,
                                          start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -151,7 +159,12 @@ class Run:
         return pid
 
     def pids(self):
-        return {n: self.pid(n) for n in CHILDREN}
+        """Every child's pid (None while it waits to be restarted)."""
+        try:
+            names = {f[:-4] for f in os.listdir(self.path("run")) if f.endswith(".pid")}
+        except OSError:
+            names = set()
+        return {n: self.pid(n) for n in names | set(CHILDREN)}
 
     def new_pid(self, name, old, timeout=5.0):
         """Waits for run/NAME.pid to name a live process other than old."""
@@ -173,7 +186,7 @@ class Run:
         pid = self.pid(name)
         if pid is None or not alive(pid):
             raise AssertionError("%s has no live pid (%s)" % (name, pid))
-        if PROGRAM[name] not in cmdline(pid):
+        if PROGRAM.get(name, "redis-server") not in cmdline(pid):
             raise AssertionError("pid %d of %s is %r" % (pid, name, cmdline(pid)))
         os.kill(pid, signal.SIGKILL)
         return pid
@@ -269,6 +282,7 @@ def skip_reason():
 
 
 class RunTestCase(KeepOnFailure):
+    ARGS = ()
     run_ = None
 
     @classmethod
@@ -277,7 +291,7 @@ class RunTestCase(KeepOnFailure):
         if reason:
             raise unittest.SkipTest(reason)
         cls._class_failed = False
-        cls.run_ = Run()
+        cls.run_ = Run(args=cls.ARGS)
         try:
             cls.run_.start()
         except BaseException:
@@ -439,6 +453,67 @@ class CrashLoop(RunTestCase):
         self.assertIn("----- %s (last 40 lines)" % r.path("log", name + ".log"), out)
         self.assertEqual([p for p in everything if alive(p)], [], "left running")
         self.assertEqual(r.members(), [], "left running")
+        self.assertNoSanitizerReports()
+
+
+class ClusterRun(RunTestCase):
+    """scripts/run --cluster: a local 3-master, 3-replica Redis Cluster of
+    its own, supervised like the other children; and a second scripts/run
+    that starts no Redis and serves against that cluster
+    (DELAYQ_REDIS_CLUSTER)."""
+
+    ARGS = ("--cluster",)
+
+    def nodes(self):
+        return {n: p for n, p in self.run_.pids().items() if n.startswith("redis-")}
+
+    def test_a_serves_on_its_cluster(self):
+        r = self.run_
+        nodes = self.nodes()
+        self.assertEqual(len(nodes), 6, nodes)
+        self.assertIsNone(r.pids()["redis"], "no single Redis beside the cluster")
+        info = Resp(r.redis_port)("CLUSTER", "INFO").decode()
+        self.assertIn("cluster_state:ok", info)
+        self.assertIn("cluster_size:3", info)
+        ids = ["c-%d" % i for i in range(60)]
+        st, a = r.http("add", jobs=[{"topic": "c", "id": i, "body": i} for i in ids])
+        self.assertEqual(st, 200, a)
+        holders = set()
+        for port in range(r.redis_port, r.redis_port + 6):
+            if Resp(port)("KEYS", "*:j:c-*"):
+                holders.add(port)
+        self.assertEqual(len(holders), 3, "jobs on every master (shards = 6)")
+        st, p = r.http("pop", topic="c", count=100)
+        self.assertEqual(sorted(j["id"] for j in p["jobs"]), sorted(ids))
+        self.assertIn("Redis Cluster on ports %d-%d" % (r.redis_port, r.redis_port + 5),
+                      r.output())
+
+    def test_b_another_run_uses_the_cluster(self):
+        first = self.run_
+        second = Run(env={"DELAYQ_REDIS_CLUSTER": "127.0.0.1:%d" % first.redis_port,
+                          "DELAYQ_SHARDS": "6"})
+        try:
+            second.start()
+            self.assertFalse([n for n, p in second.pids().items() if n.startswith("redis") and p],
+                             "it started a Redis of its own")
+            st, a = second.http("add", topic="both", id="both-1", body="x")
+            self.assertEqual(st, 200, a)
+            st, p = first.http("pop", topic="both")
+            self.assertEqual((st, p.get("id")), (200, "both-1"), p)
+            self.assertIn("the cluster at 127.0.0.1:%d" % first.redis_port, second.output())
+        except BaseException:
+            second.stop(failed=True)
+            raise
+        second.stop()
+
+    def test_c_a_killed_node_is_restarted(self):
+        r = self.run_
+        name, pid = sorted(self.nodes().items())[0]
+        r.kill9(name)
+        r.new_pid(name, pid, timeout=10)
+        self.assertEqual(r.wait_healthy(30) >= 0, True)
+        st, a = r.http("add", topic="after", body=1)
+        self.assertEqual(st, 200, a)
         self.assertNoSanitizerReports()
 
 

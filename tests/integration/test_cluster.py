@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""delayq on a real Redis Cluster (3 masters, a replica each, on loopback
+ports), whatever DQTEST_REDIS says: a hot topic spreads over every master,
+pops find jobs in every shard, long-polls wake for any shard, a live slot
+migration under load and a master killed with -9 under load lose nothing
+acknowledged, and a process laid out differently does not start."""
+
+import subprocess
+import threading
+import time
+
+from dqtest import SLOW, Deployment, DeploymentTestCase, main, unique
+from dqtest.ledger import LedgerLoad
+from dqtest.redis_cluster import key_slot
+
+
+class ClusterTestCase(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(redis_mode="cluster", workers=2, threads=8, n_timers=2)
+
+    @property
+    def cluster(self):
+        return self.c.redis_server
+
+    def shard_master(self, shard):
+        return self.cluster.master_of(self.c.tag(shard))
+
+    def node_id(self, server):
+        return self.cluster.client(server.port)("CLUSTER", "MYID").decode()
+
+
+class Spread(ClusterTestCase):
+    def test_hot_topic_lands_on_every_master(self):
+        t = unique("hot")
+        n = 600
+        for start in range(0, n, 200):
+            st, r = self.c.req("add", jobs=[{"topic": t, "id": "%s-%d" % (t, i), "body": i}
+                                            for i in range(start, start + 200)])
+            self.assertOk(st, r)
+        per_master = {m.port: len(self.cluster.client(m.port)("KEYS", "*:j:%s-*" % t))
+                      for m in self.cluster.masters()}
+        print("jobs of one topic per master: %s" % per_master)
+        self.assertEqual(len(per_master), 3)
+        self.assertEqual(sum(per_master.values()), n)
+        for port, k in per_master.items():
+            self.assertGreater(k, n / 6, "master %d holds too few: %s" % (port, per_master))
+        st, s = self.c.req("stats", topic=t)
+        self.assertEqual(s["topics"][t]["ready"], n, "stats sum every shard")
+        popped = []
+        while True:
+            st, r = self.c.req("pop", topic=t, count=50)
+            self.assertOk(st, r)
+            if not r["jobs"]:
+                break
+            popped += [j["id"] for j in r["jobs"]]
+        self.assertEqual(sorted(popped), sorted("%s-%d" % (t, i) for i in range(n)))
+        ids = ["%s-%d" % (t, i) for i in range(n)]
+        self.assertEqual(self.c.fifo_by_shard(popped), self.c.fifo_by_shard(ids),
+                         "FIFO within each shard")
+        for start in range(0, n, 200):
+            self.assertOk(*self.c.req("finish", ids=popped[start:start + 200]))
+
+    def test_long_poll_wakes_for_every_shard(self):
+        t = unique("wake")
+        for shard in range(self.c.shards):
+            jid = next(i for i in ("%s-%d-%d" % (t, shard, k) for k in range(1000))
+                       if self.c.shard_of(i) == shard)
+            result = []
+            th = threading.Thread(target=lambda: result.append(
+                self.c.req("pop", conn=self.c.new_http(), topic=t, timeout=10)))
+            th.start()
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            self.assertOk(*self.c.req("add", topic=t, id=jid, body=shard))
+            th.join(10)
+            waited = time.monotonic() - t0
+            self.assertEqual(result[0][1]["id"], jid)
+            self.assertLess(waited, 0.9 * SLOW, "shard %d woke the long-poll after %.2f s" %
+                            (shard, waited))
+            self.assertOk(*self.c.req("finish", id=jid))
+
+    def test_batches_across_shards(self):
+        t = unique("batch")
+        ids = ["%s-%d" % (t, i) for i in range(40)]
+        st, r = self.c.req("add", jobs=[{"topic": t, "id": i, "body": i} for i in ids])
+        self.assertOk(st, r)
+        self.assertEqual([x["id"] for x in r["results"]], ids, "results in request order")
+        self.assertEqual(len({self.c.shard_of(i) for i in ids}), self.c.shards)
+        st, r = self.c.req("delete", ids=ids[:20] + [t + "-missing"])
+        self.assertOk(st, r)
+        self.assertEqual([x["success"] for x in r["results"]], [True] * 20 + [False])
+        st, r = self.c.req("kick", topic=t, count=5)  # nothing buried: 0 from every shard
+        self.assertEqual(r["kicked"], 0)
+        for i in ids[20:30]:
+            st, p = self.c.req("pop", topic=t)
+            self.assertOk(*self.c.req("bury", id=p["id"]))
+        st, r = self.c.req("kick", topic=t, count=7)
+        self.assertEqual(r["kicked"], 7, "kick gathers from several shards")
+        st, s = self.c.req("stats", topic=t)
+        self.assertEqual((s["topics"][t]["buried"], s["topics"][t]["ready"]), (3, 17))
+
+    def test_another_layout_does_not_start(self):
+        d = self.c
+        log = d.path("misfit-timer.log")
+        p = d.popen([d.timer_bin] + d.redis_flags() + ["--prefix=dq", "--shards=3"], log)
+        self.assertEqual(p.wait(20), 1)
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("shards = 6", text)
+        self.assertIn("not starting", text)
+
+
+class SlotMigration(ClusterTestCase):
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, buckets=4)
+
+    def test_reshard_busy_slots_under_load(self):
+        """redis-cli --cluster reshard moves a range of slots holding a
+        shard (the slot of its hash tag) to another master while jobs are
+        added, popped and finished: nothing acknowledged is lost, nothing
+        is delivered twice within its TTR."""
+        shard = min(range(self.c.shards), key=lambda k: key_slot(self.c.tag(k)) % 5461)
+        slot = key_slot(self.c.tag(shard))
+        source = self.shard_master(shard)
+        target = next(m for m in self.cluster.masters() if m is not source)
+        first = min(s for s, _, p in self.cluster._slots if p == source.port)
+        load = LedgerLoad(self.c, unique("mig"), producers=2, consumers=2, rate=150).start()
+        time.sleep(2.0)
+        t0 = time.monotonic()
+        r = subprocess.run(
+            ["redis-cli", "--cluster", "reshard", "127.0.0.1:%d" % source.port,
+             "--cluster-from", self.node_id(source), "--cluster-to", self.node_id(target),
+             "--cluster-slots", str(slot - first + 1), "--cluster-yes"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        took = time.monotonic() - t0
+        self.assertEqual(r.returncode, 0, r.stdout.decode()[-2000:])
+        self.cluster.wait_ok()
+        self.assertEqual(self.shard_master(shard).port, target.port, "the shard moved")
+        time.sleep(2.0)
+        load.stop()
+        print("reshard of %d slots (shard %d, slot %d) took %.1f s under load: %s, longest "
+              "gap between acknowledged adds %.2f s" % (slot - first + 1, shard, slot, took,
+                                                        load.summary(), load.longest_add_gap()))
+        self.assertEqual(load.lost(), [])
+        self.assertEqual(load.duplicates(), [])
+        self.assertGreater(len(load.acked), 300)
+
+    def test_slow_migration_of_a_shard_refuses_then_serves(self):
+        """The shard's keys moved a few at a time, by hand as redis-cli does
+        it, with pauses: calls for that shard answer 503 while it is split
+        (none runs on half a shard), and the shard works on its new master
+        afterwards with every job intact."""
+        t = unique("slow")
+        shard = 1
+        ids = [i for i in ("%s-%d" % (t, k) for k in range(400)) if self.c.shard_of(i) == shard]
+        st, r = self.c.req("add", jobs=[{"topic": t, "id": i, "body": i} for i in ids])
+        self.assertOk(st, r)
+        slot = key_slot(self.c.tag(shard))
+        source = self.shard_master(shard)
+        target = next(m for m in self.cluster.masters() if m is not source)
+        src, dst = self.cluster.client(source.port), self.cluster.client(target.port)
+        src_id, dst_id = self.node_id(source), self.node_id(target)
+        dst("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        src("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        answers = []
+        while True:
+            keys = src("CLUSTER", "GETKEYSINSLOT", slot, 5)
+            if not keys:
+                break
+            src("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+            st, r = self.c.req("get", id=ids[len(answers) % len(ids)])
+            answers.append(st)
+        for c in (src, dst):
+            c("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        self.cluster.wait_ok()
+        print("answers while the shard was split: %s" %
+              {st: answers.count(st) for st in set(answers)})
+        self.assertEqual(set(answers), {503}, "a call ran on half a shard")
+        for i in ids:
+            st, r = self.c.req("get", id=i)
+            self.assertOk(st, r)
+            self.assertEqual(r["value"], i)
+        popped = []
+        while True:
+            st, r = self.c.req("pop", topic=t, count=100)
+            if not r["jobs"]:
+                break
+            popped += [j["id"] for j in r["jobs"]]
+        self.assertEqual(popped, ids, "FIFO kept through the move")
+
+
+class MasterFailover(ClusterTestCase):
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, redis_wait_replicas=1,
+                         redis_wait_timeout_ms=500)
+
+    def test_kill9_master_under_load_loses_nothing(self):
+        """kill -9 of the master of a shard under load, with every write
+        confirmed by a replica (redis_wait_replicas = 1): its replica takes
+        over; the killed node comes back (as a process supervisor would
+        restart it) and replicates the new master; no acknowledged job is
+        lost or delivered twice within its TTR."""
+        load = LedgerLoad(self.c, unique("fo"), producers=3, consumers=2, rate=150).start()
+        time.sleep(2.0)
+        victim = self.shard_master(0)
+        t0 = time.monotonic()
+        self.cluster.kill9(victim)
+        deadline = time.monotonic() + 30
+        while self.shard_master_after_failover(victim) is None:
+            self.assertLess(time.monotonic(), deadline, "no failover")
+            time.sleep(0.1)
+        promoted = time.monotonic() - t0
+        time.sleep(1.0)
+        self.cluster.restart(victim)
+        self.cluster.wait_ok()
+        time.sleep(3.0)
+        load.stop()
+        back = load.service_back_after(t0)
+        print("kill -9 of a master: replica promoted after %.1f s; every producer had an add "
+              "acknowledged again after %.1f s; %s" % (promoted, back, load.summary()))
+        self.assertEqual(load.lost(), [])
+        self.assertEqual(load.duplicates(), [])
+        self.assertLess(back, 30)
+
+    def shard_master_after_failover(self, victim):
+        self.cluster.refresh()
+        try:
+            m = self.shard_master(0)
+        except (RuntimeError, StopIteration):
+            return None
+        return m if m is not victim else None
+
+
+if __name__ == "__main__":
+    main()
