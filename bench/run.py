@@ -3,6 +3,7 @@
 everything (figures and ratios measured in the same run).
 
     bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|peers [options]
+    bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
 
 Each run starts its own redis-server, delayq-fcgi, delayq-timer, nginx (and
 the peers: beanstalkd, BullMQ with its own redis-server) in a temp dir on
@@ -35,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 TOP = os.path.dirname(HERE)
 from dqtest import Resp, free_port  # noqa: E402
+from dqtest.redis_cluster import RedisCluster  # noqa: E402
 
 # The idle backend connections per nginx worker that delayq ships with.
 SHIPPED_KEEPALIVE = int(re.search(r"\bkeepalive (\d+);",
@@ -313,6 +315,48 @@ class Stack:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class ClusterStack(Stack):
+    """The same stack on a local Redis Cluster: 3 masters with a replica
+    each (no AOF, like Stack's Redis), delayq with shards = 6."""
+
+    SHARDS = 6
+
+    def __init__(self, **kw):
+        super().__init__(redis_unix=False, with_ceiling=False, **kw)
+        self.cluster = None
+
+    def start_redis(self):
+        self.cluster = RedisCluster(self.dir, masters=3, replicas=1,
+                                    args=["--appendonly", "no", "--save", ""]).start()
+
+    def redis_flags(self):
+        return ["--redis-cluster=%s" % self.cluster.seeds, "--shards=%d" % self.SHARDS]
+
+    def redis(self, *args):
+        return self.cluster(*args)
+
+    def used_memory(self):
+        return sum(int(re.search(rb"used_memory:(\d+)", m("INFO", "memory")).group(1))
+                   for m in self.cluster.masters())
+
+    def stat(self, topic, field):
+        return sum(int(self.cluster("HGET", "{dq:%d}:s:%s" % (i, topic), field) or 0)
+                   for i in range(self.SHARDS))
+
+    def redis_pids(self):
+        """(masters, replicas) pids."""
+        masters = self.cluster.masters()
+        return ([m.proc.pid for m in masters],
+                [r.proc.pid for r in self.cluster.servers if r not in masters])
+
+    def stop(self):
+        procs, self.procs = self.procs, []
+        for p in reversed(procs):
+            stop_proc(p)
+        self.cluster.stop()
+        super().stop()
+
+
 def stop_proc(p, grace=20):
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
@@ -426,6 +470,65 @@ def w3(s, P, outdir):
     late_figs("delayq", r)
     fig("w3.delayq.timer_cpu_s", cpu_seconds(t) - c0, "CPU-s")
     s.flush()
+
+
+def redis_cpu(s):
+    """CPU seconds of Redis: [per master], [per replica]."""
+    if isinstance(s, ClusterStack):
+        masters, replicas = s.redis_pids()
+    else:
+        masters, replicas = [s.redis_proc.pid], []
+    return [cpu_seconds(p) for p in masters], [cpu_seconds(p) for p in replicas]
+
+
+def cluster_vs_single(P, outdir):
+    """Batch add, batch drain and W3 lateness on one Redis (shards = 1) and
+    on a 3-master Cluster with a replica each (shards = 6), one after the
+    other in one run, with Redis' CPU per job: summed over the masters, on
+    the busiest master, and on the replicas."""
+    for name, cls in (("single", Stack), ("cluster", ClusterStack)):
+        kw = dict(workers=ARGS.workers, threads=ARGS.threads, nginx_workers=ARGS.nginx_workers,
+                  keepalive=ARGS.keepalive)
+        if cls is Stack:
+            kw["with_ceiling"] = False
+        s = cls(**kw)
+        try:
+            s.start()
+            n = P["w1_jobs"]
+
+            def measured(phase, fn):
+                m0, r0 = redis_cpu(s)
+                r = fn()
+                m1, r1 = redis_cpu(s)
+                per_master = [(b - a) * 1e6 / n for a, b in zip(m0, m1)]
+                fig("cluster.%s.%s.jobs_s" % (name, phase), r["jobs_per_s"], "jobs/s")
+                fig("cluster.%s.%s.redis_cpu_us_per_job" % (name, phase), sum(per_master), "us")
+                fig("cluster.%s.%s.busiest_master_cpu_us_per_job" % (name, phase),
+                    max(per_master), "us")
+                if r0:
+                    fig("cluster.%s.%s.replica_cpu_us_per_job" % (name, phase),
+                        sum(b - a for a, b in zip(r0, r1)) * 1e6 / n, "us")
+                check_errors(r, "%s %s" % (name, phase))
+
+            s.flush()
+            measured("add_batch100", lambda: loadgen(
+                s.http_port, "add", conns=32, jobs=n, batch=100, delay_min=0, delay_max=0,
+                ttr=60, body_size=200, topic="cb", tag="a"))
+            ready = s.stat("cb", "ready")
+            if ready != n:
+                note("WARNING: %s: %d ready after the adds, wanted %d" % (name, ready, n))
+            measured("drain_count100", lambda: loadgen(
+                s.http_port, "drain", conns=32, jobs=n, topic="cb", count=100, batch_finish=True))
+            s.flush()
+            time.sleep(2)  # the timer takes its bucket locks again after the flush
+            r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
+                        spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
+                        lateness_out=os.path.join(outdir, "lateness-%s.txt" % name))
+            for k in ("late_p50_ms", "late_p99_ms", "late_max_ms"):
+                fig("cluster.%s.w3.%s" % (name, k), r[k], "ms")
+            fig("cluster.%s.w3.missed" % name, int(r["missed"]), "jobs")
+        finally:
+            s.stop()
 
 
 def load_delayed(s, n, topic, tag, delay=3600, at=None):
@@ -936,12 +1039,28 @@ def ratios():
         ratio("ratio.w3_p99_to_%s" % peer, "w3.delayq.late_p99_ms", "w3.%s.late_p99_ms" % peer)
     ratio("ratio.w3_timer_cpu_to_beanstalkd", "w3.delayq.timer_cpu_s", "w3.beanstalkd.server_cpu_s")
     ratio("ratio.w5_two_timers_to_one", "w5.delayq.timers2.jobs_s", "w5.delayq.timers1.jobs_s")
+    for phase in ("add_batch100", "drain_count100"):
+        ratio("ratio.cluster_to_single.%s.jobs_s" % phase, "cluster.cluster.%s.jobs_s" % phase,
+              "cluster.single.%s.jobs_s" % phase)
+        ratio("ratio.cluster_to_single.%s.redis_cpu" % phase,
+              "cluster.cluster.%s.redis_cpu_us_per_job" % phase,
+              "cluster.single.%s.redis_cpu_us_per_job" % phase)
+        # With Redis the bound, each master gives one CPU-s per second, so N
+        # masters sustain about N / (busiest master's share of a job's cost).
+        if v("cluster.cluster.%s.busiest_master_cpu_us_per_job" % phase):
+            for masters in (3, 6, 12):
+                fig("projection.cluster.%s.masters%d.jobs_s" % (phase, masters),
+                    1e6 * masters / (3 * v("cluster.cluster.%s.busiest_master_cpu_us_per_job"
+                                           % phase)), "jobs/s")
+        if v("cluster.single.%s.redis_cpu_us_per_job" % phase):
+            fig("projection.single.%s.jobs_s" % phase,
+                1e6 / v("cluster.single.%s.redis_cpu_us_per_job" % phase), "jobs/s")
 
 
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; tune, profile, perf, syscalls (these four are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, tune, profile, perf, syscalls (these five are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
@@ -1015,6 +1134,8 @@ def main():
         timed("beanstalkd_binlog", beanstalkd, P, True, ARGS.outdir)
     if "bullmq" in what:
         timed("bullmq", bullmq, P, ARGS.outdir)
+    if "cluster" in what:
+        timed("cluster", cluster_vs_single, P, ARGS.outdir)
     if "tune" in what:
         timed("tune", tune, P)
     if "profile" in what:

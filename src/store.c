@@ -829,12 +829,22 @@ dq_status store_ping(dq_store *s)
         int i = targets[k];
         if (ensure_connected(s, i) < 0)
             return DQ_UNAVAILABLE;
-        redisReply *r = redisCommand(s->nodes[i].ctx, "PING");
+        /* A cluster node answers PING while it refuses keys (just restarted,
+         * or a master of the cluster is down): ask for the cluster's state. */
+        redisReply *r = s->mode == MODE_CLUSTER ? redisCommand(s->nodes[i].ctx, "CLUSTER INFO")
+                                                : redisCommand(s->nodes[i].ctx, "PING");
         if (!r) {
             node_lost(s, i);
             return DQ_UNAVAILABLE;
         }
-        int ok = r->type == REDIS_REPLY_STATUS;
+        int ok = s->mode == MODE_CLUSTER
+                     ? r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok") != NULL
+                     : r->type == REDIS_REPLY_STATUS;
+        if (!ok)
+            set_cause(&s->nodes[i], "Redis at %s:%d: %s", s->nodes[i].host, s->nodes[i].port,
+                      r->type == REDIS_REPLY_ERROR ? r->str
+                      : s->mode == MODE_CLUSTER    ? "cluster_state is not ok"
+                                                   : "no answer to PING");
         freeReplyObject(r);
         if (!ok)
             return DQ_UNAVAILABLE;

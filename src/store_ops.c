@@ -533,22 +533,26 @@ void store_stats_free(store_stats *st)
 /* Timer                                                                     */
 /* ------------------------------------------------------------------------ */
 
-dq_status store_move(dq_store *s, int shard, int bucket, int limit, int64_t *moved,
-                     int64_t *earliest, int64_t *redis_now)
+void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit)
 {
-    store_error err;
-    store_begin(s, SCRIPT_MOVE, shard);
-    store_arg_int(s, bucket);
-    store_arg_int(s, limit);
-    store_reply *r = NULL;
-    dq_status st = run_one(s, &r, &err);
-    if (st == DQ_OK) {
-        *moved = reply_int(reply_at(r, 0));
-        *earliest = reply_int(reply_at(r, 1));
-        *redis_now = reply_int(reply_at(r, 2));
+    store_batch_begin(s);
+    for (size_t i = 0; i < n; i++) {
+        store_batch_call(s, SCRIPT_MOVE, calls[i].shard);
+        store_arg_int(s, calls[i].bucket);
+        store_arg_int(s, limit);
     }
-    store_reply_free(r);
-    return st;
+    store_batch_run(s);
+    for (size_t i = 0; i < n; i++) {
+        store_reply *r = NULL;
+        store_move_call *c = &calls[i];
+        c->status = store_batch_result(s, i, &r, NULL, 0);
+        if (c->status == DQ_OK) {
+            c->moved = reply_int(reply_at(r, 0));
+            c->earliest = reply_int(reply_at(r, 1));
+            c->redis_now = reply_int(reply_at(r, 2));
+        }
+        store_reply_free(r);
+    }
 }
 
 static void lock_calls(dq_store *s, const char *op, const char *token, int lease_ms, int buckets,

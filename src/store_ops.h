@@ -135,9 +135,18 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
                            store_stats *out, store_error *err);
 void store_stats_free(store_stats *st);
 
-/* delayq-timer's operations, for one shard. */
-dq_status store_move(dq_store *s, int shard, int bucket, int limit, int64_t *moved,
-                     int64_t *earliest, int64_t *redis_now);
+/* delayq-timer's operations. A move makes up to limit due jobs of one
+ * bucket of one shard ready (or redelivers them) and tells when the bucket
+ * is next due: earliest, -1 for empty, in Redis' clock (redis_now). */
+typedef struct {
+    int shard, bucket;                  /* in */
+    dq_status status;                   /* out */
+    int64_t moved, earliest, redis_now; /* out, when status is DQ_OK */
+} store_move_call;
+/* The moves of many buckets in one pipelined round per node (at most
+ * STORE_MOVES_PER_ROUND; the caller splits longer lists). */
+#define STORE_MOVES_PER_ROUND 1024
+void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit);
 /* Heartbeat and bucket locks in every shard at once (one pipelined round):
  * held[shard * buckets + k] is set for each bucket k held, ok[shard] says
  * whether the shard answered. Returns DQ_OK if any did, DQ_MISCONFIGURED

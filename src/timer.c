@@ -33,6 +33,8 @@ typedef struct {
     unsigned char *answered; /* per shard: the last maintain reached it */
     int64_t *redis_offset;   /* per shard: its Redis' ms minus monotonic ms */
     int64_t *maintained;     /* per shard: monotonic ms of its last maintain */
+    store_move_call *moves;  /* one round of moves */
+    size_t moves_cap;
 } timer_state;
 
 static void *xcalloc(size_t n, size_t size)
@@ -119,29 +121,6 @@ static void sweep(timer_state *t)
     }
 }
 
-/* Moves what is due in bucket b of shard k, then records when it is next
- * due. */
-static void move_bucket(timer_state *t, int k, int b)
-{
-    size_t i = at(t, k, b);
-    for (;;) {
-        int64_t moved, earliest, redis_now;
-        if (store_move(t->cmd, k, b, t->cfg->timer_batch, &moved, &earliest, &redis_now) !=
-            DQ_OK) {
-            t->next_due[i] = util_mono_ms() + RETRY_MS;
-            return;
-        }
-        int64_t mono = util_mono_ms();
-        t->redis_offset[k] = redis_now - mono;
-        if (moved)
-            log_debug("shard %d bucket %d: moved %" PRId64, k, b, moved);
-        if (moved >= t->cfg->timer_batch)
-            continue; /* more are due right now */
-        t->next_due[i] = earliest < 0 ? NEVER : mono + (earliest - redis_now);
-        return;
-    }
-}
-
 /* (Re)subscribes to wake-ups; after a gap, every held bucket is rechecked
  * since messages may have been missed. */
 static void ensure_subscribed(timer_state *t)
@@ -182,20 +161,44 @@ static void read_wakeups(timer_state *t, int64_t *next_maintain)
         log_warn("wake-up subscription lost; resubscribing");
 }
 
-/* Moves every held bucket that is due; returns the earliest next due time
- * (or until). */
+/* Moves every held bucket that is due, all of them in one pipelined round
+ * per node (a round trip per bucket would make the last of many buckets
+ * late); a bucket with more due than timer_batch goes again at once.
+ * Returns the earliest next due time (or until). */
 static int64_t move_due(timer_state *t, int64_t until)
 {
-    for (int k = 0; k < t->nshards; k++) {
-        for (int b = 0; b < t->nbuckets; b++) {
-            size_t i = at(t, k, b);
-            if (!t->held[i])
-                continue;
-            if (t->next_due[i] <= util_mono_ms())
-                move_bucket(t, k, b);
-            if (t->next_due[i] < until)
-                until = t->next_due[i];
+    size_t total = (size_t)t->nshards * (size_t)t->nbuckets;
+    for (;;) {
+        size_t n = 0;
+        int64_t now = util_mono_ms();
+        for (size_t i = 0; i < total && n < t->moves_cap; i++) {
+            if (t->held[i] && t->next_due[i] <= now)
+                t->moves[n++] = (store_move_call){.shard = (int)(i / (size_t)t->nbuckets),
+                                                  .bucket = (int)(i % (size_t)t->nbuckets)};
         }
+        if (n == 0)
+            break;
+        store_move_many(t->cmd, t->moves, n, t->cfg->timer_batch);
+        int64_t mono = util_mono_ms();
+        for (size_t m = 0; m < n; m++) {
+            const store_move_call *c = &t->moves[m];
+            size_t i = at(t, c->shard, c->bucket);
+            if (c->status != DQ_OK) {
+                t->next_due[i] = mono + RETRY_MS;
+                continue;
+            }
+            t->redis_offset[c->shard] = c->redis_now - mono;
+            if (c->moved)
+                log_debug("shard %d bucket %d: moved %" PRId64, c->shard, c->bucket, c->moved);
+            if (c->moved >= t->cfg->timer_batch)
+                t->next_due[i] = 0; /* more are due right now */
+            else
+                t->next_due[i] = c->earliest < 0 ? NEVER : mono + (c->earliest - c->redis_now);
+        }
+    }
+    for (size_t i = 0; i < total; i++) {
+        if (t->held[i] && t->next_due[i] < until)
+            until = t->next_due[i];
     }
     return until;
 }
@@ -217,6 +220,8 @@ static int timer_init(timer_state *t, const dq_config *cfg)
     t->answered = xcalloc((size_t)t->nshards, 1);
     t->redis_offset = xcalloc((size_t)t->nshards, sizeof *t->redis_offset);
     t->maintained = xcalloc((size_t)t->nshards, sizeof *t->maintained);
+    t->moves_cap = n < STORE_MOVES_PER_ROUND ? n : STORE_MOVES_PER_ROUND;
+    t->moves = xcalloc(t->moves_cap, sizeof *t->moves);
     if (cfg->timer_id[0])
         snprintf(t->token, sizeof t->token, "%s", cfg->timer_id);
     else
@@ -237,6 +242,7 @@ static void timer_free(timer_state *t)
     free(t->answered);
     free(t->redis_offset);
     free(t->maintained);
+    free(t->moves);
 }
 
 int timer_run(const dq_config *cfg, int stop_fd)

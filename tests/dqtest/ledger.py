@@ -140,15 +140,29 @@ class LedgerLoad:
             times = sorted(t for t in self.ack_times if t >= since)
         return max((b - a for a, b in zip(times, times[1:])), default=0.0)
 
-    def service_back_after(self, t):
-        """Seconds from t until every producer had an add acknowledged
-        again (each was stuck on a job whose shard was down), or None."""
+    def every_producer_acked_after(self, t):
         with self.lock:
-            firsts = [min((a for a in times if a >= t), default=None)
-                      for times in self.ack_times_by_producer]
-        if None in firsts:
-            return None
-        return max(firsts) - t
+            return all(any(a > t for a in times) for times in self.ack_times_by_producer)
+
+    def outage_after(self, t, until=None):
+        """The longest a producer waited for an add to be acknowledged,
+        from its last acknowledgement before t (a failure) to `until`
+        (default: now). A producer stuck on a job whose shard is down waits
+        exactly as long as that shard is down for it."""
+        end = until if until is not None else time.monotonic()
+        worst = 0.0
+        with self.lock:
+            for times in self.ack_times_by_producer:
+                before = [a for a in times if a <= t]
+                if not before:
+                    continue
+                after = [a for a in times if t < a <= end]
+                if not after:  # still waiting at `end`
+                    worst = max(worst, end - before[-1])
+                    continue
+                seq = [before[-1]] + after
+                worst = max(worst, max(b - a for a, b in zip(seq, seq[1:])))
+        return worst
 
     def summary(self):
         with self.lock:

@@ -152,9 +152,9 @@ def main():
             time.sleep(4.0)
         load.stop(drain_timeout=90)
         for n, (t0, what) in enumerate(events):
-            back = load.service_back_after(t0)
-            print("round %d: every producer had an add acknowledged again %s" %
-                  (n + 1, "after %.1f s" % back if back is not None else "never"))
+            until = events[n + 1][0] if n + 1 < len(events) else None
+            print("round %d: the longest a producer waited for an add to be acknowledged: "
+                  "%.1f s" % (n + 1, load.outage_after(t0, until)))
         lost, dups = load.lost(), load.duplicates()
         inv = invariants.check_deployment(d)
         print("ledger: %s" % load.summary())
