@@ -14,7 +14,6 @@ local now = now_ms()
 local FIELDS = 8
 
 local out = {}
-local snow = num(now)
 local seq -- taken on the first job that is ready at once
 local nseq = 0
 for i = 0, njobs - 1 do
@@ -29,22 +28,9 @@ for i = 0, njobs - 1 do
     else
         local due = now + delay
         if at >= 0 then due = math.max(at, now) end
-        local ready = due <= now
-        -- One HSET per job: the state fields go in with the rest.
-        redis.call('HSET', jk, 't', topic, 'ttr', ttr, 'n', '0', 'r', retries, 'kb', '0',
-            'c', snow, 'k', k, 's', ready and 'ready' or 'delay', 'd', ready and '-1' or num(due))
-        redis.call('SET', body_key(id), body)
-        if ready then
-            if not seq then seq = reserve_seq(njobs - i) end
-            enqueue_ready(id, topic, seq + nseq)
-            nseq = nseq + 1
-            count(topic, 'ready', 1)
-        else
-            schedule(id, k, due)
-            count(topic, 'delay', 1)
-        end
-        count(topic, 'added', 1)
-        count(topic, 'jobs', 1)
+        if due <= now and not seq then seq = reserve_seq(njobs - i) end
+        local f = {topic = topic, body = body, ttr = ttr, retries = retries, k = k, due = due}
+        if create_job(id, f, now, seq and seq + nseq) == 'ready' then nseq = nseq + 1 end
         out[#out + 1] = 'ok'
     end
 end

@@ -186,6 +186,44 @@ local function retries_spent(n, r, kb)
     return r >= 0 and tonumber(n) - tonumber(kb) >= r + 1
 end
 
+-- Creates job `id` (the caller made sure it does not exist) from the
+-- fields of f: topic, body, ttr (ms), retries (-1 unlimited), k (bucket)
+-- and due (ms; due <= now means ready at once, which takes sequence number
+-- seq). Counts it. Returns 'ready' or 'delay'.
+local function create_job(id, f, now, seq)
+    local ready = f.due <= now
+    -- One HSET per job: the state fields go in with the rest.
+    redis.call('HSET', job_key(id), 't', f.topic, 'ttr', f.ttr, 'n', '0', 'r', f.retries,
+        'kb', '0', 'c', num(now), 'k', f.k, 's', ready and 'ready' or 'delay',
+        'd', ready and '-1' or num(f.due))
+    redis.call('SET', body_key(id), f.body)
+    if ready then
+        enqueue_ready(id, f.topic, seq)
+        count(f.topic, 'ready', 1)
+    else
+        schedule(id, f.k, f.due)
+        count(f.topic, 'delay', 1)
+    end
+    count(f.topic, 'added', 1)
+    count(f.topic, 'jobs', 1)
+    return ready and 'ready' or 'delay'
+end
+
+-- Removes a job whatever its state; j is its {state, topic, bucket}; kind
+-- is the counter it goes to ('finished' or 'deleted').
+local function remove_job(id, j, kind)
+    local state, topic = j[1], j[2]
+    if state == 'delay' or state == 'reserved' then
+        redis.call('ZREM', bucket_key(j[3]), id)
+    else
+        unlist(id, topic, state)
+    end
+    count(topic, state, -1)
+    count(topic, kind, 1)
+    count(topic, 'jobs', -1)
+    redis.call('DEL', job_key(id), body_key(id))
+end
+
 -- Every process of a deployment must split jobs into the same number of
 -- shards and buckets, or jobs would land where no process looks. The first
 -- process records both in each shard; a process configured differently is

@@ -13,16 +13,7 @@ for i = 3, #ARGV do
     if not j[1] or not allowed(j[2]) then
         out[#out + 1] = 'DQ_NOT_FOUND'
     else
-        local state, topic = j[1], j[2]
-        if state == 'delay' or state == 'reserved' then
-            redis.call('ZREM', bucket_key(j[3]), id)
-        else
-            unlist(id, topic, state)
-        end
-        count(topic, state, -1)
-        count(topic, kind, 1)
-        count(topic, 'jobs', -1)
-        redis.call('DEL', jk, body_key(id))
+        remove_job(id, j, kind)
         out[#out + 1] = 'ok'
     end
 end
