@@ -56,6 +56,12 @@ static const key_spec keys[] = {
     INT_KEY(metrics_max_topics, "1000", 0, 100000),
     STR_KEY(log_level, "info"),
     STR_KEY(auth_file, ""),
+    STR_KEY(push_secret, ""),
+    STR_KEY(push_allow, "*"),
+    INT_KEY(push_concurrency, "64", 1, 4096),
+    INT_KEY(push_per_host, "8", 1, 1024),
+    INT_KEY(push_response_max, "16384", 0, 1048576),
+    INT_KEY(push_grace_ms, "30000", 100, 600000),
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])

@@ -40,6 +40,12 @@ typedef struct {
     int metrics_max_topics;
     char log_level[16];
     char auth_file[256];
+    char push_secret[1024];
+    char push_allow[1024];
+    int push_concurrency;
+    int push_per_host;
+    int push_response_max;
+    int push_grace_ms;
 } dq_config;
 
 #define CONFIG_MAX_ADDRS 16

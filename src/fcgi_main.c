@@ -11,6 +11,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "push_guard.h"
 #include "fcgi_front.h"
 #include "log.h"
 #include "store_ops.h"
@@ -77,6 +78,12 @@ int main(int argc, char **argv)
         }
         auth_free(auth);
     }
+    dq_allow *allow = guard_allow_parse(cfg.push_allow, err, sizeof err);
+    if (!allow) {
+        fprintf(stderr, "delayq-fcgi: %s\n", err);
+        return 2;
+    }
+    guard_allow_free(allow);
     if (layout_refused(&cfg))
         return 1;
     if (cfg.listen[0] == '/')

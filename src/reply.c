@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void reply_key_string(dq_buf *out, const char *key, const char *s, size_t n)
@@ -95,6 +96,46 @@ static void int_or_null(dq_buf *out, const char *key, int64_t v)
         buf_put_i64(out, v);
 }
 
+/* backoff (seconds), callback and last_attempt, for the jobs that have them. */
+static void job_push_fields(dq_buf *out, const store_job *j)
+{
+    if (j->backoff) {
+        buf_puts(out, ",\"backoff\":[");
+        const char *p = j->backoff, *end = j->backoff + j->backoff_len;
+        while (p < end) {
+            char *next;
+            int64_t ms = strtoll(p, &next, 10);
+            if (next == p)
+                break;
+            if (p != j->backoff)
+                buf_putc(out, ',');
+            buf_put_seconds(out, ms);
+            p = next < end && *next == ',' ? next + 1 : end;
+        }
+        buf_putc(out, ']');
+    }
+    if (!j->url)
+        return;
+    buf_puts(out, ",\"callback\":{");
+    reply_key_string(out, "url", j->url, j->url_len);
+    buf_puts(out, ",\"timeout\":");
+    buf_put_seconds(out, j->cb_timeout_ms);
+    buf_puts(out, "},\"last_attempt\":");
+    if (j->last_at < 0) {
+        buf_puts(out, "null");
+        return;
+    }
+    buf_puts(out, "{\"at\":");
+    buf_put_i64(out, j->last_at);
+    int_or_null(out, "status", j->last_status);
+    buf_puts(out, ",\"error\":");
+    if (j->last_error && j->last_error_len)
+        buf_put_json_string(out, j->last_error, j->last_error_len);
+    else
+        buf_puts(out, "null");
+    buf_putc(out, '}');
+}
+
 void reply_job(dq_buf *out, const store_job *j)
 {
     job_head(out, j);
@@ -109,6 +150,7 @@ void reply_job(dq_buf *out, const store_job *j)
     int_or_null(out, "retries", j->retries);
     buf_puts(out, ",\"created\":");
     buf_put_i64(out, j->created);
+    job_push_fields(out, j);
     buf_putc(out, '}');
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "push_guard.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -130,6 +131,9 @@ typedef enum {
     F_COUNT,
     F_CURSOR,
     F_LIMIT,
+    F_BACKOFF,
+    F_CALLBACK,
+    F_URL,
     NFIELDS
 } field_id;
 
@@ -139,7 +143,8 @@ static const char *const field_names[NFIELDS] = {
     [F_AT] = "at",           [F_TTR] = "ttr",         [F_TTR_UPPER] = "TTR",
     [F_BODY] = "body",       [F_RETRIES] = "retries", [F_JOBS] = "jobs",
     [F_TIMEOUT] = "timeout", [F_COUNT] = "count",     [F_CURSOR] = "cursor",
-    [F_LIMIT] = "limit",
+    [F_LIMIT] = "limit",     [F_BACKOFF] = "backoff", [F_CALLBACK] = "callback",
+    [F_URL] = "url",
 };
 
 static field_id field_from_name(const char *s, size_t n)
@@ -402,6 +407,10 @@ static void *alloc_array(size_t n, size_t size)
 
 typedef int (*parse_fn)(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req);
 
+static int64_t backoff_steps(const char *text, size_t n);
+static int backoff_field(vctx *v, fieldset *f, dq_job_spec *job);
+static int callback_field(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *job);
+
 static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *job)
 {
     if (topic_field(v, f, 1, &job->topic) < 0)
@@ -437,8 +446,18 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
         return invalid(v, DQ_BAD_REQUEST, "field 'ttr' must be at least 0.001 seconds");
 
     job->retries = -1;
-    if (int_field(v, f, F_RETRIES, 0, DQ_RETRIES_MAX, &job->retries) < 0)
+    int has_retries = int_field(v, f, F_RETRIES, 0, DQ_RETRIES_MAX, &job->retries);
+    if (has_retries < 0 || backoff_field(v, f, job) < 0)
         return -1;
+    int has_callback = callback_field(v, f, lim, job);
+    if (has_callback < 0)
+        return -1;
+    if (has_callback && !job->backoff) {
+        job->backoff = DQ_BACKOFF_STEPPED;
+        job->backoff_len = strlen(DQ_BACKOFF_STEPPED);
+    }
+    if (has_callback && !has_retries) /* one retry per step, then buried */
+        job->retries = backoff_steps(job->backoff, job->backoff_len);
 
     if (!take(f, F_BODY))
         return invalid(v, DQ_BAD_REQUEST, "field 'body' is required");
@@ -453,6 +472,104 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
         return invalid(v, DQ_TOO_LARGE, "field 'body' is %zu bytes of JSON, more than the limit of %zu",
                     job->body_len, lim->max_body);
     return fields_all_taken(v, f);
+}
+
+/* Steps in a compact backoff array (its commas plus one). */
+static int64_t backoff_steps(const char *text, size_t n)
+{
+    int64_t steps = 1;
+    for (size_t i = 0; i < n; i++)
+        steps += text[i] == ',';
+    return steps;
+}
+
+/* backoff: "stepped", or 1..DQ_BACKOFF_STEPS_MAX numbers of seconds, each
+ * 0..DQ_BACKOFF_STEP_MAX_S; kept as its compact JSON text. */
+static int backoff_field(vctx *v, fieldset *f, dq_job_spec *job)
+{
+    job->backoff = NULL;
+    if (!take(f, F_BACKOFF))
+        return 0;
+    const json_tok *b = tok_of(f, F_BACKOFF);
+    if (b->type == JSON_STRING) {
+        size_t n;
+        const char *name = string_in_place(f->text, b, &n);
+        if (n != 7 || memcmp(name, "stepped", 7) != 0)
+            return invalid(v, DQ_BAD_REQUEST,
+                           "field 'backoff' must be \"stepped\" or an array of seconds");
+        job->backoff = DQ_BACKOFF_STEPPED;
+        job->backoff_len = strlen(DQ_BACKOFF_STEPPED);
+        return 1;
+    }
+    if (b->type != JSON_ARRAY || b->count < 1 || b->count > DQ_BACKOFF_STEPS_MAX)
+        return invalid(v, DQ_BAD_REQUEST,
+                       "field 'backoff' must be \"stepped\" or an array of 1 to %d numbers of seconds",
+                       DQ_BACKOFF_STEPS_MAX);
+    size_t t = f->tok[F_BACKOFF] + 1;
+    for (uint32_t i = 0; i < b->count; i++, t = f->doc->toks[t].skip) {
+        const json_tok *e = &f->doc->toks[t];
+        double d;
+        if (e->type != JSON_NUMBER ||
+            json_number_double(f->text + e->start, e->end - e->start, &d) < 0 || !isfinite(d) ||
+            d < 0 || d > DQ_BACKOFF_STEP_MAX_S)
+            return invalid(v, DQ_BAD_REQUEST,
+                           "field 'backoff' must hold numbers of seconds from 0 to %d (item %u)",
+                           DQ_BACKOFF_STEP_MAX_S, i);
+    }
+    job->backoff = f->text + b->start;
+    job->backoff_len = json_compact(f->text, b->start, b->end, f->text + b->start);
+    return 1;
+}
+
+/* A callback URL: http(s), well formed, and a host push_allow admits. */
+static int check_url(vctx *v, const dq_limits *lim, const char *url, size_t n)
+{
+    dq_url parsed;
+    char why[256];
+    if (guard_parse_url(url, n, &parsed, why, sizeof why) < 0)
+        return invalid(v, DQ_BAD_REQUEST, "%s", why);
+    if (!lim->push_allow || !guard_host_allowed(lim->push_allow, parsed.host))
+        return invalid(v, DQ_BAD_REQUEST,
+                       "field 'callback.url': host '%s' is not allowed by push_allow (loopback, "
+                       "private and link-local hosts must be listed explicitly)",
+                       parsed.host);
+    return 0;
+}
+
+/* callback: {"url": ..., "timeout": seconds}, or url alone at the top. */
+static int callback_field(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *job)
+{
+    job->url = NULL;
+    job->cb_timeout_ms = DQ_CALLBACK_TIMEOUT_MS;
+    int has_cb = take(f, F_CALLBACK);
+    size_t n = 0;
+    int has_url = string_field(v, f, F_URL, 0, &job->url, &n);
+    if (has_url < 0)
+        return -1;
+    if (has_cb && has_url)
+        return invalid(v, DQ_BAD_REQUEST, "fields 'callback' and 'url' cannot both be given");
+    if (has_cb) {
+        const json_tok *c = tok_of(f, F_CALLBACK);
+        if (c->type != JSON_OBJECT)
+            return invalid(v, DQ_BAD_REQUEST,
+                           "field 'callback' must be an object {\"url\": ..., \"timeout\": seconds}");
+        const char *outer = v->where;
+        char where[48];
+        snprintf(where, sizeof where, "%s%scallback", outer, outer[0] ? "." : "");
+        v->where = where;
+        fieldset cf;
+        if (fields_from_object(v, &cf, f->text, f->doc, f->tok[F_CALLBACK]) < 0 ||
+            string_field(v, &cf, F_URL, 1, &job->url, &n) < 0 ||
+            seconds_field(v, &cf, F_TIMEOUT, 0.001, DQ_CALLBACK_TIMEOUT_MAX_MS / 1000.0,
+                          &job->cb_timeout_ms) < 0 ||
+            fields_all_taken(v, &cf) < 0)
+            return -1;
+        v->where = outer;
+        has_url = 1;
+    }
+    if (!has_url)
+        return 0;
+    return check_url(v, lim, job->url, n) < 0 ? -1 : 1;
 }
 
 static int parse_add(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)

@@ -36,6 +36,11 @@ typedef enum {
 #define DQ_KICK_MAX 10000
 #define DQ_RETRIES_MAX 1000000
 #define DQ_STATS_LIMIT_MAX 1000
+#define DQ_BACKOFF_STEPS_MAX 32
+#define DQ_BACKOFF_STEP_MAX_S 31536000 /* a year */
+#define DQ_BACKOFF_STEPPED "[15,180,600,1800,1800,3600,7200,21600,54000]"
+#define DQ_CALLBACK_TIMEOUT_MS 10000
+#define DQ_CALLBACK_TIMEOUT_MAX_MS 300000
 
 /* One job of an add. Strings point into the request body. */
 typedef struct {
@@ -47,6 +52,12 @@ typedef struct {
     int64_t at_ms;    /* absolute due time in Unix ms, or -1 */
     int64_t ttr_ms;
     int64_t retries; /* -1: unlimited */
+    /* backoff: the steps in seconds as a compact JSON array ("[15,180]"),
+     * NULL for none. A callback job without one gets DQ_BACKOFF_STEPPED. */
+    const char *backoff;
+    size_t backoff_len;
+    const char *url;     /* callback URL, NULL for a pull job */
+    int64_t cb_timeout_ms;
 } dq_job_spec;
 
 typedef struct {
@@ -71,9 +82,12 @@ typedef struct {
     char *query; /* GET: the decoded copy of the query string */
 } dq_request;
 
+struct dq_allow;
+
 typedef struct {
     size_t max_body;        /* bytes of one job body */
     int64_t default_ttr_ms; /* ttr when add omits it */
+    const struct dq_allow *push_allow; /* where callbacks may go (push_guard.h) */
 } dq_limits;
 
 const char *command_name(dq_command c);

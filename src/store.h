@@ -33,8 +33,9 @@ typedef struct dq_store dq_store;
 typedef struct redisReply store_reply;
 
 /* Arguments of one batch, all calls together (KEYS[1] is added by the
- * store). */
-#define STORE_MAX_ARGS 8200
+ * store): the largest is an add of DQ_BATCH_MAX jobs, 11 arguments each,
+ * plus 4 per shard's call. */
+#define STORE_MAX_ARGS 12300
 
 dq_store *store_new(const dq_config *cfg);
 void store_free(dq_store *s);

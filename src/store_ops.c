@@ -235,6 +235,9 @@ dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
             store_arg_int(s, job->delay_ms);
             store_arg_int(s, job->at_ms);
             store_arg_int(s, store_bucket_of(s, ids[i], idlen));
+            store_arg(s, job->backoff ? job->backoff : "", job->backoff ? job->backoff_len : 0);
+            store_arg_str(s, job->url ? job->url : "");
+            store_arg_int(s, job->cb_timeout_ms);
         }
     }
     store_batch_run(s);
@@ -343,7 +346,8 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
     if (st != DQ_OK)
         return st;
     keep_reply(&out->replies, &out->nreplies, r);
-    /* {state, topic, body, due, ttr_ms, attempts, retries, created} */
+    /* {state, topic, body, due, ttr_ms, attempts, retries, created, backoff,
+     *  url, timeout_ms, last attempt, its status, its error} */
     store_job *j = next_job(out);
     j->id = id;
     j->id_len = strlen(id);
@@ -356,7 +360,62 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
     j->attempts = reply_int(reply_at(r, 5));
     j->retries = reply_int(reply_at(r, 6));
     j->created = reply_int(reply_at(r, 7));
+    j->backoff = reply_str(reply_at(r, 8), &j->backoff_len);
+    j->url = reply_str(reply_at(r, 9), &j->url_len);
+    j->cb_timeout_ms = reply_int(reply_at(r, 10));
+    j->last_at = reply_int(reply_at(r, 11));
+    j->last_status = reply_int(reply_at(r, 12));
+    j->last_error = reply_str(reply_at(r, 13), &j->last_error_len);
     return DQ_OK;
+}
+
+dq_status store_push_take(dq_store *s, int shard, int limit, int grace_ms, store_jobs *out,
+                          store_error *err)
+{
+    store_begin(s, SCRIPT_PUSH_TAKE, shard);
+    store_arg_int(s, limit);
+    store_arg_int(s, grace_ms);
+    store_reply *r = NULL;
+    dq_status st = run_one(s, &r, err);
+    if (st != DQ_OK)
+        return st;
+    keep_reply(&out->replies, &out->nreplies, r);
+    /* {id, topic, body, url, attempt, timeout_ms} per job */
+    for (size_t i = 0; i < reply_len(r); i++) {
+        const store_reply *e = reply_at(r, i);
+        store_job *j = next_job(out);
+        j->id = reply_str(reply_at(e, 0), &j->id_len);
+        j->topic = reply_str(reply_at(e, 1), &j->topic_len);
+        j->body = reply_str(reply_at(e, 2), &j->body_len);
+        j->url = reply_str(reply_at(e, 3), &j->url_len);
+        j->attempts = reply_int(reply_at(e, 4));
+        j->cb_timeout_ms = reply_int(reply_at(e, 5));
+        j->state = "reserved";
+        j->shard = shard;
+    }
+    return DQ_OK;
+}
+
+void store_push_done(dq_store *s, store_push_outcome *o, size_t n)
+{
+    store_batch_begin(s);
+    for (size_t i = 0; i < n; i++) {
+        store_batch_call(s, SCRIPT_PUSH_DONE, store_shard_of(s, o[i].id, strlen(o[i].id)));
+        store_arg_str(s, o[i].id);
+        store_arg_int(s, o[i].attempt);
+        store_arg_str(s, o[i].outcome);
+        store_arg_int(s, o[i].wait_ms);
+        store_arg_int(s, o[i].status);
+        store_arg_str(s, o[i].error);
+    }
+    store_batch_run(s);
+    for (size_t i = 0; i < n; i++) {
+        store_reply *r = NULL;
+        o[i].result = store_batch_result(s, i, &r, NULL, 0);
+        const char *st = reply_str(r, NULL);
+        snprintf(o[i].state, sizeof o[i].state, "%s", o[i].result == DQ_OK && st ? st : "");
+        store_reply_free(r);
+    }
 }
 
 dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *deadline,

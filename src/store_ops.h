@@ -47,6 +47,14 @@ typedef struct {
     int64_t retries;  /* -1: unlimited */
     int64_t created;  /* Unix ms */
     int shard;
+    /* get only; NULL / -1 where the job has none */
+    const char *backoff; /* steps in ms, comma-separated */
+    const char *url;     /* callback URL (push_take too) */
+    size_t backoff_len, url_len;
+    int64_t cb_timeout_ms;         /* push_take too */
+    int64_t last_at, last_status;  /* the last failed callback: Unix ms, HTTP status */
+    const char *last_error;
+    size_t last_error_len;
 } store_job;
 
 typedef struct {
@@ -134,6 +142,25 @@ typedef struct {
 dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, int limit,
                            store_stats *out, store_error *err);
 void store_stats_free(store_stats *st);
+
+/* delayq-push's operations. push_take reserves up to limit ready push jobs
+ * of one shard (id, topic, body, url, attempts, cb_timeout_ms), each until
+ * its timeout plus grace_ms. */
+dq_status store_push_take(dq_store *s, int shard, int limit, int grace_ms, store_jobs *out,
+                          store_error *err);
+/* The outcome of one delivery, for push_done. */
+typedef struct {
+    const char *id;      /* in: the job and its delivery number */
+    int64_t attempt;
+    const char *outcome; /* in: "ok", "gone", "wait" or "fail" */
+    int64_t wait_ms;     /* in: for "wait" */
+    int64_t status;      /* in: HTTP status, -1 for none */
+    const char *error;   /* in: short text, "" for none */
+    dq_status result;    /* out */
+    char state[STORE_STATE_MAX]; /* out: the job's new state, or "stale" */
+} store_push_outcome;
+/* Applies outcomes, one pipelined round per node. */
+void store_push_done(dq_store *s, store_push_outcome *o, size_t n);
 
 /* delayq-timer's operations. A move makes up to limit due jobs of one
  * bucket of one shard ready (or redelivers them) and tells when the bucket

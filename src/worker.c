@@ -25,6 +25,7 @@
 #include "handlers.h"
 #include "json_scan.h"
 #include "log.h"
+#include "push_guard.h"
 #include "metrics.h"
 #include "notify.h"
 #include "ready_sub.h"
@@ -84,6 +85,7 @@ typedef struct {
 static struct {
     const dq_config *cfg;
     dq_auth *auth;
+    dq_allow *push_allow; /* where callbacks may go, checked at add */
     shard_hints *hints; /* several shards: where ready jobs are */
     int listen_fd, ep, woken_fd, deadline_fd;
     pthread_mutex_t lock; /* everything below, and every conn's state */
@@ -326,7 +328,7 @@ static int read_request(thread_state *t, conn *c)
     const char *path = fcgi_param(c->fc, "DOCUMENT_URI");
     if (!path)
         path = fcgi_param(c->fc, "SCRIPT_NAME");
-    dq_limits lim = {(size_t)cfg->max_body, (int64_t)cfg->default_ttr * 1000};
+    dq_limits lim = {(size_t)cfg->max_body, (int64_t)cfg->default_ttr * 1000, W.push_allow};
     char err[600];
     st = request_parse(&t->doc, method ? method : "GET", path, fcgi_param(c->fc, "QUERY_STRING"),
                        c->body.data, c->body.len, &lim, &c->req, err, sizeof err);
@@ -565,6 +567,12 @@ int worker_run(const dq_config *cfg, int listen_fd)
             log_error("%s", err);
             return 2;
         }
+    }
+    char allow_err[512];
+    W.push_allow = guard_allow_parse(cfg->push_allow, allow_err, sizeof allow_err);
+    if (!W.push_allow) {
+        log_error("%s", allow_err);
+        return 2;
     }
     signal(SIGPIPE, SIG_IGN);
     /* Large buffers (a big answer, a big reply) are mapped and unmapped as

@@ -1,7 +1,8 @@
 -- add: adds one or more jobs.
 -- KEYS: P (the jobs' shard). ARGV: allow, buckets, shards, njobs, then per
 --       job: id, topic, body, ttr_ms, retries, delay_ms, at_ms (-1: none),
---       bucket. (`at` is checked against ten years by the caller.)
+--       bucket, backoff (JSON array of seconds, '' for none), callback url
+--       ('' for none), callback timeout_ms. (`at` is checked against ten years by the caller.)
 -- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
 -- live ('DQ_CONFLICT' alone when the caller may not see that job's topic).
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
@@ -11,7 +12,7 @@ local mismatch = layout_mismatch(ARGV[2], ARGV[3])
 if mismatch then return mismatch end
 local njobs = tonumber(ARGV[4])
 local now = now_ms()
-local FIELDS = 8
+local FIELDS = 11
 
 local out = {}
 local seq -- taken on the first job that is ready at once
@@ -30,6 +31,8 @@ for i = 0, njobs - 1 do
         if at >= 0 then due = math.max(at, now) end
         if due <= now and not seq then seq = reserve_seq(njobs - i) end
         local f = {topic = topic, body = body, ttr = ttr, retries = retries, k = k, due = due}
+        if ARGV[a + 8] ~= '' then f.backoff = ARGV[a + 8] end
+        if ARGV[a + 9] ~= '' then f.url, f.timeout = ARGV[a + 9], ARGV[a + 10] end
         if create_job(id, f, now, seq and seq + nseq) == 'ready' then nseq = nseq + 1 end
         out[#out + 1] = 'ok'
     end

@@ -17,7 +17,10 @@
 -- Job hash fields: t topic, ttr (ms), n deliveries so far, r retries (-1
 -- unlimited), kb deliveries at the last kick, c created (ms), s state
 -- (delay, ready, reserved, buried), d due (ms, while delay or reserved,
--- else -1), k bucket. The body is a string key of its own (P:v:<id>):
+-- else -1), k bucket; and only when set: bo backoff steps (ms, comma-
+-- separated), u callback URL (a push job: delayq-push delivers it, pop
+-- never sees it), to its timeout (ms), la/ls/le the last push attempt's
+-- time (ms), HTTP status and error. The body is a string key of its own (P:v:<id>):
 -- inside the hash, a body over 64 bytes would turn Redis' compact listpack
 -- encoding into a hash table, tripling the memory a job costs.
 --
@@ -44,6 +47,8 @@ local function bucket_key(k) return P .. ':b:' .. k end
 local function ready_key(topic) return P .. ':r:' .. topic end
 local function buried_key(topic) return P .. ':x:' .. topic end
 local function stats_key(topic) return P .. ':s:' .. topic end
+-- Ready push jobs of every topic, scored by sequence like a ready set.
+local function push_key() return P .. ':push' end
 
 -- Per-call state, reset by begin().
 local counters      -- topic -> {field -> delta}
@@ -53,6 +58,7 @@ local zadd_order
 local ready_topics  -- topic -> jobs made ready in this call
 local ready_order
 local bucket_heads  -- bucket key -> earliest due known (false: empty)
+local push_ready    -- push jobs made ready in this call
 local allow_prefixes -- nil: every topic; else the token's topic prefixes
 
 local function begin(keys)
@@ -61,6 +67,7 @@ local function begin(keys)
     zadds, zadd_order = {}, {}
     ready_topics, ready_order = {}, {}
     bucket_heads = {}
+    push_ready = 0
     allow_prefixes = nil
 end
 
@@ -129,8 +136,14 @@ local function reserve_seq(n)
     return tonumber(redis.call('INCRBY', P .. ':seq', num(n))) - n + 1
 end
 
--- Queues a job whose hash already says s=ready on its topic's ready set.
-local function enqueue_ready(id, topic, seq)
+-- Queues a job whose hash already says s=ready on its topic's ready set,
+-- or for delayq-push when it is a push job (push: its URL, or false).
+local function enqueue_ready(id, topic, seq, push)
+    if push then
+        zadd(push_key(), num(seq), id)
+        push_ready = push_ready + 1
+        return
+    end
     zadd(ready_key(topic), num(seq), id)
     if not ready_topics[topic] then
         ready_topics[topic] = 0
@@ -140,9 +153,9 @@ local function enqueue_ready(id, topic, seq)
 end
 
 -- Makes a job ready: its hash says so and it joins its topic's queue.
-local function make_ready(id, topic, seq)
+local function make_ready(id, topic, seq, push)
     redis.call('HSET', job_key(id), 's', 'ready', 'd', '-1')
-    enqueue_ready(id, topic, seq)
+    enqueue_ready(id, topic, seq, push)
 end
 
 -- Sets a job aside; pop never sees it, kick brings it back.
@@ -153,9 +166,9 @@ local function bury(id, topic, seq)
 end
 
 -- Takes a job out of its topic's ready or buried set, whichever holds it.
-local function unlist(id, topic, state)
+local function unlist(id, topic, state, push)
     if state == 'ready' then
-        redis.call('ZREM', ready_key(topic), id)
+        redis.call('ZREM', push and push_key() or ready_key(topic), id)
     elseif state == 'buried' then
         redis.call('ZREM', buried_key(topic), id)
     end
@@ -186,19 +199,39 @@ local function retries_spent(n, r, kb)
     return r >= 0 and tonumber(n) - tonumber(kb) >= r + 1
 end
 
+-- Backoff steps in seconds as a JSON array ("[15,180.5]") -> "15000,180500".
+local function backoff_ms(text)
+    local out = {}
+    for x in string.gmatch(text, '[^%[%],]+') do
+        out[#out + 1] = num(math.floor(tonumber(x) * 1000 + 0.5))
+    end
+    return table.concat(out, ',')
+end
+
 -- Creates job `id` (the caller made sure it does not exist) from the
 -- fields of f: topic, body, ttr (ms), retries (-1 unlimited), k (bucket)
 -- and due (ms; due <= now means ready at once, which takes sequence number
--- seq). Counts it. Returns 'ready' or 'delay'.
+-- seq); optional backoff (JSON array of seconds), url and timeout (ms) of
+-- a callback. Counts it. Returns 'ready' or 'delay'.
 local function create_job(id, f, now, seq)
     local ready = f.due <= now
     -- One HSET per job: the state fields go in with the rest.
-    redis.call('HSET', job_key(id), 't', f.topic, 'ttr', f.ttr, 'n', '0', 'r', f.retries,
-        'kb', '0', 'c', num(now), 'k', f.k, 's', ready and 'ready' or 'delay',
-        'd', ready and '-1' or num(f.due))
+    local fields = {'t', f.topic, 'ttr', f.ttr, 'n', '0', 'r', f.retries, 'kb', '0',
+        'c', num(now), 'k', f.k, 's', ready and 'ready' or 'delay', 'd', ready and '-1' or num(f.due)}
+    if f.backoff then
+        fields[#fields + 1] = 'bo'
+        fields[#fields + 1] = backoff_ms(f.backoff)
+    end
+    if f.url then
+        fields[#fields + 1] = 'u'
+        fields[#fields + 1] = f.url
+        fields[#fields + 1] = 'to'
+        fields[#fields + 1] = f.timeout
+    end
+    redis.call('HSET', job_key(id), unpack(fields))
     redis.call('SET', body_key(id), f.body)
     if ready then
-        enqueue_ready(id, f.topic, seq)
+        enqueue_ready(id, f.topic, seq, f.url)
         count(f.topic, 'ready', 1)
     else
         schedule(id, f.k, f.due)
@@ -209,19 +242,59 @@ local function create_job(id, f, now, seq)
     return ready and 'ready' or 'delay'
 end
 
--- Removes a job whatever its state; j is its {state, topic, bucket}; kind
--- is the counter it goes to ('finished' or 'deleted').
+-- Removes a job whatever its state; j is its {state, topic, bucket, url};
+-- kind is the counter it goes to ('finished' or 'deleted').
 local function remove_job(id, j, kind)
     local state, topic = j[1], j[2]
     if state == 'delay' or state == 'reserved' then
         redis.call('ZREM', bucket_key(j[3]), id)
     else
-        unlist(id, topic, state)
+        unlist(id, topic, state, j[4])
     end
     count(topic, state, -1)
     count(topic, kind, 1)
     count(topic, 'jobs', -1)
     redis.call('DEL', job_key(id), body_key(id))
+end
+
+-- The wait after delivery number n failed: step n of the backoff steps
+-- ("15000,180000"), the last one repeating.
+local function backoff_step(bo, n)
+    local i, last = 0, 0
+    for x in string.gmatch(bo, '%d+') do
+        i = i + 1
+        last = tonumber(x)
+        if i >= n then break end
+    end
+    return last
+end
+
+-- After delivery number n of a reserved job failed (its TTR passed, a
+-- release without a delay, a failed callback), the job, already out of its
+-- bucket, is buried when its retries are spent, else ready again: after
+-- `wait` ms when given (a callback's Retry-After, at most the last backoff
+-- step), else after its backoff step, else at once. j is {topic, bucket,
+-- n, r, kb, url, bo}. Returns the new state.
+local function after_failure(id, j, now, wait)
+    local topic, k = j[1], j[2]
+    if retries_spent(j[3], j[4], j[5]) then
+        bury(id, topic, reserve_seq(1))
+        move_count(topic, 'reserved', 'buried')
+        return 'buried'
+    end
+    local delay = 0
+    if j[7] then delay = backoff_step(j[7], tonumber(j[3])) end
+    if wait then delay = j[7] and math.min(wait, backoff_step(j[7], 1e9)) or wait end
+    if delay <= 0 then
+        make_ready(id, topic, reserve_seq(1), j[6])
+        move_count(topic, 'reserved', 'ready')
+        return 'ready'
+    end
+    local due = now + delay
+    redis.call('HSET', job_key(id), 's', 'delay', 'd', num(due))
+    schedule(id, k, due)
+    move_count(topic, 'reserved', 'delay')
+    return 'delay'
 end
 
 -- Every process of a deployment must split jobs into the same number of
@@ -278,5 +351,8 @@ local function flush()
     end
     for _, topic in ipairs(ready_order) do
         redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic)
+    end
+    if push_ready > 0 then
+        redis.call('SPUBLISH', P .. ':pushwake', num(push_ready))
     end
 end

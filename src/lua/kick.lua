@@ -9,8 +9,9 @@ local seq = reserve_seq(kicked)
 for i = 1, #taken, 2 do
     local id = taken[i]
     local jk = job_key(id)
-    redis.call('HSET', jk, 'kb', redis.call('HGET', jk, 'n'), 's', 'ready', 'd', '-1')
-    enqueue_ready(id, topic, seq + (i - 1) / 2)
+    local j = redis.call('HMGET', jk, 'n', 'u')
+    redis.call('HSET', jk, 'kb', j[1], 's', 'ready', 'd', '-1')
+    enqueue_ready(id, topic, seq + (i - 1) / 2, j[2])
 end
 count(topic, 'buried', -kicked)
 count(topic, 'ready', kicked)

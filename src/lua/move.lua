@@ -1,6 +1,6 @@
 -- move: the timer's step for one bucket. Due delayed jobs become ready;
--- reserved jobs past their TTR deadline are redelivered (or buried when
--- their retries are spent).
+-- reserved jobs past their TTR deadline are redelivered: at once, or after
+-- their backoff step, or buried when their retries are spent.
 -- KEYS: P. ARGV: bucket, limit.
 -- Returns {moved, earliest remaining due ms or -1, Redis now ms}.
 local k, limit = ARGV[1], tonumber(ARGV[2])
@@ -12,18 +12,13 @@ if #ids > 0 then
     redis.call('ZREMRANGEBYRANK', bk, '0', num(#ids - 1))
     local seq = reserve_seq(#ids)
     for i, id in ipairs(ids) do
-        local j = redis.call('HMGET', job_key(id), 's', 't', 'n', 'r', 'kb')
+        local j = redis.call('HMGET', job_key(id), 's', 't', 'n', 'r', 'kb', 'u', 'bo')
         local state, topic = j[1], j[2]
         if state == 'delay' then
-            make_ready(id, topic, seq + i - 1)
+            make_ready(id, topic, seq + i - 1, j[6])
             move_count(topic, 'delay', 'ready')
         elseif state == 'reserved' then
-            if retries_spent(j[3], j[4], j[5]) then
-                bury(id, topic, seq + i - 1)
-                move_count(topic, 'reserved', 'buried')
-            else
-                make_ready(id, topic, seq + i - 1)
-                move_count(topic, 'reserved', 'ready')
+            if after_failure(id, {topic, k, j[3], j[4], j[5], j[6], j[7]}, now) ~= 'buried' then
                 count(topic, 'redelivered', 1)
             end
         end

@@ -9,7 +9,7 @@ local out = {}
 for i = 3, #ARGV do
     local id = ARGV[i]
     local jk = job_key(id)
-    local j = redis.call('HMGET', jk, 's', 't', 'k')
+    local j = redis.call('HMGET', jk, 's', 't', 'k', 'u')
     if not j[1] or not allowed(j[2]) then
         out[#out + 1] = 'DQ_NOT_FOUND'
     else

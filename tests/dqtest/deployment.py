@@ -111,7 +111,7 @@ class Deployment:
     def __init__(self, workers=2, threads=8, n_timers=1, n_fcgi=1, appendonly=False,
                  appendfsync=None, redis_args=(), redis_auth=None, allow_unhealthy=False,
                  fcgi_flags=None, timer_flags=None, start_timeout=15.0, redis_mode=None,
-                 **flags):
+                 n_pushers=0, push_flags=None, **flags):
         self.redis_mode = redis_mode or REDIS_MODE
         if "shards" not in flags:
             env = os.environ.get("DQTEST_SHARDS")
@@ -123,6 +123,8 @@ class Deployment:
         self.workers = workers
         self.threads = threads
         self.n_timers = n_timers
+        self.n_pushers = n_pushers
+        self.push_flags = dict(push_flags or {})
         self.n_fcgi = n_fcgi
         self.appendonly = appendonly
         self.appendfsync = appendfsync
@@ -141,6 +143,7 @@ class Deployment:
         self.retired = []  # (name, Popen) of stopped or killed delayq-fcgi instances
         self.timers = []   # Popen, or None for a slot whose timer was reaped
         self.timer_logs = []
+        self.pushers = []  # Popen of delayq-push processes
         self.exit_codes = {}
         self.expected_exits = {}
         self.failed = False
@@ -148,6 +151,7 @@ class Deployment:
         self._stopped = False
         self.fcgi_bin = os.path.join(BUILD_DIR, "delayq-fcgi")
         self.timer_bin = os.path.join(BUILD_DIR, "delayq-timer")
+        self.push_bin = os.path.join(BUILD_DIR, "delayq-push")
         self.nginx_conf_script = os.path.join(SRC_DIR, "scripts", "nginx-conf")
 
     # ---------------------------------------------------------- lifecycle
@@ -183,6 +187,8 @@ class Deployment:
                 self.start_fcgi(i)
             for _ in range(self.n_timers):
                 self.start_timer()
+            for _ in range(self.n_pushers):
+                self.start_pusher()
             self._start_nginx()
             self.wait_healthy(self.start_timeout)
             if not self.allow_unhealthy:
@@ -393,6 +399,36 @@ class Deployment:
             time.sleep(0.02)
         return i
 
+    def start_pusher(self, **extra):
+        """Starts one more delayq-push (flags: the deployment's, push_flags,
+        extra); waits until its log says it started; returns its index."""
+        i = len(self.pushers)
+        log = self.path("push%d.log" % i)
+        argv = [self.push_bin] + self.redis_flags() + ["--prefix=dq", "--log-level=info"]
+        argv += flags(self.flags) + flags(self.push_flags) + flags(extra)
+        p = self.popen(argv, log, valgrind=True)
+        self.pushers.append(p)
+        self.timer_logs.append(log)
+        deadline = time.monotonic() + 10 * SLOW
+        while time.monotonic() < deadline:
+            if p.poll() is not None:
+                raise DeploymentError("delayq-push %d exited at start with %s\n%s" %
+                                      (i, p.returncode, tail(log)))
+            with open(log, "rb") as f:
+                if b"started" in f.read():
+                    break
+            time.sleep(0.02)
+        return i
+
+    def kill_pusher(self, i, sig=signal.SIGKILL, timeout=15.0):
+        """Signals pusher i by pid and waits; returns its exit code."""
+        p = self.pushers[i]
+        self.expected_exits["push%d" % i] = 0 if sig != signal.SIGKILL else None
+        p.send_signal(sig)
+        rc = p.wait(timeout * SLOW)
+        self.exit_codes["push%d" % i] = rc
+        return rc
+
     def kill_timer(self, i, sig=signal.SIGKILL, wait=True, timeout=15.0):
         """Signals timer i by pid; returns its exit code when wait."""
         p = self.timers[i]
@@ -509,6 +545,8 @@ class Deployment:
         for i, t in enumerate(self.timers):
             if t:
                 out.append(("timer%d" % i, t))
+        for i, t in enumerate(self.pushers):
+            out.append(("push%d" % i, t))
         for i, p in enumerate(self.fcgis):
             if p:
                 out.append(("delayq-fcgi" if i == 0 else "delayq-fcgi%d" % (i + 1), p))
@@ -692,7 +730,7 @@ unique.n = 0
 
 def require_build():
     """Exits 99 (a hard error for automake, not a skip) without a build."""
-    for exe in ("delayq-fcgi", "delayq-timer"):
+    for exe in ("delayq-fcgi", "delayq-timer", "delayq-push"):
         if not os.path.exists(os.path.join(BUILD_DIR, exe)):
             print("%s not found in %s" % (exe, BUILD_DIR), file=sys.stderr)
             sys.exit(99)

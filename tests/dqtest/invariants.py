@@ -17,7 +17,8 @@ Invariants:
   - a delay or reserved job is a member of exactly one bucket zset, its own
     P:b:<k>, scored by its due time d;
   - a ready or buried job is in no bucket and is a member of the set of its
-    state (P:r:<t> or P:x:<t>); those sets hold nothing else (no stale
+    state (P:r:<t>, P:push for a ready job with a callback, or P:x:<t>); those
+    sets hold nothing else (no stale
     entries: they are sorted sets from which finish and delete remove);
   - every bucket member is a delay or reserved job (no orphan entries);
   - every topic with a job is in P:topics and not in P:idle; the gauges
@@ -56,7 +57,12 @@ end
 
 -- members of the ready (r) and buried (x) sets: kind|topic|id -> true
 local entries = {}
-local nentries = {r = 0, x = 0}
+local nentries = {r = 0, x = 0, p = 0}
+-- ready push jobs (a callback URL) wait in P:push, whatever their topic
+for _, id in ipairs(redis.call('ZRANGE', P .. ':push', 0, -1)) do
+    entries['p||' .. id] = true
+    nentries['p'] = nentries['p'] + 1
+end
 for _, kind in ipairs({'r', 'x'}) do
     for _, lk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
         local topic = string.sub(lk, plen)
@@ -69,12 +75,12 @@ end
 
 local counts = {}
 local states = {}
-local live = {r = 0, x = 0}
+local live = {r = 0, x = 0, p = 0}
 local njobs = 0
 for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
     local id = string.sub(jk, plen)
-    local j = redis.call('HMGET', jk, 's', 'k', 't', 'd')
-    local s, k, t, d = j[1], j[2], j[3], j[4]
+    local j = redis.call('HMGET', jk, 's', 'k', 't', 'd', 'u')
+    local s, k, t, d, u = j[1], j[2], j[3], j[4], j[5]
     njobs = njobs + 1
     if not s or not t or not k then
         bad('job ' .. id .. ': missing field s/t/k')
@@ -98,9 +104,11 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
             if e then
                 bad('job ' .. id .. ' (' .. s .. ') is also in bucket(s) ' .. e.ks)
             end
-            local kind = (s == 'ready') and 'r' or 'x'
-            if not entries[kind .. '|' .. t .. '|' .. id] then
-                bad('job ' .. id .. ' (' .. s .. ') is not in ' .. P .. ':' .. kind .. ':' .. t)
+            local kind = (s == 'ready') and (u and 'p' or 'r') or 'x'
+            local where = kind == 'p' and '' or t
+            if not entries[kind .. '|' .. where .. '|' .. id] then
+                bad('job ' .. id .. ' (' .. s .. ') is not in ' .. P .. ':' ..
+                    (kind == 'p' and 'push' or (kind .. ':' .. t)))
             else
                 live[kind] = live[kind] + 1
             end
@@ -177,6 +185,9 @@ end
 local stale_r, stale_x = nentries['r'] - live['r'], nentries['x'] - live['x']
 if stale_r > 0 then bad(stale_r .. ' ready-set members name no ready job of their topic') end
 if stale_x > 0 then bad(stale_x .. ' buried-set members name no buried job of their topic') end
+if nentries['p'] > live['p'] then
+    bad((nentries['p'] - live['p']) .. ' push-set members name no ready push job')
+end
 return {njobs, st, bt, stats, stale_r, stale_x, bucket_entries, nproblems, problems}
 """
 

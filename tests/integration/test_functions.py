@@ -70,9 +70,9 @@ class Functions(unittest.TestCase):
         return self.server(*args)
 
     def add(self, jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at=-1,
-            allow=""):
+            allow="", backoff="", url="", timeout=10000):
         return self.call("add", allow, BUCKETS, SHARDS, 1, jid, topic, body, ttr, retries, delay, at,
-                         sum(jid.encode()) % BUCKETS)
+                         sum(jid.encode()) % BUCKETS, backoff, url, timeout)
 
     def pop(self, *topics, count=1):
         return self.call("pop", count, *topics)
@@ -134,8 +134,9 @@ class Functions(unittest.TestCase):
         self.assertIn((P + ":ready", "1:q"), msgs)
         self.assertIn((P + ":wake", "%s:%s" % (bucket, self.job("d")["d"])), msgs)
         # A batch: one reply per job, in order; one ready message per topic.
-        r = self.call("add", "", BUCKETS, SHARDS, 3, "b1", "q", "1", 1000, 2, 0, -1, 1,
-                      "b2", "q", "2", 1000, 2, 0, -1, 2, "a", "q", "3", 1000, 2, 0, -1, 3)
+        r = self.call("add", "", BUCKETS, SHARDS, 3, "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0,
+                      "b2", "q", "2", 1000, 2, 0, -1, 2, "", "", 0,
+                      "a", "q", "3", 1000, 2, 0, -1, 3, "", "", 0)
         self.assertEqual(r, [b"ok", b"ok", b"DQ_CONFLICT ready"])
         self.assertIn((P + ":ready", "2:q"), self.messages())
 
@@ -144,10 +145,10 @@ class Functions(unittest.TestCase):
         before = sorted(self.redis("KEYS", "*"))
         seq = self.redis("GET", P + ":seq")
         e = self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS + 1, SHARDS, 1,
-                               "y", "q", "1", 1000, -1, 0, -1, 0)
+                               "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0)
         self.assertIn("DQ_LAYOUT buckets %d shards %d" % (BUCKETS, SHARDS), e)
         self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS, SHARDS + 1, 1,
-                           "y", "q", "1", 1000, -1, 0, -1, 0)
+                           "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0)
         self.assertEqual(sorted(self.redis("KEYS", "*")), before)
         self.assertEqual(self.redis("GET", P + ":seq"), seq)
 
@@ -255,8 +256,10 @@ class Functions(unittest.TestCase):
         # The limit bounds one call; the earliest remaining due is returned.
         # (The caller names each job's bucket: put them all in bucket 0.)
         for i in range(5):
-            self.call("add", "", BUCKETS, SHARDS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0)
-        self.call("add", "", BUCKETS, SHARDS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0)
+            self.call("add", "", BUCKETS, SHARDS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0,
+                      "", "", 0)
+        self.call("add", "", BUCKETS, SHARDS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0,
+                  "", "", 0)
         time.sleep(0.01)
         n, earliest, now = self.call("move", 0, 3)
         self.assertEqual(n, 3)
@@ -325,7 +328,74 @@ class Functions(unittest.TestCase):
         self.redis("SET", P + ":buckets", BUCKETS)  # what an older delayq wrote
         self.assertEqual(self.add("old"), [b"ok"])
         self.assertDqError("DQ_LAYOUT buckets %d shards 1" % BUCKETS, self.call, "add", "",
-                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0)
+                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0)
+
+    # ---------------------------------------------------------- push jobs
+
+    def test_push_take_and_done(self):
+        self.subscribe(P + ":pushwake")
+        self.add("h1", url="http://example.com/h", timeout=2000, backoff="[1,2.5]", retries=1)
+        self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
+        self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [], "not in the ready set")
+        self.assertIn((P + ":pushwake", "1"), self.messages())
+        self.assertEqual(self.pop("q"), [], "pop never takes a push job")
+        got = self.call("push_take", 10, 500)
+        self.assertEqual(got, [[b"h1", b"q", b'{"x":1}', b"http://example.com/h", 1, 2000]])
+        j = self.job("h1")
+        self.assertEqual((j["s"], j["n"], j["bo"]), ("reserved", "1", "1000,2500"))
+        self.assertEqual(self.redis("ZSCORE", P + ":b:" + j["k"], "h1"), j["d"].encode())
+        self.assertEqual(self.stats("q")["reserved"], 1)
+        # An outcome for another attempt changes nothing.
+        self.assertEqual(self.call("push_done", "h1", 2, "ok", 0, 200, ""), b"stale")
+        # A failure: the first backoff step, last_attempt recorded.
+        self.assertEqual(self.call("push_done", "h1", 1, "fail", 0, 500, "HTTP 500"), b"delay")
+        j = self.job("h1")
+        self.assertEqual((j["s"], j["ls"], j["le"]), ("delay", "500", "HTTP 500"))
+        self.assertEqual(int(j["d"]) - int(j["la"]), 1000)
+        # Retries spent (1): the second failure buries it.
+        self.due_now("h1")
+        self.call("move", j["k"], 100)
+        self.assertEqual(self.call("push_take", 10, 500)[0][4], 2)
+        self.assertEqual(self.call("push_done", "h1", 2, "wait", 60000, 429, ""), b"buried")
+        self.assertEqual(self.redis("ZRANGE", P + ":x:q", 0, -1), [b"h1"])
+        # Kicked back: to the push set, not the ready set.
+        self.assertEqual(self.call("kick", "q", 1), 1)
+        self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
+        self.call("push_take", 10, 500)
+        self.assertEqual(self.call("push_done", "h1", 3, "ok", 0, 204, ""), b"finished")
+        self.assertEqual(self.redis("EXISTS", P + ":j:h1", P + ":v:h1"), 0)
+        self.assertEqual(self.stats("q")["finished"], 1)
+
+    def test_push_wait_is_bounded_by_the_last_step(self):
+        self.add("h2", url="http://example.com/", backoff="[5,2]")
+        self.call("push_take", 1, 500)
+        self.assertEqual(self.call("push_done", "h2", 1, "wait", 3600000, 503, ""), b"delay")
+        j = self.job("h2")
+        self.assertEqual(int(j["d"]) - int(j["la"]), 2000)
+        self.call("remove", "", "deleted", "h2")
+        self.assertEqual(self.redis("ZCARD", P + ":push"), 0)
+
+    def due_now(self, jid):
+        """Moves a delay or reserved job's due time (or deadline) to 0."""
+        self.redis("HSET", P + ":j:" + jid, "d", 0)
+        self.redis("ZADD", P + ":b:" + self.job(jid)["k"], 0, jid)
+
+    def test_release_and_ttr_take_the_backoff_step(self):
+        self.add("bk", backoff="[0.25,4]")
+        self.pop("q")
+        self.assertEqual(self.call("release", "", "bk", 0), b"delay")
+        j = self.job("bk")
+        self.assertLessEqual(int(j["d"]) - int(time.time() * 1000), 260)
+        self.due_now("bk")
+        self.call("move", j["k"], 100)
+        self.assertEqual(self.job("bk")["s"], "ready")
+        self.pop("q")  # attempt 2, then its TTR passes
+        self.due_now("bk")
+        self.call("move", j["k"], 100)
+        j = self.job("bk")
+        self.assertEqual(j["s"], "delay")
+        self.assertGreater(int(j["d"]) - int(time.time() * 1000), 3500, "step 2: 4 s")
+        self.assertEqual(self.stats("q")["redelivered"], 1)
 
     # ---------------------------------------------------------- a crash between calls
 
@@ -344,7 +414,7 @@ class Functions(unittest.TestCase):
                 try:
                     jid = "c%d-%d" % (k, i)
                     r("FCALL", name("add"), 1, P, "", BUCKETS, SHARDS, 1, jid, "crash", "1", 5000, -1,
-                      (0, 1, 50)[i % 3], -1, i % BUCKETS)
+                      (0, 1, 50)[i % 3], -1, i % BUCKETS, "", "", 0)
                     got = r("FCALL", name("pop"), 1, P, 2, "crash")
                     for g in got[:1]:
                         r("FCALL", name("remove"), 1, P, "", "finished", g[0])

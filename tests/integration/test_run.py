@@ -29,7 +29,7 @@ from dqtest import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http, KeepOnF
 
 RUN = os.path.join(SRC_DIR, "scripts", "run")
 TIMERS = ("delayq-timer-1", "delayq-timer-2")
-CHILDREN = ("redis", "delayq-fcgi") + TIMERS + ("nginx",)
+CHILDREN = ("redis", "delayq-fcgi") + TIMERS + ("delayq-push", "nginx")
 # What each child's command line shows (its pid file must name one of ours).
 PROGRAM = {"redis": "redis-server", "delayq-fcgi": "delayq-fcgi", "nginx": "nginx",
            "delayq-timer-1": "delayq-timer", "delayq-timer-2": "delayq-timer"}

@@ -115,6 +115,8 @@ static void expect_cfg_equal(const dq_config *a, const dq_config *b)
     I(redis_connect_timeout_ms); I(redis_timeout_ms); S(prefix); I(buckets); I(max_body);
     I(max_request); I(default_ttr); I(timer_lease_ms); I(timer_batch); S(log_level);
     I(max_connections); I(topic_retention_s); I(metrics_max_topics);
+    S(push_secret); S(push_allow); I(push_concurrency); I(push_per_host); I(push_response_max);
+    I(push_grace_ms);
 #undef S
 #undef I
 }
@@ -138,6 +140,12 @@ static void test_defaults(void **state)
     assert_string_equal(cfg.redis_socket, "");
     assert_string_equal(cfg.redis_username, "");
     assert_string_equal(cfg.redis_password, "");
+    assert_string_equal(cfg.push_secret, "");
+    assert_string_equal(cfg.push_allow, "*");
+    assert_int_equal(cfg.push_concurrency, 64);
+    assert_int_equal(cfg.push_per_host, 8);
+    assert_int_equal(cfg.push_response_max, 16384);
+    assert_int_equal(cfg.push_grace_ms, 30000);
     assert_int_equal(cfg.redis_db, 0);
     assert_int_equal(cfg.redis_connect_timeout_ms, 500);
     assert_int_equal(cfg.redis_timeout_ms, 2000);
@@ -170,7 +178,8 @@ static void test_key_table(void **state)
         "redis_sentinel_master", "redis_sentinel_username", "redis_sentinel_password",
         "redis_wait_replicas", "redis_wait_timeout_ms", "prefix", "buckets", "shards", "max_body",
         "max_request", "default_ttr", "timer_lease_ms", "timer_batch", "timer_id", "topic_retention_s",
-        "metrics_max_topics", "log_level", "auth_file",
+        "metrics_max_topics", "log_level", "auth_file", "push_secret", "push_allow",
+        "push_concurrency", "push_per_host", "push_response_max", "push_grace_ms",
     };
     size_t n = sizeof expected / sizeof expected[0];
     assert_int_equal(nkeys(), n);
@@ -761,7 +770,7 @@ static void test_shipped_conf_loads(void **state)
             set_ok(&cfg, k, "/x.sock");
         else if (strcmp(k, "max_request") == 0)
             set_ok(&cfg, k, "2048");
-        else if (strcmp(k, "timer_lease_ms") == 0)
+        else if (strcmp(k, "timer_lease_ms") == 0 || strcmp(k, "push_grace_ms") == 0)
             set_ok(&cfg, k, "301");
         else if (strcmp(k, "redis_cluster") == 0 || strcmp(k, "redis_sentinels") == 0)
             set_ok(&cfg, k, "127.0.0.1:1");

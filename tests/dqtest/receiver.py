@@ -1,0 +1,83 @@
+"""A real HTTP receiver for callback tests: a threaded server on 127.0.0.1
+that records every request (method, path, headers, body bytes, time) and
+answers as the test says: `answer(request)` returns (status, headers, body)
+or (status, headers, body, delay_s); the default answers 200."""
+
+import http.server
+import threading
+import time
+
+
+class Request:
+    def __init__(self, handler, body):
+        self.method = handler.command
+        self.path = handler.path
+        self.headers = {k.lower(): v for k, v in handler.headers.items()}
+        self.body = body
+        self.at = time.time()
+
+    def __repr__(self):
+        return "<%s %s %s>" % (self.method, self.path, self.headers.get("webhook-id"))
+
+
+class Receiver:
+    def __init__(self, answer=None):
+        self.answer = answer or (lambda req: (200, {}, b"ok"))
+        self.requests = []
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                req = Request(self, self.rfile.read(n))
+                with outer.cond:
+                    outer.requests.append(req)
+                    outer.cond.notify_all()
+                out = outer.answer(req)
+                status, headers, body = out[:3]
+                if len(out) > 3 and out[3]:
+                    time.sleep(out[3])
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def url(self, path="/hook"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def wait_for(self, pred, timeout, what="requests"):
+        """Until pred(requests) is true; returns the requests."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not pred(self.requests):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("%s not seen within %.0f s; got %r" %
+                                         (what, timeout, self.requests))
+                self.cond.wait(left)
+            return list(self.requests)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

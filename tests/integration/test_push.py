@@ -1,0 +1,297 @@
+"""Push delivery: delayq-push POSTs jobs that have a callback to a real
+local HTTP receiver, signs them (Standard Webhooks), follows the outcomes
+the protocol lists (2xx, 410, 429/503 with Retry-After, anything else),
+steps through the backoff schedule, buries with retries spent, refuses
+addresses push_allow does not admit when it connects, and a job whose
+pusher was killed comes back after its deadline. Also backoff for pull
+jobs (TTR expiry and release)."""
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+
+from dqtest import DeploymentTestCase, SLOW, main, unique
+from dqtest.receiver import Receiver
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+def verify(req, secret=SECRET):
+    """The receiver's side of Standard Webhooks, written from the spec."""
+    key = base64.b64decode(secret[len("whsec_"):])
+    signed = ("%s.%s." % (req.headers["webhook-id"], req.headers["webhook-timestamp"])).encode()
+    mac = base64.b64encode(hmac.new(key, signed + req.body, hashlib.sha256).digest()).decode()
+    return ("v1," + mac) in req.headers.get("webhook-signature", "").split(" ")
+
+
+class Answers:
+    """What the receiver answers, by path."""
+
+    def __init__(self):
+        self.by_path = {}
+
+    def __call__(self, req):
+        a = self.by_path.get(req.path.split("?")[0], (200, {}, b"ok"))
+        return a(req) if callable(a) else a
+
+
+class PushTest(DeploymentTestCase):
+    # The workers admit loopback callbacks (add answers 200); the pusher's
+    # own list is set per test class.
+    DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback",
+                         push_grace_ms=1000, push_flags={"push_secret": SECRET})
+
+    @classmethod
+    def setUpClass(cls):
+        cls.answers = Answers()
+        cls.rx = Receiver(cls.answers).start()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.rx.stop()
+
+    def add(self, **kw):
+        st, r = self.c.req("add", **kw)
+        self.assertOk(st, r)
+        return r["id"]
+
+    def requests(self, path, n, timeout=10):
+        return [q for q in self.rx.wait_for(
+            lambda qs: len([q for q in qs if q.path == path]) >= n, timeout * SLOW, path)
+            if q.path == path]
+
+    def wait_gone(self, jid, timeout=5):
+        deadline = time.monotonic() + timeout * SLOW
+        while time.monotonic() < deadline:
+            st, _ = self.c.req("get", id=jid)
+            if st == 404:
+                return
+            time.sleep(0.05)
+        self.fail("job %s still there: %r" % (jid, self.c.req("get", id=jid)))
+
+    def wait_state(self, jid, state, timeout=5):
+        deadline = time.monotonic() + timeout * SLOW
+        while time.monotonic() < deadline:
+            st, r = self.c.req("get", id=jid)
+            if st == 200 and r["state"] == state:
+                return r
+            time.sleep(0.05)
+        self.fail("job %s never %s: %r" % (jid, state, self.c.req("get", id=jid)))
+
+    def test_delivered_signed_exact_and_finished(self):
+        t, path = unique("p"), "/" + unique("ok")
+        body = '{"n":-12345678901234567890123,"s":"a\\u0000b","k":[1.50,2e3]}'
+        jid = t + ".order.42"
+        st, _, r = self.c.request("POST", "/add", json.dumps(
+            {"topic": t, "id": jid, "url": self.rx.url(path)})[:-1].encode() +
+            b',"body":' + body.encode() + b'}')
+        self.assertEqual(st, 200, r)
+        q = self.requests(path, 1)[0]
+        self.assertEqual(q.method, "POST")
+        self.assertEqual(q.body, body.encode(), "the body's JSON text, byte for byte")
+        self.assertEqual(q.headers["content-type"], "application/json")
+        self.assertEqual(q.headers["webhook-id"], jid.replace(".", "%2E"))
+        self.assertLess(abs(int(q.headers["webhook-timestamp"]) - time.time()), 5)
+        self.assertEqual(q.headers["delayq-topic"], t)
+        self.assertEqual(q.headers["delayq-attempt"], "1")
+        self.assertTrue(verify(q), q.headers)
+        self.wait_gone(jid)
+        st, s = self.c.req("stats", topic=t)
+        self.assertEqual(s["topics"][t]["finished"], 1)
+
+    def test_pop_never_takes_a_push_job(self):
+        t, path = unique("p"), "/" + unique("slow")
+        self.answers.by_path[path] = (200, {}, b"", 1.5)
+        self.add(topic=t, body=1, url=self.rx.url(path))
+        st, r = self.c.req("pop", topic=t, timeout=1)
+        self.assertEqual((st, r["id"]), (200, None))
+        self.requests(path, 1)
+
+    def test_failures_step_through_backoff_then_bury(self):
+        t, path = unique("p"), "/" + unique("fail")
+        self.answers.by_path[path] = (500, {}, b"no")
+        jid = self.add(topic=t, body=1, callback={"url": self.rx.url(path), "timeout": 2},
+                       backoff=[0.4, 0.8], retries=2)
+        qs = self.requests(path, 3, timeout=15)
+        gaps = [b.at - a.at for a, b in zip(qs, qs[1:])]
+        self.assertGreaterEqual(gaps[0], 0.35, gaps)
+        self.assertGreaterEqual(gaps[1], 0.75, gaps)
+        self.assertEqual([q.headers["delayq-attempt"] for q in qs], ["1", "2", "3"])
+        self.assertEqual(len({q.headers["webhook-id"] for q in qs}), 1, "same webhook-id")
+        r = self.wait_state(jid, "buried")
+        self.assertEqual(r["attempts"], 3)
+        self.assertEqual(r["backoff"], [0.4, 0.8])
+        self.assertEqual(r["last_attempt"]["status"], 500)
+        self.assertEqual(r["last_attempt"]["error"], "HTTP 500")
+        time.sleep(1.2)
+        self.assertEqual(len([q for q in self.rx.requests if q.path == path]), 3, "buried: no more")
+        # kick: delivered again, with its retries back
+        self.answers.by_path[path] = (204, {}, b"")
+        st, k = self.c.req("kick", topic=t, count=1)
+        self.assertEqual(k["kicked"], 1)
+        self.requests(path, 4)
+        self.wait_gone(jid)
+
+    def test_default_schedule_is_stepped(self):
+        t, path = unique("p"), "/" + unique("once")
+        self.answers.by_path[path] = (502, {}, b"")
+        jid = self.add(topic=t, body=1, url=self.rx.url(path))
+        self.requests(path, 1)
+        r = self.wait_state(jid, "delay")
+        self.assertEqual(r["backoff"], [15, 180, 600, 1800, 1800, 3600, 7200, 21600, 54000])
+        self.assertEqual(r["retries"], 9)
+        self.assertAlmostEqual(r["due"] - r["last_attempt"]["at"], 15000, delta=100)
+        self.c.req("delete", id=jid)
+
+    def test_410_deletes(self):
+        t, path = unique("p"), "/" + unique("gone")
+        self.answers.by_path[path] = (410, {}, b"")
+        jid = self.add(topic=t, body=1, url=self.rx.url(path))
+        self.requests(path, 1)
+        self.wait_gone(jid)
+        st, s = self.c.req("stats", topic=t)
+        self.assertEqual((s["topics"][t]["deleted"], s["topics"][t]["finished"]), (1, 0))
+
+    def test_retry_after_is_waited_bounded_by_the_last_step(self):
+        t, p1, p2 = unique("p"), "/" + unique("ra"), "/" + unique("rb")
+        self.answers.by_path[p1] = lambda q: (
+            (429, {"Retry-After": "1"}, b"") if q.headers["delayq-attempt"] == "1" else (200, {}, b""))
+        self.answers.by_path[p2] = (503, {"Retry-After": "3600"}, b"")
+        j1 = self.add(topic=t, body=1, url=self.rx.url(p1), backoff=[30])
+        j2 = self.add(topic=t, body=2, url=self.rx.url(p2), backoff=[5, 2])
+        qs = self.requests(p1, 2)
+        self.assertGreaterEqual(qs[1].at - qs[0].at, 0.95)
+        self.assertLess(qs[1].at - qs[0].at, 5, "Retry-After 1 s, not the 30 s step")
+        self.wait_gone(j1)
+        self.requests(p2, 1)
+        r = self.wait_state(j2, "delay")
+        self.assertAlmostEqual(r["due"] - r["last_attempt"]["at"], 2000, delta=100,
+                               msg="Retry-After 3600 s bounded by the last step (2 s)")
+        self.assertEqual(r["last_attempt"]["status"], 503)
+        self.c.req("delete", id=j2)
+
+    def test_redirects_are_not_followed_and_bodies_are_bounded(self):
+        t, p1, p2, p3 = unique("p"), "/" + unique("r"), "/" + unique("t"), "/" + unique("big")
+        self.answers.by_path[p1] = (302, {"Location": self.rx.url(p2)}, b"")
+        self.answers.by_path[p3] = (200, {}, b"x" * 5000000)
+        j1 = self.add(topic=t, body=1, url=self.rx.url(p1), backoff=[60])
+        j3 = self.add(topic=t, body=3, url=self.rx.url(p3))
+        self.requests(p1, 1)
+        r = self.wait_state(j1, "delay")
+        self.assertEqual(r["last_attempt"]["status"], 302)
+        self.assertFalse([q for q in self.rx.requests if q.path == p2], "redirect followed")
+        self.wait_gone(j3)  # a 200 with a 5 MB body: the status counts
+        self.c.req("delete", id=j1)
+
+    def test_timeout_is_a_failed_attempt(self):
+        t, path = unique("p"), "/" + unique("hang")
+        self.answers.by_path[path] = (200, {}, b"", 3)
+        jid = self.add(topic=t, body=1, callback={"url": self.rx.url(path), "timeout": 0.5},
+                       backoff=[60])
+        r = self.wait_state(jid, "delay", timeout=10)
+        self.assertIsNone(r["last_attempt"]["status"])
+        self.assertIn("timed out", r["last_attempt"]["error"])
+        self.c.req("delete", id=jid)
+
+    def test_bad_callbacks_are_refused_at_add(self):
+        t = unique("p")
+        cases = [
+            (dict(url="ftp://127.0.0.1/x"), "callback.url"),
+            (dict(url="http://10.1.2.3/x"), "push_allow"),
+            (dict(url="http://169.254.169.254/latest"), "push_allow"),
+            (dict(url="http://user:pw@example.com/"), "callback.url"),
+            (dict(callback={"url": "http://example.com/", "timeout": 0}), "timeout"),
+            (dict(callback={"timeout": 1}), "url"),
+            (dict(callback="http://example.com/"), "callback"),
+            (dict(url="http://example.com/", callback={"url": "http://example.com/"}), "both"),
+            (dict(backoff=[]), "backoff"),
+            (dict(backoff=[1, -1]), "backoff"),
+            (dict(backoff="linear"), "backoff"),
+            (dict(backoff=[1] * 33), "backoff"),
+        ]
+        for extra, word in cases:
+            st, r = self.c.req("add", topic=t, body=1, **extra)
+            self.assertEqual((st, r["success"], r["code"]), (400, False, "bad_request"), extra)
+            self.assertIn(word, r["error"], extra)
+        st, s = self.c.req("stats", topic=t)
+        self.assertEqual(s["topics"][t]["added"], 0, "nothing written")
+
+    def test_pull_jobs_back_off_too(self):
+        t = unique("b")
+        jid = self.add(topic=t, body=1, ttr=0.3, backoff=[1.0])
+        st, r = self.c.req("pop", topic=t)
+        self.assertEqual(r["id"], jid)
+        t0 = time.monotonic()
+        st, r = self.c.req("pop", topic=t, timeout=3)
+        waited = time.monotonic() - t0
+        self.assertEqual(r["id"], jid)
+        self.assertGreaterEqual(waited, 1.1, "TTR 0.3 s then the 1 s step")
+        st, rel = self.c.req("release", id=jid)
+        self.assertEqual(rel["state"], "delay", "a release without delay takes the step")
+        st, g = self.c.req("get", id=jid)
+        self.assertAlmostEqual(g["due"] - int(time.time() * 1000), 1000, delta=300)
+        st, rel = self.c.req("delete", id=jid)
+
+
+class PusherAddressCheck(DeploymentTestCase):
+    """The workers let loopback URLs in, the pusher's push_allow does not:
+    the check at connect time refuses the address, whatever the URL said."""
+    DEPLOYMENT_KW = dict(workers=1, threads=4, n_pushers=1, push_allow="*,loopback",
+                         push_flags={"push_allow": "*"})
+
+    def test_connect_time_check(self):
+        rx = Receiver().start()
+        try:
+            st, r = self.c.req("add", topic=unique("a"), body=1, url=rx.url("/x"), backoff=[60])
+            self.assertEqual(st, 200, r)
+            deadline = time.monotonic() + 5 * SLOW
+            while time.monotonic() < deadline:
+                st, g = self.c.req("get", id=r["id"])
+                if g.get("last_attempt"):
+                    break
+                time.sleep(0.05)
+            self.assertIn("address 127.0.0.1 (loopback) not allowed by push_allow",
+                          g["last_attempt"]["error"])
+            self.assertEqual(rx.requests, [])
+        finally:
+            rx.stop()
+
+
+class PusherCrash(DeploymentTestCase):
+    """kill -9 of delayq-push while its request is in flight: the job comes
+    back after its timeout plus push_grace_ms and another pusher sends it."""
+    DEPLOYMENT_KW = dict(workers=1, threads=4, n_pushers=1, push_allow="*,loopback",
+                         push_grace_ms=500)
+
+    def test_kill9_in_flight(self):
+        answers = Answers()
+        rx = Receiver(answers).start()
+        try:
+            path = "/slow"
+            answers.by_path[path] = lambda q: (
+                (200, {}, b"", 5) if q.headers["delayq-attempt"] == "1" else (200, {}, b""))
+            st, r = self.c.req("add", topic=unique("k"), body=1,
+                               callback={"url": rx.url(path), "timeout": 1}, backoff=[0.5])
+            jid = r["id"]
+            rx.wait_for(lambda qs: len(qs) >= 1, 5 * SLOW)
+            self.c.kill_pusher(0)
+            t0 = time.monotonic()
+            self.c.start_pusher()
+            qs = rx.wait_for(lambda qs: len(qs) >= 2, 10 * SLOW)
+            back = time.monotonic() - t0
+            print("killed pusher: the job was sent again after %.1f s" % back)
+            self.assertEqual(qs[1].headers["delayq-attempt"], "2")
+            deadline = time.monotonic() + 5 * SLOW
+            while self.c.req("get", id=jid)[0] != 404:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+        finally:
+            rx.stop()
+
+
+if __name__ == "__main__":
+    main()
