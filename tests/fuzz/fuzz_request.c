@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "json_scan.h"
+#include "push_guard.h"
 #include "request.h"
 
 static json_doc doc; /* reused across inputs, as a request thread does */
@@ -45,7 +46,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (query)
         *query++ = '\0';
 
-    dq_limits lim = {65536, 60000};
+    static dq_allow *allow;
+    if (!allow) {
+        char aerr[256];
+        allow = guard_allow_parse("*, loopback", aerr, sizeof aerr);
+        assert(allow);
+    }
+    dq_limits lim = {65536, 60000, allow};
     dq_request req;
     char err[512];
     dq_status st = request_parse(&doc, method, path, query, body, body_len, &lim, &req, err,
@@ -67,6 +74,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         assert(j->ttr_ms >= 1 && j->ttr_ms <= DQ_TTR_MAX_MS);
         assert(j->delay_ms >= 0 && j->delay_ms <= DQ_DELAY_MAX_MS);
         assert(j->body_len <= lim.max_body);
+        if (j->url) {
+            static dq_url u;
+            assert(guard_parse_url(j->url, strlen(j->url), &u, err, sizeof err) == 0);
+            assert(j->cb_timeout_ms >= 1 && j->cb_timeout_ms <= DQ_CALLBACK_TIMEOUT_MAX_MS);
+            assert(j->backoff); /* callbacks always have a schedule */
+        }
+        if (j->backoff) {
+            json_doc steps;
+            json_doc_init(&steps);
+            assert(json_scan(&steps, j->backoff, j->backoff_len, err, sizeof err) == 0);
+            json_doc_free(&steps);
+        }
         json_doc check;
         json_doc_init(&check);
         assert(json_scan(&check, j->body, j->body_len, err, sizeof err) == 0);

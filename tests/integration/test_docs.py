@@ -45,7 +45,8 @@ def normalise(value):
 
 
 class DocExamples(DeploymentTestCase):
-    DEPLOYMENT_KW = {"workers": 1, "threads": 8}
+    # As scripts/run: callbacks to loopback are let in (README's callback example).
+    DEPLOYMENT_KW = {"workers": 1, "threads": 8, "push_allow": "*,loopback"}
 
     def run_examples(self, relpath):
         path = os.path.join(SRC_DIR, relpath)
