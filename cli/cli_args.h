@@ -16,6 +16,8 @@ typedef enum {
     CLI_F_RETRIES,
     CLI_F_TIMEOUT,
     CLI_F_COUNT,
+    CLI_F_URL,
+    CLI_F_BACKOFF,
     CLI_F_BODY,
     CLI_F_BODY_STRING,
     CLI_F_BODY_FILE,

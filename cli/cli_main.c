@@ -72,7 +72,8 @@ typedef struct {
 #define B(f) CLI_BIT(CLI_F_##f)
 
 static const cli_command commands[] = {
-    {"add", 0, B(TOPIC) | B(ID) | B(DELAY) | B(AT) | B(TTR) | B(RETRIES) | CLI_BODY_FLAGS,
+    {"add", 0, B(TOPIC) | B(ID) | B(DELAY) | B(AT) | B(TTR) | B(RETRIES) | B(URL) | B(BACKOFF) |
+                   CLI_BODY_FLAGS,
      B(TOPIC) | CLI_BODY_FLAGS, OUT_ADD, NULL, "add a job; prints its id",
      "  --topic T             topic of the job (required)\n"
      "  --id ID               job id (default: the server makes one)\n"
@@ -80,6 +81,8 @@ static const cli_command commands[] = {
      "  --at UNIX_SECONDS     ready at this time instead (not with --delay)\n"
      "  --ttr SECONDS         time to finish once popped (default 60)\n"
      "  --retries N           redeliveries allowed before the job is buried (default unlimited)\n"
+     "  --backoff STEPS       seconds to wait after each failed delivery: 15,180,600 or stepped\n"
+     "  --callback URL        delayq POSTs the body to URL when due, instead of pop\n"
      "  --body JSON           the job's body, any JSON value: '{\"order\":42}', '\"text\"', 42\n"
      "  --body-string TEXT    the body as a plain string\n"
      "  --body-file PATH      the body as JSON read from a file (- reads stdin)\n"

@@ -20,7 +20,8 @@ static const char *const field_names[CLI_F_COUNT_OF] = {
     [CLI_F_IDS] = "ids",       [CLI_F_DELAY] = "delay",
     [CLI_F_AT] = "at",         [CLI_F_TTR] = "ttr",
     [CLI_F_RETRIES] = "retries", [CLI_F_TIMEOUT] = "timeout",
-    [CLI_F_COUNT] = "count",   [CLI_F_BODY] = "body",
+    [CLI_F_COUNT] = "count",   [CLI_F_URL] = "url",
+    [CLI_F_BACKOFF] = "backoff", [CLI_F_BODY] = "body",
     [CLI_F_BODY_STRING] = "body", [CLI_F_BODY_FILE] = "body",
     [CLI_F_BODY_STRING_FILE] = "body",
 };
@@ -76,6 +77,34 @@ static int put_list(dq_buf *out, cli_field f, const char *s, char *err, size_t e
         if (p != s)
             buf_puts(out, ",");
         if (put_string(out, f, p, n, err, errlen) < 0)
+            return -1;
+        if (!comma)
+            break;
+        p = comma;
+    }
+    buf_puts(out, "]");
+    return 0;
+}
+
+/* "stepped", or "15,180,600" -> [15,180,600]. */
+static int put_backoff(dq_buf *out, const char *s, char *err, size_t errlen)
+{
+    if (strcmp(s, "stepped") == 0)
+        return put_string(out, CLI_F_BACKOFF, s, strlen(s), err, errlen);
+    buf_puts(out, "[");
+    char item[64];
+    for (const char *p = s;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n >= sizeof item) {
+            snprintf(err, errlen, "--backoff: a step is too long");
+            return -1;
+        }
+        memcpy(item, p, n);
+        item[n] = '\0';
+        if (p != s)
+            buf_puts(out, ",");
+        if (put_number(out, CLI_F_BACKOFF, item, err, errlen) < 0)
             return -1;
         if (!comma)
             break;
@@ -175,7 +204,11 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
         switch (f) {
         case CLI_F_TOPIC:
         case CLI_F_ID:
+        case CLI_F_URL:
             rc = put_string(out, f, a->value[f], strlen(a->value[f]), err, errlen);
+            break;
+        case CLI_F_BACKOFF:
+            rc = put_backoff(out, a->value[f], err, errlen);
             break;
         case CLI_F_IDS:
             rc = put_list(out, f, a->value[f], err, errlen);

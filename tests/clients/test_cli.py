@@ -56,7 +56,7 @@ def fields(text):
 
 
 class CliTest(DeploymentTestCase):
-    DEPLOYMENT_KW = dict(workers=1, threads=8)
+    DEPLOYMENT_KW = dict(workers=1, threads=8, push_allow="*,loopback")
 
     @property
     def url(self):
@@ -121,6 +121,21 @@ class CliTest(DeploymentTestCase):
         jid2 = unique("at")
         self.assertExit(self.cli("add", "--topic", topic, "--id", jid2, "--at", "1", "--body", "0"), 0)
         self.assertEqual(self.c.get("/get?id=" + jid2)[1]["state"], "ready")
+
+    def test_add_backoff_and_url(self):
+        topic, j1, j2 = unique("bo"), unique("bo-id"), unique("cb-id")
+        self.assertExit(self.cli("add", "--topic", topic, "--id", j1, "--delay", "100",
+                                 "--backoff", "1.5,30", "--body", "1"), 0)
+        self.assertEqual(self.c.get("/get?id=" + j1)[1]["backoff"], [1.5, 30])
+        self.assertExit(self.cli("add", "--topic", topic, "--id", j2, "--delay", "100",
+                                 "--backoff", "stepped", "--callback", "http://127.0.0.1:9/h",
+                                 "--body", "1"), 0)
+        g = self.c.get("/get?id=" + j2)[1]
+        self.assertEqual((g["callback"]["url"], g["backoff"][0], g["retries"]),
+                         ("http://127.0.0.1:9/h", 15, 9))
+        r = self.cli("add", "--topic", topic, "--backoff", "1,x", "--body", "1")
+        self.assertExit(r, EXIT["usage"])
+        self.assertIn("--backoff needs a number of seconds", r[2])
 
     def test_body_kinds(self):
         topic = unique("bodies")

@@ -23,7 +23,7 @@ final class Client
     public const DEFAULT_URL = 'http://127.0.0.1:8080';
 
     /** Fields an add (or one job of addMany) may carry besides topic and body. */
-    private const ADD_OPTIONS = ['id', 'delay', 'at', 'ttr', 'retries'];
+    private const ADD_OPTIONS = ['id', 'delay', 'at', 'ttr', 'retries', 'backoff', 'callback', 'url'];
 
     private const CLIENT_OPTIONS = ['token', 'timeout', 'connect_timeout', 'assoc', 'user_agent', 'curl_options'];
 
@@ -154,12 +154,15 @@ final class Client
      * Adds one job; returns its id (the one given, or the one the server made).
      *
      * @param mixed $body any JSON-encodable value; a string stays a string
-     * @param array{id?:string,delay?:float|int,at?:float|int,ttr?:float|int,retries?:int} $options
+     * @param array{id?:string,delay?:float|int,at?:float|int,ttr?:float|int,retries?:int,backoff?:string|list<float|int>,callback?:array{url:string,timeout?:float|int},url?:string} $options
      *   id:      the job id (recommended: topic + business id); a live id is a ConflictException
      *   delay:   seconds until the job is ready (fractions allowed; default 0)
      *   at:      absolute Unix time in seconds instead of delay
      *   ttr:     seconds a consumer has to finish it once popped (server default 60)
      *   retries: redeliveries allowed before the job is buried (default unlimited)
+     *   backoff: 'stepped' or seconds to wait after each failed delivery ([15, 180, ...])
+     *   url / callback: delayq POSTs the body there when the job is due, instead of pop
+     *            (['url' => ..., 'timeout' => seconds]; see docs/PROTOCOL.md, Push delivery)
      */
     public function add(string $topic, $body, array $options = []): string
     {

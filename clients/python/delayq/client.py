@@ -117,7 +117,9 @@ def _unix(v: When) -> float:
 
 def _job_fields(topic: str, body: Any, id: Optional[str] = None, delay: Optional[Seconds] = None,
                 at: Optional[When] = None, ttr: Optional[Seconds] = None,
-                retries: Optional[int] = None) -> Dict[str, Any]:
+                retries: Optional[int] = None, backoff: Any = None,
+                callback: Optional[Mapping[str, Any]] = None,
+                url: Optional[str] = None) -> Dict[str, Any]:
     job: Dict[str, Any] = {"topic": topic, "body": body}
     if id is not None:
         job["id"] = id
@@ -129,6 +131,12 @@ def _job_fields(topic: str, body: Any, id: Optional[str] = None, delay: Optional
         job["ttr"] = _seconds(ttr)
     if retries is not None:
         job["retries"] = retries
+    if backoff is not None:
+        job["backoff"] = backoff if isinstance(backoff, str) else [_seconds(s) for s in backoff]
+    if callback is not None:
+        job["callback"] = dict(callback)
+    if url is not None:
+        job["url"] = url
     return job
 
 
@@ -222,16 +230,21 @@ class Client:
 
     def add(self, topic: str, body: Any, id: Optional[str] = None,
             delay: Optional[Seconds] = None, at: Optional[When] = None,
-            ttr: Optional[Seconds] = None, retries: Optional[int] = None) -> str:
+            ttr: Optional[Seconds] = None, retries: Optional[int] = None,
+            backoff: Any = None, callback: Optional[Mapping[str, Any]] = None,
+            url: Optional[str] = None) -> str:
         """Adds a job; returns its id (the server makes one when id is None).
 
         body: a str or any JSON value; pop returns it as given.
         delay: seconds until it is due (or `at`: when it is due; not both).
         ttr: seconds a consumer has to finish it once popped (server default 60).
         retries: redeliveries allowed before the job is buried (None: no limit).
+        backoff: "stepped" or the seconds to wait after each failed delivery.
+        url / callback ({"url": ..., "timeout": s}): delayq POSTs the body
+        there when the job is due, instead of handing it to pop.
         Raises Conflict when a live job has this id.
         """
-        fields = _job_fields(topic, body, id, delay, at, ttr, retries)
+        fields = _job_fields(topic, body, id, delay, at, ttr, retries, backoff, callback, url)
         status, data, resent = self._send("POST", "add", self._json(fields), resend=id is not None)
         try:
             answer = self._decode(status, data)

@@ -80,6 +80,13 @@ class Base(KeepOnFailure):
 # --------------------------------------------------------------------------
 
 class Commands(Base):
+    def test_add_with_backoff(self):
+        c = self.client
+        t, id = unique("bo"), unique("bo-id")
+        c.add(t, 1, id=id, delay=60, backoff=[1.5, 30])
+        self.assertEqual(DEPLOYMENT.redis("HGET", "{dq}:j:" + id, "bo"), b"1500,30000")
+        c.delete(id)
+
     def test_add_get_and_conflict(self):
         c = self.client
         t, id = unique("add"), unique("add-id")
