@@ -4,6 +4,7 @@ everything (figures and ratios measured in the same run).
 
     bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|peers [options]
     bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
+    bench/run.py [--quick] push      # callbacks/s, due -> POST lateness, pusher CPU
 
 Each run starts its own redis-server, delayq-fcgi, delayq-timer, nginx (and
 the peers: beanstalkd, BullMQ with its own redis-server) in a temp dir on
@@ -218,7 +219,14 @@ class Stack:
     def fcgi_argv(self):
         return ["%s/delayq-fcgi" % BIN_DIR, "--listen=%s" % self.path("fcgi.sock"),
                 "--workers=%d" % self.workers, "--threads=%d" % self.threads, "--prefix=dq",
-                "--log-level=warn"] + self.redis_flags()
+                "--log-level=warn", "--push-allow=*,loopback"] + self.redis_flags()
+
+    def start_pusher(self, **flags):
+        argv = ["%s/delayq-push" % BIN_DIR, "--prefix=dq", "--log-level=warn",
+                "--push-allow=*,loopback"] + self.redis_flags()
+        argv += ["--%s=%s" % (k.replace("_", "-"), v) for k, v in flags.items()]
+        self.pusher = self.popen(argv, "push.log")
+        return self.pusher
 
     def start_timer(self):
         p = self.popen(["%s/delayq-timer" % BIN_DIR, "--prefix=dq", "--log-level=warn"] +
@@ -529,6 +537,152 @@ def cluster_vs_single(P, outdir):
             fig("cluster.%s.w3.missed" % name, int(r["missed"]), "jobs")
         finally:
             s.stop()
+
+
+class PushReceiver:
+    """A fast local receiver for callbacks: nginx answering 204, logging
+    `$msec $http_webhook_id` per request (arrival time, the job's id)."""
+
+    def __init__(self, workers=1):
+        self.dir = tempfile.mkdtemp(prefix="delayq-bench-rx-")
+        os.chmod(self.dir, 0o755)
+        self.port = free_port()
+        self.log = os.path.join(self.dir, "arrivals.log")
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write("worker_processes %d;\npid %s/nginx.pid;\nerror_log %s/error.log;\n"
+                    "events { worker_connections 1024; }\nhttp {\n"
+                    "  log_format arrivals '$msec $http_webhook_id';\n"
+                    "  access_log %s arrivals;\n  client_body_temp_path %s;\n"
+                    "  server {\n    listen 127.0.0.1:%d;\n    keepalive_requests 1000000;\n"
+                    "    location / { return 204; }\n  }\n}\n"
+                    % (workers, self.dir, self.dir, self.log, self.dir, self.port))
+        out = open(os.path.join(self.dir, "nginx.out"), "ab")
+        self.proc = subprocess.Popen(["nginx", "-p", self.dir, "-c", conf, "-e",
+                                      os.path.join(self.dir, "error.log"), "-g", "daemon off;"],
+                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        wait_port(self.port, self.proc, "receiver nginx")
+
+    def url(self):
+        return "http://127.0.0.1:%d/hook" % self.port
+
+    def arrivals(self):
+        """{webhook-id: first arrival, Unix ms}"""
+        out = {}
+        try:
+            with open(self.log) as f:
+                for line in f:
+                    t, _, wid = line.strip().partition(" ")
+                    if wid and wid not in out:
+                        out[wid] = float(t) * 1000.0
+        except OSError:
+            pass
+        return out
+
+    def stop(self):
+        stop_proc(self.proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def add_callbacks(s, ids_at, url, conns=4):
+    """Adds callback jobs {id: due Unix ms} in batches of 1000 over a few
+    connections at once."""
+    import http.client
+    import threading
+    items = list(ids_at.items())
+    chunks = [items[i:i + 1000] for i in range(0, len(items), 1000)]
+    errors = []
+
+    def run(part):
+        c = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=60)
+        for chunk in part:
+            body = json.dumps({"jobs": [{"topic": "push", "id": i, "at": at / 1000.0, "url": url,
+                                         "body": {"n": i}} for i, at in chunk]})
+            c.request("POST", "/add", body, {"Content-Type": "application/json"})
+            r = c.getresponse()
+            data = r.read()
+            if r.status != 200 or b'"success":false' in data:
+                errors.append(data[:200])
+        c.close()
+    threads = [threading.Thread(target=run, args=(chunks[k::conns],)) for k in range(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        note("WARNING: %d add batches failed: %r" % (len(errors), errors[:2]))
+
+
+def wait_arrivals(rx, n, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = rx.arrivals()
+        if len(got) >= n:
+            return got
+        time.sleep(0.2)
+    return rx.arrivals()
+
+
+def pctl(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def push(P):
+    """Callbacks to a local nginx answering 204: (1) a burst, every job due
+    at the same instant: callbacks/s from the due time to the last arrival,
+    and the pusher's CPU per callback; (2) paced jobs (due times spread
+    evenly): lateness from the due time to the POST's arrival; (3) an idle
+    pusher's CPU."""
+    n_burst = P["w1_jobs"] // 5
+    n_paced, spread = P["w3_jobs"] // 2, P["w3_spread"]
+    s = Stack(workers=ARGS.workers, threads=ARGS.threads, nginx_workers=ARGS.nginx_workers,
+              keepalive=ARGS.keepalive, with_ceiling=False)
+    rx = PushReceiver()
+    try:
+        s.start()
+        pusher = s.start_pusher()
+        time.sleep(1.0)
+        c0 = cpu_seconds(pusher.pid)
+        time.sleep(10)
+        fig("push.idle_pusher_cpu_s", (cpu_seconds(pusher.pid) - c0) * 3.0, "CPU-s/30s")
+        # (1) burst
+        due = int(time.time() * 1000) + 4000 + n_burst // 20
+        add_callbacks(s, {"b%d" % i: due for i in range(n_burst)}, rx.url())
+        slack = due - time.time() * 1000
+        if slack < 500:
+            note("WARNING: the burst's adds ended %.0f ms before its due time" % slack)
+        time.sleep(max(0, (due - time.time() * 1000) / 1000.0 - 0.5))
+        c0, r0 = cpu_seconds(pusher.pid), cpu_seconds(s.redis_proc.pid)
+        got = wait_arrivals(rx, n_burst, 120)
+        c1, r1 = cpu_seconds(pusher.pid), cpu_seconds(s.redis_proc.pid)
+        burst = [got["b%d" % i] for i in range(n_burst) if "b%d" % i in got]
+        took = (max(burst) - due) / 1000.0
+        fig("push.burst.jobs", len(burst), "jobs")
+        fig("push.burst.callbacks_s", len(burst) / took, "callbacks/s")
+        fig("push.burst.first_ms", min(burst) - due, "ms")
+        fig("push.burst.p50_ms", pctl([t - due for t in burst], 0.5), "ms")
+        fig("push.burst.last_ms", max(burst) - due, "ms")
+        fig("push.burst.pusher_cpu_us_per_callback", (c1 - c0) * 1e6 / max(1, len(burst)), "us")
+        fig("push.burst.redis_cpu_us_per_callback", (r1 - r0) * 1e6 / max(1, len(burst)), "us")
+        # (2) paced
+        start = int(time.time() * 1000) + 3000
+        ats = {"l%d" % i: start + int(spread * 1000 * i / n_paced) for i in range(n_paced)}
+        add_callbacks(s, ats, rx.url())
+        got = wait_arrivals(rx, n_burst + n_paced, spread + 60)
+        late = [got[i] - at for i, at in ats.items() if i in got]
+        fig("push.paced.jobs", len(late), "jobs")
+        fig("push.paced.late_p50_ms", pctl(late, 0.5), "ms")
+        fig("push.paced.late_p99_ms", pctl(late, 0.99), "ms")
+        fig("push.paced.late_max_ms", max(late) if late else float("nan"), "ms")
+        fig("push.missed", n_burst + n_paced - len(got), "jobs")
+        # Deliveries beyond one per job: failed attempts (their backoff step
+        # shows in the lateness figures).
+        fig("push.extra_attempts", s.stat("push", "popped") - (n_burst + n_paced), "attempts")
+    finally:
+        s.stop()
+        rx.stop()
 
 
 def load_delayed(s, n, topic, tag, delay=3600, at=None):
@@ -1060,7 +1214,7 @@ def ratios():
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, tune, profile, perf, syscalls (these five are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, profile, perf, syscalls (these six are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
@@ -1094,7 +1248,7 @@ def main():
     global BIN_DIR
     BIN_DIR = tempfile.mkdtemp(prefix="delayq-bench-bin-")
     build = {}
-    for b in ("delayq-fcgi", "delayq-timer"):
+    for b in ("delayq-fcgi", "delayq-timer", "delayq-push"):
         shutil.copy2(os.path.join(ARGS.build, b), os.path.join(BIN_DIR, b))
         import hashlib
         with open(os.path.join(BIN_DIR, b), "rb") as f:
@@ -1136,6 +1290,8 @@ def main():
         timed("bullmq", bullmq, P, ARGS.outdir)
     if "cluster" in what:
         timed("cluster", cluster_vs_single, P, ARGS.outdir)
+    if "push" in what:
+        timed("push", push, P)
     if "tune" in what:
         timed("tune", tune, P)
     if "profile" in what:

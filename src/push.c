@@ -24,7 +24,11 @@
 #include "util.h"
 #include "webhook.h"
 
-#define RESCAN_MS 1000     /* look in every shard this often, wake-ups or not */
+/* Ready push jobs announce themselves on P:pushwake, and every shard is
+ * looked at after each (re)subscription, so an idle pusher sleeps; this
+ * rare look at every shard only bounds the damage of a message Redis
+ * dropped without dropping the subscription. */
+#define RESCAN_MS 30000
 #define RETRY_MS 200       /* after Redis did not answer */
 #define STOP_WAIT_MS 30000 /* after SIGTERM, for the requests in flight */
 #define MAX_FDS 66         /* stop, and the subscriber's nodes */
@@ -451,6 +455,10 @@ int push_run(const dq_config *cfg, int stop_fd)
         int64_t wait = p.next_rescan - util_mono_ms();
         if (p.ndone || !store_sub_open_now(p.sub))
             wait = RETRY_MS;
+        for (int k = 0; k < p.nshards && wait > 0; k++) {
+            if (p.more[k] && p.inflight < cfg->push_concurrency)
+                wait = 0; /* a full take left more behind, and there is room */
+        }
         if (wait < 0)
             wait = 0;
         if (wait > RESCAN_MS)

@@ -74,6 +74,7 @@ class LedgerLoad:
     def _consumer(self):
         conn = Http(self.d.http_port, timeout=30)
         while not self.stop_popping.is_set():
+            sent = time.monotonic()
             st, r = self._post(conn, "pop", {"topic": self.topic, "count": 10, "timeout": 0.5})
             if st != 200:
                 time.sleep(0.05)
@@ -81,7 +82,7 @@ class LedgerLoad:
             now = time.monotonic()
             for j in r.get("jobs", []):
                 with self.lock:
-                    self.deliveries.setdefault(j["id"], []).append((now, j["attempts"]))
+                    self.deliveries.setdefault(j["id"], []).append((now, j["attempts"], sent))
             ids = [j["id"] for j in r.get("jobs", [])]
             while ids and not self.stop_popping.is_set():
                 st, _ = self._post(conn, "finish", {"ids": ids})
@@ -122,13 +123,16 @@ class LedgerLoad:
 
     def duplicates(self, eps=0.05):
         """(id, deliveries) delivered twice within its TTR (or with the same
-        attempts number twice)."""
+        attempts number twice). A delivery's TTR starts when its pop ran in
+        Redis, somewhere between the pop's sending and its answer, so the
+        bound is conservative: the next delivery arrived before the first
+        pop was sent plus the TTR. Deliveries: (received, attempts, sent)."""
         out = []
         with self.lock:
             for jid, ds in self.deliveries.items():
                 ds = sorted(ds)
-                for (t1, a1), (t2, a2) in zip(ds, ds[1:]):
-                    if a1 == a2 or t2 < t1 + self.ttr - eps:
+                for (_, a1, sent1), (t2, a2, _) in zip(ds, ds[1:]):
+                    if a1 == a2 or t2 < sent1 + self.ttr - eps:
                         out.append((jid, ds))
                         break
         return out
