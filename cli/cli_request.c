@@ -67,8 +67,13 @@ static int put_number(dq_buf *out, cli_field f, const char *s, char *err, size_t
     return 0;
 }
 
-/* "a,b,c" -> ["a","b","c"]; empty items are kept so the server names them. */
-static int put_list(dq_buf *out, cli_field f, const char *s, char *err, size_t errlen)
+typedef int (*put_item_fn)(dq_buf *out, cli_field f, const char *s, size_t n, char *err,
+                           size_t errlen);
+
+/* "a,b,c" -> [a,b,c], each item written by put_item; empty items are kept
+ * so the server names them. */
+static int put_list_of(dq_buf *out, cli_field f, const char *s, put_item_fn put_item, char *err,
+                       size_t errlen)
 {
     buf_puts(out, "[");
     for (const char *p = s;; p++) {
@@ -76,7 +81,7 @@ static int put_list(dq_buf *out, cli_field f, const char *s, char *err, size_t e
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
         if (p != s)
             buf_puts(out, ",");
-        if (put_string(out, f, p, n, err, errlen) < 0)
+        if (put_item(out, f, p, n, err, errlen) < 0)
             return -1;
         if (!comma)
             break;
@@ -86,32 +91,25 @@ static int put_list(dq_buf *out, cli_field f, const char *s, char *err, size_t e
     return 0;
 }
 
+/* One backoff step: a number of seconds. */
+static int put_step(dq_buf *out, cli_field f, const char *s, size_t n, char *err, size_t errlen)
+{
+    char item[64];
+    if (n >= sizeof item) {
+        snprintf(err, errlen, "--%s: a step is too long", cli_field_flag(f));
+        return -1;
+    }
+    memcpy(item, s, n);
+    item[n] = '\0';
+    return put_number(out, f, item, err, errlen);
+}
+
 /* "stepped", or "15,180,600" -> [15,180,600]. */
 static int put_backoff(dq_buf *out, const char *s, char *err, size_t errlen)
 {
     if (strcmp(s, "stepped") == 0)
         return put_string(out, CLI_F_BACKOFF, s, strlen(s), err, errlen);
-    buf_puts(out, "[");
-    char item[64];
-    for (const char *p = s;; p++) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        if (n >= sizeof item) {
-            snprintf(err, errlen, "--backoff: a step is too long");
-            return -1;
-        }
-        memcpy(item, p, n);
-        item[n] = '\0';
-        if (p != s)
-            buf_puts(out, ",");
-        if (put_number(out, CLI_F_BACKOFF, item, err, errlen) < 0)
-            return -1;
-        if (!comma)
-            break;
-        p = comma;
-    }
-    buf_puts(out, "]");
-    return 0;
+    return put_list_of(out, CLI_F_BACKOFF, s, put_step, err, errlen);
 }
 
 /* Reads all of path ("-": stdin) into text. */
@@ -211,7 +209,7 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
             rc = put_backoff(out, a->value[f], err, errlen);
             break;
         case CLI_F_IDS:
-            rc = put_list(out, f, a->value[f], err, errlen);
+            rc = put_list_of(out, f, a->value[f], put_string, err, errlen);
             break;
         case CLI_F_DELAY:
         case CLI_F_AT:

@@ -11,6 +11,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "daemon.h"
 #include "push_guard.h"
 #include "fcgi_front.h"
 #include "log.h"
@@ -44,17 +45,6 @@ static pid_t spawn_worker(const dq_config *cfg, int listen_fd, const sigset_t *b
     exit(worker_run(cfg, listen_fd));
 }
 
-/* A process laid out unlike its deployment (buckets, shards) would put
- * jobs where no other process looks: it does not start. */
-static int layout_refused(const dq_config *cfg)
-{
-    char why[512];
-    if (store_layout_check(cfg, why, sizeof why) != DQ_MISCONFIGURED)
-        return 0; /* fine, or Redis is not there yet: the functions check on use */
-    log_error("%s; not starting", why);
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     static dq_config cfg;
@@ -84,7 +74,7 @@ int main(int argc, char **argv)
         return 2;
     }
     guard_allow_free(allow);
-    if (layout_refused(&cfg))
+    if (daemon_layout_refused(&cfg))
         return 1;
     if (cfg.listen[0] == '/')
         unlink(cfg.listen); /* a stale socket of an earlier run */

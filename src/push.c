@@ -378,13 +378,13 @@ static int pusher_init(pusher *p, const dq_config *cfg)
     p->allow = guard_allow_parse(cfg->push_allow, err, sizeof err);
     if (!p->allow) {
         log_error("%s", err);
-        return -1;
+        return -2;
     }
     if (cfg->push_secret[0]) {
         p->keys = webhook_keys_parse(cfg->push_secret, err, sizeof err);
         if (!p->keys) {
             log_error("push_secret: %s", err);
-            return -1;
+            return -2;
         }
     }
     p->cmd = store_new(cfg);
@@ -422,8 +422,9 @@ int push_run(const dq_config *cfg, int stop_fd)
     }
     pusher p;
     int code = 0;
-    if (pusher_init(&p, cfg) < 0) {
-        code = 1;
+    int rc = pusher_init(&p, cfg);
+    if (rc < 0) {
+        code = rc == -2 ? 2 : 1; /* -2: a bad setting */
         goto out;
     }
     if (cfg->redis_sentinels[0] && sentinel_watch_start(cfg) < 0) {

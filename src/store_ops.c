@@ -186,12 +186,17 @@ dq_status store_layout_check(const dq_config *cfg, char *why, size_t whylen)
 /* Jobs                                                                      */
 /* ------------------------------------------------------------------------ */
 
+static void free_kept_replies(store_reply **replies, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        store_reply_free(replies[i]);
+    free(replies);
+}
+
 void store_jobs_free(store_jobs *j)
 {
     free(j->jobs);
-    for (size_t i = 0; i < j->nreplies; i++)
-        store_reply_free(j->replies[i]);
-    free(j->replies);
+    free_kept_replies(j->replies, j->nreplies);
     memset(j, 0, sizeof *j);
 }
 
@@ -582,9 +587,7 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
 void store_stats_free(store_stats *st)
 {
     free(st->topics);
-    for (size_t i = 0; i < st->nreplies; i++)
-        store_reply_free(st->replies[i]);
-    free(st->replies);
+    free_kept_replies(st->replies, st->nreplies);
     memset(st, 0, sizeof *st);
 }
 

@@ -385,18 +385,7 @@ class Deployment:
         log = self.path("timer%d.log" % i)
         argv = [self.timer_bin] + self.redis_flags() + ["--prefix=dq", "--log-level=info"]
         argv += flags(self.flags) + flags(self.timer_flags) + flags(extra)
-        p = self.popen(argv, log, valgrind=True)
-        self.timers.append(p)
-        self.timer_logs.append(log)
-        deadline = time.monotonic() + 10 * SLOW
-        while wait and time.monotonic() < deadline:
-            if p.poll() is not None:
-                raise DeploymentError("delayq-timer %d exited at start with %s\n%s" %
-                                      (i, p.returncode, tail(log)))
-            with open(log, "rb") as f:
-                if b"started" in f.read():
-                    break
-            time.sleep(0.02)
+        self.timers.append(self._start_daemon("delayq-timer %d" % i, argv, log, wait))
         return i
 
     def start_pusher(self, **extra):
@@ -406,19 +395,25 @@ class Deployment:
         log = self.path("push%d.log" % i)
         argv = [self.push_bin] + self.redis_flags() + ["--prefix=dq", "--log-level=info"]
         argv += flags(self.flags) + flags(self.push_flags) + flags(extra)
+        self.pushers.append(self._start_daemon("delayq-push %d" % i, argv, log))
+        return i
+
+    def _start_daemon(self, name, argv, log, wait=True):
+        """Starts a timer or a pusher (its log goes with the timers'); with
+        wait, until its log says it started (so that a signal sent next
+        finds its handlers installed, which matters under valgrind)."""
         p = self.popen(argv, log, valgrind=True)
-        self.pushers.append(p)
         self.timer_logs.append(log)
         deadline = time.monotonic() + 10 * SLOW
-        while time.monotonic() < deadline:
+        while wait and time.monotonic() < deadline:
             if p.poll() is not None:
-                raise DeploymentError("delayq-push %d exited at start with %s\n%s" %
-                                      (i, p.returncode, tail(log)))
+                raise DeploymentError("%s exited at start with %s\n%s" % (name, p.returncode,
+                                                                         tail(log)))
             with open(log, "rb") as f:
                 if b"started" in f.read():
                     break
             time.sleep(0.02)
-        return i
+        return p
 
     def kill_pusher(self, i, sig=signal.SIGKILL, timeout=15.0):
         """Signals pusher i by pid and waits; returns its exit code."""

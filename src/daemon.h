@@ -1,0 +1,21 @@
+/* daemon: the start-up the delayq processes share: --help, the
+ * configuration (file, environment, flags), logging, and refusing to run
+ * laid out unlike the deployment. */
+#ifndef DQ_DAEMON_H
+#define DQ_DAEMON_H
+
+#include "config.h"
+
+/* 1 (logged) when Redis records another bucket or shard layout than cfg:
+ * such a process would put jobs where no other process looks. 0 when the
+ * layouts agree, or Redis is not there yet (the functions check on use). */
+int daemon_layout_refused(const dq_config *cfg);
+
+/* main() of delayq-timer and delayq-push: parses the configuration into a
+ * static dq_config, checks the layout, blocks SIGTERM and SIGINT and hands
+ * a signalfd for them to run(), whose result is the exit status (2 for a
+ * bad setting, 1 for another failure at start). */
+int daemon_main(const char *name, int argc, char **argv,
+                int (*run)(const dq_config *cfg, int stop_fd));
+
+#endif
