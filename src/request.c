@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched_time.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -130,6 +131,12 @@ typedef enum {
     F_COUNT,
     F_CURSOR,
     F_LIMIT,
+    F_CRON,
+    F_EVERY,
+    F_TZ,
+    F_START,
+    F_END,
+    F_PREVIEW,
     NFIELDS
 } field_id;
 
@@ -140,6 +147,8 @@ static const char *const field_names[NFIELDS] = {
     [F_BODY] = "body",       [F_RETRIES] = "retries", [F_JOBS] = "jobs",
     [F_TIMEOUT] = "timeout", [F_COUNT] = "count",     [F_CURSOR] = "cursor",
     [F_LIMIT] = "limit",
+    [F_CRON] = "cron",       [F_EVERY] = "every",     [F_TZ] = "tz",
+    [F_START] = "start",     [F_END] = "end",         [F_PREVIEW] = "preview",
 };
 
 static field_id field_from_name(const char *s, size_t n)
@@ -637,6 +646,121 @@ static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *r
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Schedules                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A schedule id: an id without '@', short enough that "<id>@<seconds>"
+ * is an id too. */
+static int schedule_id_field(vctx *v, fieldset *f, int required, const char **id)
+{
+    size_t n = 0;
+    int r = string_field(v, f, F_ID, required, id, &n);
+    if (r <= 0)
+        return r;
+    if (check_name(v, "id", *id, n, DQ_SCHEDULE_ID_MAX) < 0)
+        return -1;
+    if (memchr(*id, '@', n))
+        return invalid(v, DQ_BAD_REQUEST, "field 'id' of a schedule must not contain '@': its "
+                                          "fires are the jobs '<id>@<Unix seconds>'");
+    return 1;
+}
+
+static int parse_schedule(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    dq_schedule_spec *sc = &req->schedule;
+    size_t n;
+    if (schedule_id_field(v, f, 1, &sc->id) < 0 || topic_field(v, f, 1, &sc->topic) < 0)
+        return -1;
+    req->topics = alloc_array(1, sizeof *req->topics);
+    req->topics[0] = sc->topic; /* auth_check: the token must be allowed the topic */
+    req->ntopics = 1;
+
+    int has_cron = string_field(v, f, F_CRON, 0, &sc->cron, &n);
+    if (has_cron < 0)
+        return -1;
+    int has_every = int_field(v, f, F_EVERY, 1, SCHED_EVERY_MAX, &sc->every_s);
+    if (has_every < 0)
+        return -1;
+    if (has_cron && has_every)
+        return invalid(v, DQ_BAD_REQUEST, "fields 'cron' and 'every' cannot both be given");
+    if (!has_cron && !has_every)
+        return invalid(v, DQ_BAD_REQUEST, "field 'cron' or 'every' is required");
+    if (has_cron) {
+        char why[256];
+        if (n > CRON_EXPR_MAX)
+            return invalid(v, DQ_BAD_REQUEST, "field 'cron' must be at most %d bytes", CRON_EXPR_MAX);
+        if (cron_parse(sc->cron, &sc->cron_parsed, why, sizeof why) < 0)
+            return invalid(v, DQ_BAD_REQUEST, "field 'cron' is not a cron expression: %s", why);
+    } else {
+        sc->cron = NULL;
+    }
+    sc->tz = "UTC";
+    int has_tz = string_field(v, f, F_TZ, 0, &sc->tz, &n);
+    if (has_tz < 0)
+        return -1;
+    if (has_tz && (n < 1 || n > TZ_NAME_MAX))
+        return invalid(v, DQ_BAD_REQUEST, "field 'tz' must be an IANA time zone name of 1 to %d "
+                                          "bytes", TZ_NAME_MAX);
+
+    sc->ttr_ms = lim->default_ttr_ms;
+    if (seconds_field(v, f, F_TTR, 0.001, DQ_TTR_MAX_MS / 1000.0, &sc->ttr_ms) < 0)
+        return -1;
+    if (sc->ttr_ms < 1)
+        return invalid(v, DQ_BAD_REQUEST, "field 'ttr' must be at least 0.001 seconds");
+    sc->retries = -1;
+    if (int_field(v, f, F_RETRIES, 0, DQ_RETRIES_MAX, &sc->retries) < 0)
+        return -1;
+    sc->start_s = sc->end_s = -1;
+    if (int_field(v, f, F_START, 0, DQ_UNIX_S_MAX, &sc->start_s) < 0 ||
+        int_field(v, f, F_END, 0, DQ_UNIX_S_MAX, &sc->end_s) < 0)
+        return -1;
+    if (sc->start_s >= 0 && sc->end_s >= 0 && sc->end_s < sc->start_s)
+        return invalid(v, DQ_BAD_REQUEST, "field 'end' must not be before 'start'");
+
+    /* The body is kept as the text that was sent, as add keeps it (see
+     * parse_job). */
+    if (!take(f, F_BODY))
+        return invalid(v, DQ_BAD_REQUEST, "field 'body' is required");
+    const json_tok *b = tok_of(f, F_BODY);
+    size_t start = b->type == JSON_STRING ? b->start - 1 : b->start;
+    size_t end = b->type == JSON_STRING ? b->end + 1 : b->end;
+    sc->body = f->text + start;
+    sc->body_len = json_compact(f->text, start, end, f->text + start);
+    if (sc->body_len > lim->max_body)
+        return invalid(v, DQ_TOO_LARGE, "field 'body' is %zu bytes of JSON, more than the limit of %zu",
+                       sc->body_len, lim->max_body);
+    return 0;
+}
+
+static int parse_unschedule(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    req->ids = alloc_array(1, sizeof *req->ids);
+    req->nids = 1;
+    return schedule_id_field(v, f, 1, &req->ids[0]) < 0 ? -1 : 0;
+}
+
+/* schedules: all, or one by id, with an optional preview of its fires. */
+static int parse_schedules(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    const char *id = NULL;
+    int64_t preview = 0;
+    if (schedule_id_field(v, f, 0, &id) < 0 ||
+        int_field(v, f, F_PREVIEW, 1, DQ_PREVIEW_MAX, &preview) < 0)
+        return -1;
+    if (preview && !id)
+        return invalid(v, DQ_BAD_REQUEST, "field 'preview' needs 'id': it previews one schedule");
+    if (id) {
+        req->ids = alloc_array(1, sizeof *req->ids);
+        req->ids[0] = id;
+        req->nids = 1;
+    }
+    req->count = (int)preview;
+    return 0;
+}
+
 static int parse_none(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
     (void)v, (void)f, (void)lim, (void)req;
@@ -759,7 +883,7 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
     }
     if (get && !(command_flags(*cmd) & CMDF_READ_ONLY))
         return invalid(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only the read-only "
-                    "commands (get, stats, health, metrics)", command_name(*cmd));
+                    "commands (get, stats, schedules, health, metrics)", command_name(*cmd));
     return 0;
 }
 
@@ -799,7 +923,7 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
         char quoted[64] = "";
         request_quote_input(quoted, sizeof quoted, method, strlen(method), 16);
         invalid(&v, DQ_BAD_REQUEST, "method %s is not allowed; use POST (or GET for the read-only "
-             "commands get, stats, health and metrics)", quoted);
+             "commands get, stats, schedules, health and metrics)", quoted);
         return v.status;
     }
     if (resolve_command(&v, get, path, &f, &req->cmd) < 0)
