@@ -6,15 +6,24 @@ while no timer ran collapsing into one, and bodies kept byte for byte."""
 
 import datetime
 import json
+import os
 import re
 import signal
 import time
-import unittest
+import tempfile
 from zoneinfo import ZoneInfo
 
 from dqtest import SLOW, DeploymentTestCase, main, unique
 
 UTC = datetime.timezone.utc
+
+ADMIN = "admin-token-0123456789"
+LIMITED = "limited-token-abcdef"  # schedules on order.* only
+TOKENS_DIR = tempfile.mkdtemp(prefix="delayq-sched-auth-")
+TOKENS = os.path.join(TOKENS_DIR, "tokens")
+with open(TOKENS, "w") as f:
+    f.write("%s\n%s topics=order. commands=schedule,unschedule,schedules\n" % (ADMIN, LIMITED))
+os.chmod(TOKENS_DIR, 0o755)
 
 
 def fire_time(job_id, sched_id):
@@ -271,6 +280,41 @@ class MissedFiresTest(ScheduleTestBase):
         self.assertGreaterEqual(latest, first + 3)
         self.assertEqual(s["missed"], latest - first, s)
         self.assertGreaterEqual(s["last"], latest * 1000)
+
+
+class ScheduleAuthTest(ScheduleTestBase):
+    DEPLOYMENT_KW = dict(workers=1, threads=4, fcgi_flags={"auth_file": TOKENS})
+
+    def call(self, method, path, token, fields=None):
+        body = json.dumps(fields).encode() if fields is not None else None
+        st, _, data = self.c.request(method, path, body, {"Authorization": "Bearer " + token})
+        return st, json.loads(data)
+
+    def test_topic_limited_token(self):
+        secret = dict(id=unique("sec"), topic="secret", cron="0 0 1 1 *", body=1)
+        self.assertOk(*self.call("POST", "/schedule", ADMIN, secret))
+        mine = dict(id=unique("mine"), topic="order.a", cron="0 0 1 1 *", body=2)
+        self.assertOk(*self.call("POST", "/schedule", LIMITED, mine))
+        st, r = self.call("POST", "/schedule", LIMITED, dict(secret, topic="other"))
+        self.assertError(st, r, 401, "unauthorized")
+        # Another topic's schedule: unknown to this token, and not replaced.
+        st, r = self.call("POST", "/schedule", LIMITED, dict(secret, topic="order.b"))
+        self.assertError(st, r, 409, "conflict")
+        st, r = self.call("POST", "/unschedule", LIMITED, {"id": secret["id"]})
+        self.assertError(st, r, 404, "not_found")
+        st, r = self.call("GET", "/schedules?id=" + secret["id"], LIMITED)
+        self.assertError(st, r, 404, "not_found")
+        st, r = self.call("GET", "/schedules", LIMITED)
+        self.assertOk(st, r)
+        self.assertEqual([s["id"] for s in r["schedules"]], [mine["id"]])
+        st, r = self.call("GET", "/schedules", ADMIN)
+        self.assertOk(st, r)
+        self.assertEqual(sorted(s["id"] for s in r["schedules"]),
+                         sorted([secret["id"], mine["id"]]))
+        self.assertEqual([s["topic"] for s in r["schedules"] if s["id"] == secret["id"]],
+                         ["secret"])
+        self.assertOk(*self.call("POST", "/unschedule", LIMITED, {"id": mine["id"]}))
+        self.assertOk(*self.call("POST", "/unschedule", ADMIN, {"id": secret["id"]}))
 
 
 if __name__ == "__main__":
