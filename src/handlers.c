@@ -8,6 +8,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
+#include "sched_time.h"
 #include "shard_pop.h"
 #include "store_ops.h"
 #include "util.h"
@@ -311,6 +312,180 @@ static dq_response handle_kick(call_ctx *c)
     buf_puts(c->out, "{\"success\":true,\"kicked\":");
     buf_put_i64(c->out, kicked);
     buf_putc(c->out, '}');
+    return answer(DQ_OK);
+}
+
+/* ------------------------------------------------------------------------ */
+/* schedule / unschedule / schedules                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Loads a schedule's zone; NULL with a 400 written when it is unknown. */
+static dq_tz *schedule_zone(call_ctx *c, const char *name, dq_response *res)
+{
+    char why[256];
+    dq_tz *tz = tz_load(name, why, sizeof why);
+    if (!tz)
+        *res = answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'tz' must name an IANA time zone: %s", why));
+    return tz;
+}
+
+static void schedule_def(dq_sched *def, const dq_cron *cron, const dq_tz *tz, int64_t every_s,
+                         int64_t anchor_s, int64_t start_s, int64_t end_s)
+{
+    memset(def, 0, sizeof *def);
+    def->is_cron = cron != NULL;
+    if (cron)
+        def->cron = *cron;
+    def->tz = tz;
+    def->every_s = every_s;
+    def->anchor_s = anchor_s;
+    def->start_s = start_s < 0 ? SCHED_NONE : start_s;
+    def->end_s = end_s < 0 ? SCHED_NONE : end_s;
+}
+
+static dq_response handle_schedule(call_ctx *c)
+{
+    const dq_schedule_spec *sc = &c->req->schedule;
+    dq_response res = answer(DQ_OK);
+    dq_tz *tz = schedule_zone(c, sc->tz, &res);
+    if (!tz)
+        return res;
+    /* The first fire strictly after now: this host's clock, like add's
+     * `at` check; `every` without `start` counts from now. */
+    int64_t now_s = util_wall_ms() / 1000;
+    int64_t anchor_s = sc->start_s >= 0 ? sc->start_s : now_s;
+    dq_sched def;
+    schedule_def(&def, sc->cron ? &sc->cron_parsed : NULL, tz, sc->every_s, anchor_s, sc->start_s,
+                 sc->end_s);
+    int64_t next = sched_next(&def, now_s);
+    if (next == SCHED_NONE) {
+        def.end_s = SCHED_NONE;
+        if (sc->end_s >= 0 && sched_next(&def, now_s) != SCHED_NONE)
+            res = answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                      "field 'end' leaves the schedule no fire time after now"));
+        else
+            res = answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                      "field 'cron' matches no date in the next %d days",
+                                      CRON_HORIZON_DAYS));
+        tz_free(tz);
+        return res;
+    }
+    tz_free(tz);
+    int replaced = 0;
+    store_error err;
+    dq_status st = store_schedule_put(c->h->store, c->allow, sc, anchor_s, next * 1000, &replaced,
+                                      &err);
+    if (st == DQ_CONFLICT)
+        return answer(reply_errorf(c->out, DQ_CONFLICT, "a schedule with id '%s' exists under a "
+                                   "topic this token may not use", sc->id));
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    buf_puts(c->out, "{\"success\":true,\"id\":");
+    buf_put_json_string(c->out, sc->id, strlen(sc->id));
+    buf_printf(c->out, ",\"next\":%lld,\"replaced\":%s}", (long long)next * 1000,
+               replaced ? "true" : "false");
+    return res;
+}
+
+static dq_response handle_unschedule(call_ctx *c)
+{
+    store_error err;
+    const char *id = c->req->ids[0];
+    dq_status st = store_unschedule(c->h->store, c->allow, id, &err);
+    if (st == DQ_NOT_FOUND)
+        return answer(reply_errorf(c->out, st, "no schedule with id '%s'", id));
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    reply_id(c->out, id, NULL, NULL);
+    return answer(DQ_OK);
+}
+
+static void put_int_or_null(dq_buf *out, const char *name, int64_t v)
+{
+    buf_printf(out, ",\"%s\":", name);
+    if (v < 0)
+        buf_puts(out, "null");
+    else
+        buf_put_i64(out, v);
+}
+
+/* The upcoming fires of a schedule: its stored next fire and those after. */
+static void put_upcoming(call_ctx *c, const store_schedule *sc, int n)
+{
+    int64_t fires[DQ_PREVIEW_MAX];
+    int found = 0;
+    char why[256];
+    dq_tz *tz = tz_load(sc->tz, why, sizeof why);
+    if (tz && sc->next_ms >= 0) {
+        dq_cron cron;
+        int is_cron = sc->cron != NULL;
+        if (!is_cron || cron_parse(sc->cron, &cron, why, sizeof why) == 0) {
+            dq_sched def;
+            schedule_def(&def, is_cron ? &cron : NULL, tz, sc->every_s, sc->anchor_s, sc->start_s,
+                         sc->end_s);
+            found = sched_upcoming(&def, sc->next_ms / 1000 - 1, fires, n);
+        }
+    }
+    tz_free(tz);
+    buf_puts(c->out, ",\"upcoming\":[");
+    for (int i = 0; i < found; i++)
+        buf_printf(c->out, "%s%lld", i ? "," : "", (long long)fires[i] * 1000);
+    buf_putc(c->out, ']');
+}
+
+static void put_schedule(call_ctx *c, const store_schedule *sc)
+{
+    dq_buf *out = c->out;
+    buf_puts(out, "{\"id\":");
+    buf_put_json_string(out, sc->id, sc->id_len);
+    buf_puts(out, ",\"topic\":");
+    buf_put_json_string(out, sc->topic ? sc->topic : "", sc->topic_len);
+    if (sc->cron) {
+        buf_puts(out, ",\"cron\":");
+        buf_put_json_string(out, sc->cron, strlen(sc->cron));
+    } else {
+        buf_printf(out, ",\"every\":%lld", (long long)sc->every_s);
+    }
+    buf_puts(out, ",\"tz\":");
+    buf_put_json_string(out, sc->tz ? sc->tz : "UTC", sc->tz ? strlen(sc->tz) : 3);
+    put_int_or_null(out, "next", sc->next_ms);
+    put_int_or_null(out, "last", sc->last_ms);
+    buf_printf(out, ",\"missed\":%lld", (long long)sc->missed);
+    put_int_or_null(out, "start", sc->start_s);
+    put_int_or_null(out, "end", sc->end_s);
+    buf_puts(out, ",\"ttr\":");
+    buf_put_seconds(out, sc->ttr_ms);
+    put_int_or_null(out, "retries", sc->retries);
+    buf_printf(out, ",\"created\":%lld", (long long)sc->created_ms);
+    if (sc->body) {
+        buf_puts(out, ",\"body\":");
+        buf_append(out, sc->body, sc->body_len);
+    }
+    if (c->req->count > 0)
+        put_upcoming(c, sc, c->req->count);
+    buf_putc(out, '}');
+}
+
+static dq_response handle_schedules(call_ctx *c)
+{
+    const dq_request *req = c->req;
+    store_schedules list;
+    store_error err;
+    const char *id = req->nids ? req->ids[0] : NULL;
+    dq_status st = store_schedules_read(c->h->store, c->allow, id, &list, &err);
+    if (st == DQ_NOT_FOUND)
+        return answer(reply_errorf(c->out, st, "no schedule with id '%s'", id));
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    buf_puts(c->out, "{\"success\":true,\"schedules\":[");
+    for (size_t i = 0; i < list.n; i++) {
+        if (i)
+            buf_putc(c->out, ',');
+        put_schedule(c, &list.list[i]);
+    }
+    buf_puts(c->out, "]}");
+    store_schedules_free(&list);
     return answer(DQ_OK);
 }
 

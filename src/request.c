@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "push_guard.h"
+#include "sched_time.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -134,6 +135,12 @@ typedef enum {
     F_BACKOFF,
     F_CALLBACK,
     F_URL,
+    F_CRON,
+    F_EVERY,
+    F_TZ,
+    F_START,
+    F_END,
+    F_PREVIEW,
     NFIELDS
 } field_id;
 
@@ -145,6 +152,8 @@ static const char *const field_names[NFIELDS] = {
     [F_TIMEOUT] = "timeout", [F_COUNT] = "count",     [F_CURSOR] = "cursor",
     [F_LIMIT] = "limit",     [F_BACKOFF] = "backoff", [F_CALLBACK] = "callback",
     [F_URL] = "url",
+    [F_CRON] = "cron",       [F_EVERY] = "every",     [F_TZ] = "tz",
+    [F_START] = "start",     [F_END] = "end",         [F_PREVIEW] = "preview",
 };
 
 static field_id field_from_name(const char *s, size_t n)
@@ -407,9 +416,36 @@ static void *alloc_array(size_t n, size_t size)
 
 typedef int (*parse_fn)(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req);
 
+/* The required body, kept as the text that was sent: compacted where it
+ * stands (a string token's span excludes its quotes). */
+static int body_field(vctx *v, fieldset *f, const dq_limits *lim, const char **body, size_t *len)
+{
+    if (!take(f, F_BODY))
+        return invalid(v, DQ_BAD_REQUEST, "field 'body' is required");
+    const json_tok *b = tok_of(f, F_BODY);
+    size_t start = b->type == JSON_STRING ? b->start - 1 : b->start;
+    size_t end = b->type == JSON_STRING ? b->end + 1 : b->end;
+    *body = f->text + start;
+    *len = json_compact(f->text, start, end, f->text + start);
+    if (*len > lim->max_body)
+        return invalid(v, DQ_TOO_LARGE, "field 'body' is %zu bytes of JSON, more than the limit of %zu",
+                       *len, lim->max_body);
+    return 0;
+}
+
 static int64_t backoff_steps(const char *text, size_t n);
-static int backoff_field(vctx *v, fieldset *f, dq_job_spec *job);
-static int callback_field(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *job);
+/* What a job (or each fire of a schedule) does after a failed delivery and
+ * where it is delivered: backoff, callback/url, and the retries a callback
+ * job defaults to. */
+typedef struct {
+    const char **backoff;
+    size_t *backoff_len;
+    const char **url;
+    int64_t *cb_timeout_ms;
+    int64_t *retries;
+} delivery_fields;
+static int delivery_field(vctx *v, fieldset *f, const dq_limits *lim, int has_retries,
+                          delivery_fields d);
 
 static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *job)
 {
@@ -447,30 +483,14 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
 
     job->retries = -1;
     int has_retries = int_field(v, f, F_RETRIES, 0, DQ_RETRIES_MAX, &job->retries);
-    if (has_retries < 0 || backoff_field(v, f, job) < 0)
+    if (has_retries < 0 ||
+        delivery_field(v, f, lim, has_retries,
+                       (delivery_fields){&job->backoff, &job->backoff_len, &job->url,
+                                         &job->cb_timeout_ms, &job->retries}) < 0)
         return -1;
-    int has_callback = callback_field(v, f, lim, job);
-    if (has_callback < 0)
-        return -1;
-    if (has_callback && !job->backoff) {
-        job->backoff = DQ_BACKOFF_STEPPED;
-        job->backoff_len = strlen(DQ_BACKOFF_STEPPED);
-    }
-    if (has_callback && !has_retries) /* one retry per step, then buried */
-        job->retries = backoff_steps(job->backoff, job->backoff_len);
 
-    if (!take(f, F_BODY))
-        return invalid(v, DQ_BAD_REQUEST, "field 'body' is required");
-    /* The body is kept as the text that was sent: compacted where it stands
-     * (a string token's span excludes its quotes). */
-    const json_tok *b = tok_of(f, F_BODY);
-    size_t start = b->type == JSON_STRING ? b->start - 1 : b->start;
-    size_t end = b->type == JSON_STRING ? b->end + 1 : b->end;
-    job->body = f->text + start;
-    job->body_len = json_compact(f->text, start, end, f->text + start);
-    if (job->body_len > lim->max_body)
-        return invalid(v, DQ_TOO_LARGE, "field 'body' is %zu bytes of JSON, more than the limit of %zu",
-                    job->body_len, lim->max_body);
+    if (body_field(v, f, lim, &job->body, &job->body_len) < 0)
+        return -1;
     return fields_all_taken(v, f);
 }
 
@@ -485,9 +505,9 @@ static int64_t backoff_steps(const char *text, size_t n)
 
 /* backoff: "stepped", or 1..DQ_BACKOFF_STEPS_MAX numbers of seconds, each
  * 0..DQ_BACKOFF_STEP_MAX_S; kept as its compact JSON text. */
-static int backoff_field(vctx *v, fieldset *f, dq_job_spec *job)
+static int backoff_field(vctx *v, fieldset *f, const char **text, size_t *len)
 {
-    job->backoff = NULL;
+    *text = NULL;
     if (!take(f, F_BACKOFF))
         return 0;
     const json_tok *b = tok_of(f, F_BACKOFF);
@@ -497,8 +517,8 @@ static int backoff_field(vctx *v, fieldset *f, dq_job_spec *job)
         if (n != 7 || memcmp(name, "stepped", 7) != 0)
             return invalid(v, DQ_BAD_REQUEST,
                            "field 'backoff' must be \"stepped\" or an array of seconds");
-        job->backoff = DQ_BACKOFF_STEPPED;
-        job->backoff_len = strlen(DQ_BACKOFF_STEPPED);
+        *text = DQ_BACKOFF_STEPPED;
+        *len = strlen(DQ_BACKOFF_STEPPED);
         return 1;
     }
     if (b->type != JSON_ARRAY || b->count < 1 || b->count > DQ_BACKOFF_STEPS_MAX)
@@ -516,8 +536,8 @@ static int backoff_field(vctx *v, fieldset *f, dq_job_spec *job)
                            "field 'backoff' must hold numbers of seconds from 0 to %d (item %u)",
                            DQ_BACKOFF_STEP_MAX_S, i);
     }
-    job->backoff = f->text + b->start;
-    job->backoff_len = json_compact(f->text, b->start, b->end, f->text + b->start);
+    *text = f->text + b->start;
+    *len = json_compact(f->text, b->start, b->end, f->text + b->start);
     return 1;
 }
 
@@ -537,13 +557,14 @@ static int check_url(vctx *v, const dq_limits *lim, const char *url, size_t n)
 }
 
 /* callback: {"url": ..., "timeout": seconds}, or url alone at the top. */
-static int callback_field(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *job)
+static int callback_field(vctx *v, fieldset *f, const dq_limits *lim, const char **url,
+                          int64_t *timeout_ms)
 {
-    job->url = NULL;
-    job->cb_timeout_ms = DQ_CALLBACK_TIMEOUT_MS;
+    *url = NULL;
+    *timeout_ms = DQ_CALLBACK_TIMEOUT_MS;
     int has_cb = take(f, F_CALLBACK);
     size_t n = 0;
-    int has_url = string_field(v, f, F_URL, 0, &job->url, &n);
+    int has_url = string_field(v, f, F_URL, 0, url, &n);
     if (has_url < 0)
         return -1;
     if (has_cb && has_url)
@@ -559,9 +580,9 @@ static int callback_field(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spe
         v->where = where;
         fieldset cf;
         if (fields_from_object(v, &cf, f->text, f->doc, f->tok[F_CALLBACK]) < 0 ||
-            string_field(v, &cf, F_URL, 1, &job->url, &n) < 0 ||
+            string_field(v, &cf, F_URL, 1, url, &n) < 0 ||
             seconds_field(v, &cf, F_TIMEOUT, 0.001, DQ_CALLBACK_TIMEOUT_MAX_MS / 1000.0,
-                          &job->cb_timeout_ms) < 0 ||
+                          timeout_ms) < 0 ||
             fields_all_taken(v, &cf) < 0)
             return -1;
         v->where = outer;
@@ -569,7 +590,24 @@ static int callback_field(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spe
     }
     if (!has_url)
         return 0;
-    return check_url(v, lim, job->url, n) < 0 ? -1 : 1;
+    return check_url(v, lim, *url, n) < 0 ? -1 : 1;
+}
+
+static int delivery_field(vctx *v, fieldset *f, const dq_limits *lim, int has_retries,
+                          delivery_fields d)
+{
+    if (backoff_field(v, f, d.backoff, d.backoff_len) < 0)
+        return -1;
+    int has_callback = callback_field(v, f, lim, d.url, d.cb_timeout_ms);
+    if (has_callback <= 0)
+        return has_callback;
+    if (!*d.backoff) {
+        *d.backoff = DQ_BACKOFF_STEPPED;
+        *d.backoff_len = strlen(DQ_BACKOFF_STEPPED);
+    }
+    if (!has_retries) /* one retry per step, then buried */
+        *d.retries = backoff_steps(*d.backoff, *d.backoff_len);
+    return 1;
 }
 
 static int parse_add(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
@@ -754,6 +792,113 @@ static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *r
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Schedules                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A schedule id: an id without '@', short enough that "<id>@<seconds>"
+ * is an id too. */
+static int schedule_id_field(vctx *v, fieldset *f, int required, const char **id)
+{
+    size_t n = 0;
+    int r = string_field(v, f, F_ID, required, id, &n);
+    if (r <= 0)
+        return r;
+    if (check_name(v, "id", *id, n, DQ_SCHEDULE_ID_MAX) < 0)
+        return -1;
+    if (memchr(*id, '@', n))
+        return invalid(v, DQ_BAD_REQUEST, "field 'id' of a schedule must not contain '@': its "
+                                          "fires are the jobs '<id>@<Unix seconds>'");
+    return 1;
+}
+
+static int parse_schedule(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    dq_schedule_spec *sc = &req->schedule;
+    size_t n;
+    if (schedule_id_field(v, f, 1, &sc->id) < 0 || topic_field(v, f, 1, &sc->topic) < 0)
+        return -1;
+    req->topics = alloc_array(1, sizeof *req->topics);
+    req->topics[0] = sc->topic; /* auth_check: the token must be allowed the topic */
+    req->ntopics = 1;
+
+    int has_cron = string_field(v, f, F_CRON, 0, &sc->cron, &n);
+    if (has_cron < 0)
+        return -1;
+    int has_every = int_field(v, f, F_EVERY, 1, SCHED_EVERY_MAX, &sc->every_s);
+    if (has_every < 0)
+        return -1;
+    if (has_cron && has_every)
+        return invalid(v, DQ_BAD_REQUEST, "fields 'cron' and 'every' cannot both be given");
+    if (!has_cron && !has_every)
+        return invalid(v, DQ_BAD_REQUEST, "field 'cron' or 'every' is required");
+    if (has_cron) {
+        char why[256];
+        if (n > CRON_EXPR_MAX)
+            return invalid(v, DQ_BAD_REQUEST, "field 'cron' must be at most %d bytes", CRON_EXPR_MAX);
+        if (cron_parse(sc->cron, &sc->cron_parsed, why, sizeof why) < 0)
+            return invalid(v, DQ_BAD_REQUEST, "field 'cron' is not a cron expression: %s", why);
+    } else {
+        sc->cron = NULL;
+    }
+    sc->tz = "UTC";
+    int has_tz = string_field(v, f, F_TZ, 0, &sc->tz, &n);
+    if (has_tz < 0)
+        return -1;
+    if (has_tz && (n < 1 || n > TZ_NAME_MAX))
+        return invalid(v, DQ_BAD_REQUEST, "field 'tz' must be an IANA time zone name of 1 to %d "
+                                          "bytes", TZ_NAME_MAX);
+
+    sc->ttr_ms = lim->default_ttr_ms;
+    if (seconds_field(v, f, F_TTR, 0.001, DQ_TTR_MAX_MS / 1000.0, &sc->ttr_ms) < 0)
+        return -1;
+    if (sc->ttr_ms < 1)
+        return invalid(v, DQ_BAD_REQUEST, "field 'ttr' must be at least 0.001 seconds");
+    sc->retries = -1;
+    int has_retries = int_field(v, f, F_RETRIES, 0, DQ_RETRIES_MAX, &sc->retries);
+    if (has_retries < 0 ||
+        delivery_field(v, f, lim, has_retries,
+                       (delivery_fields){&sc->backoff, &sc->backoff_len, &sc->url,
+                                         &sc->cb_timeout_ms, &sc->retries}) < 0)
+        return -1;
+    sc->start_s = sc->end_s = -1;
+    if (int_field(v, f, F_START, 0, DQ_UNIX_S_MAX, &sc->start_s) < 0 ||
+        int_field(v, f, F_END, 0, DQ_UNIX_S_MAX, &sc->end_s) < 0)
+        return -1;
+    if (sc->start_s >= 0 && sc->end_s >= 0 && sc->end_s < sc->start_s)
+        return invalid(v, DQ_BAD_REQUEST, "field 'end' must not be before 'start'");
+
+    return body_field(v, f, lim, &sc->body, &sc->body_len);
+}
+
+static int parse_unschedule(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    req->ids = alloc_array(1, sizeof *req->ids);
+    req->nids = 1;
+    return schedule_id_field(v, f, 1, &req->ids[0]) < 0 ? -1 : 0;
+}
+
+/* schedules: all, or one by id, with an optional preview of its fires. */
+static int parse_schedules(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    const char *id = NULL;
+    int64_t preview = 0;
+    if (schedule_id_field(v, f, 0, &id) < 0 ||
+        int_field(v, f, F_PREVIEW, 1, DQ_PREVIEW_MAX, &preview) < 0)
+        return -1;
+    if (preview && !id)
+        return invalid(v, DQ_BAD_REQUEST, "field 'preview' needs 'id': it previews one schedule");
+    if (id) {
+        req->ids = alloc_array(1, sizeof *req->ids);
+        req->ids[0] = id;
+        req->nids = 1;
+    }
+    req->count = (int)preview;
+    return 0;
+}
+
 static int parse_none(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
     (void)v, (void)f, (void)lim, (void)req;
@@ -876,7 +1021,7 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
     }
     if (get && !(command_flags(*cmd) & CMDF_READ_ONLY))
         return invalid(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only the read-only "
-                    "commands (get, stats, health, metrics)", command_name(*cmd));
+                    "commands (get, stats, schedules, health, metrics)", command_name(*cmd));
     return 0;
 }
 
@@ -916,7 +1061,7 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
         char quoted[64] = "";
         request_quote_input(quoted, sizeof quoted, method, strlen(method), 16);
         invalid(&v, DQ_BAD_REQUEST, "method %s is not allowed; use POST (or GET for the read-only "
-             "commands get, stats, health and metrics)", quoted);
+             "commands get, stats, schedules, health and metrics)", quoted);
         return v.status;
     }
     if (resolve_command(&v, get, path, &f, &req->cmd) < 0)

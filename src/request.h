@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cron.h"
 #include "json_scan.h"
 #include "status.h"
 
@@ -41,6 +42,11 @@ typedef enum {
 #define DQ_BACKOFF_STEPPED "[15,180,600,1800,1800,3600,7200,21600,54000]"
 #define DQ_CALLBACK_TIMEOUT_MS 10000
 #define DQ_CALLBACK_TIMEOUT_MAX_MS 300000
+/* A schedule's fires are jobs named "<schedule id>@<Unix seconds>": room
+ * for '@' and 15 digits within DQ_ID_MAX. */
+#define DQ_SCHEDULE_ID_MAX 240
+#define DQ_PREVIEW_MAX 100
+#define DQ_UNIX_S_MAX 253402300799LL /* 9999-12-31T23:59:59Z */
 
 /* One job of an add. Strings point into the request body. */
 typedef struct {
@@ -60,6 +66,25 @@ typedef struct {
     int64_t cb_timeout_ms;
 } dq_job_spec;
 
+/* A schedule (periodic job). Strings point into the request body. */
+typedef struct {
+    const char *id, *topic;
+    const char *body; /* as dq_job_spec's */
+    size_t body_len;
+    const char *cron; /* the expression as sent, or NULL for `every` */
+    dq_cron cron_parsed;
+    int64_t every_s;  /* when cron is NULL */
+    const char *tz;   /* zone name as sent; "UTC" when omitted (checked by the handler) */
+    int64_t ttr_ms;
+    int64_t retries;  /* -1: unlimited */
+    int64_t start_s;  /* Unix seconds, -1: none */
+    int64_t end_s;    /* Unix seconds, -1: none */
+    const char *backoff; /* each fire's backoff and callback, as add's */
+    size_t backoff_len;
+    const char *url;
+    int64_t cb_timeout_ms;
+} dq_schedule_spec;
+
 typedef struct {
     dq_command cmd;
     int batch; /* add with "jobs", finish/delete with "ids" */
@@ -76,6 +101,8 @@ typedef struct {
     int count;          /* pop: 0 = single-job answer; kick: how many; stats: page size */
     int64_t delay_ms;   /* release */
     const char *cursor; /* stats: list topics after this one; NULL from the start */
+    dq_schedule_spec schedule; /* schedule (also sets topics[0] for auth_check);
+                                  schedules: count is the preview length */
 
     /* Owned storage the pointers above point into (besides the body). */
     void *arrays;

@@ -175,8 +175,17 @@ const char *store_tag(const dq_store *s, int shard)
     return s->tags[shard];
 }
 
+/* A schedule's fires are jobs "<schedule id>@<Unix seconds>", made by one
+ * atomic call in the schedule's shard: so an id that ends in '@' and
+ * digits lives in the shard of what precedes that '@' (like a Redis Cluster
+ * hash tag). Its bucket still follows from the whole id. */
 int store_shard_of(const dq_store *s, const char *id, size_t n)
 {
+    size_t d = n;
+    while (d > 0 && id[d - 1] >= '0' && id[d - 1] <= '9')
+        d--;
+    if (d > 1 && d < n && id[d - 1] == '@')
+        n = d - 1;
     return (int)(util_crc32(id, n) % (uint32_t)s->shards);
 }
 

@@ -592,6 +592,205 @@ void store_stats_free(store_stats *st)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Schedules                                                                 */
+/* ------------------------------------------------------------------------ */
+
+void store_schedules_free(store_schedules *l)
+{
+    free(l->list);
+    for (size_t i = 0; i < l->nreplies; i++)
+        store_reply_free(l->replies[i]);
+    free(l->replies);
+    memset(l, 0, sizeof *l);
+}
+
+static store_schedule *next_schedule(store_schedules *l)
+{
+    l->list = realloc(l->list, (l->n + 1) * sizeof *l->list);
+    if (!l->list)
+        abort();
+    store_schedule *sc = &l->list[l->n++];
+    memset(sc, 0, sizeof *sc);
+    return sc;
+}
+
+/* A cron field of '' means the schedule counts seconds (every). */
+static const char *cron_or_null(const store_reply *r)
+{
+    size_t n = 0;
+    const char *v = reply_str(r, &n);
+    return v && n ? v : NULL;
+}
+
+dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_spec *sc,
+                             int64_t anchor_s, int64_t next_ms, int *replaced, store_error *err)
+{
+    one_id_call(s, SCRIPT_SCHEDULE, allow, sc->id);
+    store_arg_str(s, sc->topic);
+    store_arg(s, sc->body, sc->body_len);
+    store_arg_int(s, sc->ttr_ms);
+    store_arg_int(s, sc->retries);
+    store_arg_str(s, sc->cron ? sc->cron : "");
+    store_arg_int(s, sc->cron ? 0 : sc->every_s);
+    store_arg_str(s, sc->tz);
+    store_arg_int(s, sc->start_s);
+    store_arg_int(s, sc->end_s);
+    store_arg_int(s, anchor_s);
+    store_arg_int(s, next_ms);
+    store_arg(s, sc->backoff ? sc->backoff : "", sc->backoff ? sc->backoff_len : 0);
+    store_arg_str(s, sc->url ? sc->url : "");
+    store_arg_int(s, sc->cb_timeout_ms);
+    store_reply *r = NULL;
+    dq_status st = run_one(s, &r, err);
+    if (st == DQ_OK) {
+        const char *v = reply_str(reply_at(r, 0), NULL);
+        *replaced = v && strcmp(v, "replaced") == 0;
+    }
+    store_reply_free(r);
+    return st;
+}
+
+dq_status store_unschedule(dq_store *s, const char *allow, const char *id, store_error *err)
+{
+    one_id_call(s, SCRIPT_UNSCHEDULE, allow, id);
+    store_reply *r = NULL;
+    dq_status st = run_one(s, &r, err);
+    store_reply_free(r);
+    return st;
+}
+
+/* {id, {topic, cron, every, tz, start, end, anchor, next, last, missed,
+ * ttr, retries, created, body}, ...} */
+static void read_schedules(const store_reply *r, store_schedules *out)
+{
+    for (size_t i = 0; i + 1 < reply_len(r); i += 2) {
+        const store_reply *f = reply_at(r, i + 1);
+        store_schedule *sc = next_schedule(out);
+        sc->id = reply_str(reply_at(r, i), &sc->id_len);
+        sc->topic = reply_str(reply_at(f, 0), &sc->topic_len);
+        sc->cron = cron_or_null(reply_at(f, 1));
+        sc->every_s = reply_int(reply_at(f, 2));
+        sc->tz = reply_str(reply_at(f, 3), NULL);
+        sc->start_s = reply_int(reply_at(f, 4));
+        sc->end_s = reply_int(reply_at(f, 5));
+        sc->anchor_s = reply_int(reply_at(f, 6));
+        sc->next_ms = reply_int(reply_at(f, 7));
+        sc->last_ms = reply_int(reply_at(f, 8));
+        sc->missed = reply_int(reply_at(f, 9));
+        sc->ttr_ms = reply_int(reply_at(f, 10));
+        sc->retries = reply_int(reply_at(f, 11));
+        sc->created_ms = reply_int(reply_at(f, 12));
+        sc->body = reply_str(reply_at(f, 13), &sc->body_len);
+    }
+}
+
+static int schedule_cmp(const void *a, const void *b)
+{
+    const store_schedule *x = a, *y = b;
+    return name_cmp(x->id, x->id_len, y->id, y->id_len);
+}
+
+dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
+                               store_schedules *out, store_error *err)
+{
+    memset(out, 0, sizeof *out);
+    clear_error(err);
+    if (id) {
+        one_id_call(s, SCRIPT_SCHEDULES, allow, id);
+        store_reply *r = NULL;
+        dq_status st = run_one(s, &r, err);
+        if (st != DQ_OK)
+            return st;
+        keep_reply(&out->replies, &out->nreplies, r);
+        read_schedules(r, out);
+        return DQ_OK;
+    }
+    int shards = store_shards(s);
+    store_batch_begin(s);
+    for (int k = 0; k < shards; k++) {
+        store_batch_call(s, SCRIPT_SCHEDULES, k);
+        store_arg_str(s, allow);
+        store_arg_str(s, "");
+    }
+    store_batch_run(s);
+    for (int k = 0; k < shards; k++) {
+        store_reply *r = NULL;
+        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
+        if (st != DQ_OK) {
+            store_schedules_free(out);
+            return st; /* a list missing a shard would look complete */
+        }
+        keep_reply(&out->replies, &out->nreplies, r);
+        read_schedules(r, out);
+    }
+    if (out->n > 1)
+        qsort(out->list, out->n, sizeof *out->list, schedule_cmp);
+    return DQ_OK;
+}
+
+dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
+                          int64_t *earliest, store_schedules *out)
+{
+    memset(out, 0, sizeof *out);
+    store_error err;
+    store_begin(s, SCRIPT_SCHED_DUE, shard);
+    store_arg_int(s, limit);
+    store_reply *r = NULL;
+    dq_status st = run_one(s, &r, &err);
+    if (st != DQ_OK)
+        return st;
+    keep_reply(&out->replies, &out->nreplies, r);
+    *redis_now = reply_int(reply_at(r, 0));
+    *earliest = reply_int(reply_at(r, 1));
+    /* ..., id, {cron, every, tz, start, end, anchor, next}, ... */
+    for (size_t i = 2; i + 1 < reply_len(r); i += 2) {
+        const store_reply *f = reply_at(r, i + 1);
+        store_schedule *sc = next_schedule(out);
+        sc->id = reply_str(reply_at(r, i), &sc->id_len);
+        sc->cron = cron_or_null(reply_at(f, 0));
+        sc->every_s = reply_int(reply_at(f, 1));
+        sc->tz = reply_str(reply_at(f, 2), NULL);
+        sc->start_s = reply_int(reply_at(f, 3));
+        sc->end_s = reply_int(reply_at(f, 4));
+        sc->anchor_s = reply_int(reply_at(f, 5));
+        sc->next_ms = reply_int(reply_at(f, 6));
+        sc->last_ms = -1;
+        if (!sc->id || !sc->tz) /* removed between the two reads: none */
+            out->n--;
+    }
+    return DQ_OK;
+}
+
+void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n)
+{
+    store_batch_begin(s);
+    for (size_t i = 0; i < n; i++) {
+        store_fire_call *c = &calls[i];
+        /* The fire's job id, for its bucket. */
+        char job_id[DQ_ID_MAX + 32];
+        int len = snprintf(job_id, sizeof job_id, "%s@%lld", c->id,
+                           (long long)(c->fire_ms >= 0 ? c->fire_ms / 1000 : 0));
+        if (len < 0 || (size_t)len >= sizeof job_id)
+            len = 0;
+        store_batch_call(s, SCRIPT_FIRE, shard);
+        store_arg_str(s, c->id);
+        store_arg_int(s, c->expected_ms);
+        store_arg_int(s, c->fire_ms);
+        store_arg_int(s, c->next_ms);
+        store_arg_int(s, c->missed);
+        store_arg_int(s, store_bucket_of(s, job_id, (size_t)len));
+    }
+    store_batch_run(s);
+    for (size_t i = 0; i < n; i++) {
+        store_reply *r = NULL;
+        calls[i].status = store_batch_result(s, i, &r, NULL, 0);
+        const char *v = calls[i].status == DQ_OK ? reply_str(r, NULL) : NULL;
+        calls[i].fired = v && strcmp(v, "fired") == 0;
+        store_reply_free(r);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Timer                                                                     */
 /* ------------------------------------------------------------------------ */
 

@@ -161,6 +161,56 @@ typedef struct {
 } store_push_outcome;
 /* Applies outcomes, one pipelined round per node. */
 void store_push_done(dq_store *s, store_push_outcome *o, size_t n);
+/* Schedules (periodic jobs). A schedule lives in the shard its id names.
+ * Strings point into the replies the list owns. */
+typedef struct {
+    const char *id, *topic, *cron, *tz, *body; /* cron NULL for every; body NULL unless one id */
+    size_t id_len, topic_len, body_len;
+    int64_t every_s;
+    int64_t start_s, end_s; /* -1: none */
+    int64_t anchor_s;
+    int64_t next_ms, last_ms; /* -1: none */
+    int64_t missed;
+    int64_t ttr_ms, retries, created_ms;
+} store_schedule;
+
+typedef struct {
+    store_schedule *list;
+    size_t n;
+    store_reply **replies;
+    size_t nreplies;
+} store_schedules;
+
+void store_schedules_free(store_schedules *l);
+/* Creates or replaces a schedule whose first fire (next_ms, -1: none) and
+ * anchor (every: fires are anchor + k * every) the caller computed.
+ * *replaced tells which it was. DQ_CONFLICT: the id is a schedule of a
+ * topic outside allow. */
+dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_spec *sc,
+                             int64_t anchor_s, int64_t next_ms, int *replaced, store_error *err);
+/* DQ_NOT_FOUND: no such schedule (or one of a topic outside allow). */
+dq_status store_unschedule(dq_store *s, const char *allow, const char *id, store_error *err);
+/* One schedule (id, with its body; DQ_NOT_FOUND when unknown), or every
+ * schedule of every shard that allow lets the caller see, by id (one
+ * pipelined round). */
+dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
+                               store_schedules *out, store_error *err);
+
+/* delayq-timer: the due schedules of one shard (at most limit; with their
+ * definition and next_ms), the shard's Redis time and its earliest next
+ * fire (-1: none). */
+dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
+                          int64_t *earliest, store_schedules *out);
+/* One fire of a schedule (see src/lua/fire.lua): in, and the result out. */
+typedef struct {
+    const char *id;                           /* in */
+    int64_t expected_ms, fire_ms, next_ms;    /* in; fire_ms -1: move on only */
+    int64_t missed;                           /* in */
+    dq_status status;                         /* out */
+    int fired;                                /* out: a job was added */
+} store_fire_call;
+/* The fires of one shard in one pipelined round. */
+void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n);
 
 /* delayq-timer's operations. A move makes up to limit due jobs of one
  * bucket of one shard ready (or redelivers them) and tells when the bucket

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cron.h"
 #include "log.h"
+#include "sched_time.h"
 #include "store.h"
 #include "store_ops.h"
 #include "store_sentinel.h"
@@ -20,6 +22,11 @@
 #define SWEEP_BATCH 100 /* topics forgotten per sweep call */
 #define SWEEP_CALLS 10  /* sweep calls per maintain and shard, at most */
 #define MAX_FDS 66      /* stop, and the subscriber's nodes */
+#define FIRE_BATCH 100  /* due schedules read (and fired) per call */
+#define FIRE_ROUNDS 100 /* rounds of FIRE_BATCH per shard and wake-up, at most */
+#define CATCH_UP_STEPS 100000 /* cron fires walked per schedule and round */
+#define BROKEN_RETRY_MS 60000 /* a schedule the timer cannot compute waits this */
+#define ZONES_MAX 64    /* time zones kept loaded */
 
 /* Bucket b of shard k is entry k * buckets + b of the per-bucket arrays. */
 typedef struct {
@@ -35,6 +42,10 @@ typedef struct {
     int64_t *maintained;     /* per shard: monotonic ms of its last maintain */
     store_move_call *moves;  /* one round of moves */
     size_t moves_cap;
+    int64_t *sched_due;      /* per shard: monotonic ms when its schedules need a look;
+                                NEVER unless we hold its bucket 0 */
+    dq_tz *zones[ZONES_MAX]; /* loaded time zones, by tz_name */
+    int nzones;
 } timer_state;
 
 static void *xcalloc(size_t n, size_t size)
@@ -56,6 +67,7 @@ static void drop_shard(timer_state *t, int k)
         t->held[at(t, k, b)] = 0;
         t->next_due[at(t, k, b)] = NEVER;
     }
+    t->sched_due[k] = NEVER;
 }
 
 /* Heartbeat, renew, rebalance, in every shard. Newly taken buckets are due
@@ -86,9 +98,13 @@ static int maintain(timer_state *t)
             size_t i = at(t, k, b);
             if (t->now_held[i] && !t->held[i]) {
                 t->next_due[i] = 0;
+                if (b == 0)
+                    t->sched_due[k] = 0; /* the shard's schedules are ours now */
                 gained++;
             } else if (!t->now_held[i] && t->held[i]) {
                 t->next_due[i] = NEVER;
+                if (b == 0)
+                    t->sched_due[k] = NEVER;
                 lost++;
             }
             t->held[i] = t->now_held[i];
@@ -132,9 +148,14 @@ static void ensure_subscribed(timer_state *t)
         if (t->held[i])
             t->next_due[i] = 0;
     }
+    for (int k = 0; k < t->nshards; k++) {
+        if (t->held[at(t, k, 0)])
+            t->sched_due[k] = 0;
+    }
 }
 
 /* "<bucket>:<due ms>": an earlier job arrived in a bucket of the shard.
+ * "sched:<ms>": a schedule's next fire became the shard's earliest.
  * "rebalance": a timer joined or gave buckets back; maintain now, so buckets
  * change hands at once rather than at the next renewal. */
 static void read_wakeups(timer_state *t, int64_t *next_maintain)
@@ -144,6 +165,12 @@ static void read_wakeups(timer_state *t, int64_t *next_maintain)
     while ((r = store_sub_read(t->sub, &k, payload, sizeof payload)) == 0) {
         if (strcmp(payload, "rebalance") == 0) {
             *next_maintain = 0;
+            continue;
+        }
+        if (strncmp(payload, "sched:", 6) == 0) {
+            int64_t due = strtoll(payload + 6, NULL, 10) - t->redis_offset[k];
+            if (t->held[at(t, k, 0)] && due < t->sched_due[k])
+                t->sched_due[k] = due;
             continue;
         }
         char *colon = strchr(payload, ':');
@@ -203,6 +230,118 @@ static int64_t move_due(timer_state *t, int64_t until)
     return until;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Schedules                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A loaded zone by name, or NULL with why set. Zones stay loaded for the
+ * life of the timer (at most ZONES_MAX; then they are loaded afresh). */
+static const dq_tz *zone(timer_state *t, const char *name, char *why, size_t whylen)
+{
+    for (int i = 0; i < t->nzones; i++) {
+        if (strcmp(tz_name(t->zones[i]), name) == 0)
+            return t->zones[i];
+    }
+    dq_tz *tz = tz_load(name, why, whylen);
+    if (!tz)
+        return NULL;
+    if (t->nzones == ZONES_MAX) {
+        for (int i = 0; i < t->nzones; i++)
+            tz_free(t->zones[i]);
+        t->nzones = 0;
+    }
+    t->zones[t->nzones++] = tz;
+    return tz;
+}
+
+/* What to do with one due schedule: the latest of its due fire times
+ * fires, the earlier ones count as missed, and its next fire follows. */
+static void plan_fire(timer_state *t, const store_schedule *sc, int64_t redis_now,
+                      store_fire_call *c)
+{
+    char why[256] = "";
+    dq_cron cron;
+    memset(c, 0, sizeof *c);
+    c->id = sc->id;
+    c->expected_ms = sc->next_ms;
+    const dq_tz *tz = zone(t, sc->tz, why, sizeof why);
+    if (!tz || (sc->cron && cron_parse(sc->cron, &cron, why, sizeof why) < 0)) {
+        /* Another version's definition, or a zone this host lacks: wait
+         * rather than fire at a wrong time. */
+        log_error("schedule '%s': %s; trying again in %d s", sc->id, why, BROKEN_RETRY_MS / 1000);
+        c->fire_ms = -1;
+        c->next_ms = redis_now + BROKEN_RETRY_MS;
+        return;
+    }
+    dq_sched def = {.is_cron = sc->cron != NULL,
+                    .tz = tz,
+                    .every_s = sc->every_s,
+                    .anchor_s = sc->anchor_s,
+                    .start_s = sc->start_s < 0 ? SCHED_NONE : sc->start_s,
+                    .end_s = sc->end_s < 0 ? SCHED_NONE : sc->end_s};
+    if (sc->cron)
+        def.cron = cron;
+    int64_t fire, missed, next;
+    sched_catch_up(&def, sc->next_ms / 1000, redis_now / 1000, CATCH_UP_STEPS, &fire, &missed,
+                   &next);
+    c->fire_ms = fire == SCHED_NONE ? -1 : fire * 1000;
+    c->next_ms = next == SCHED_NONE ? -1 : next * 1000;
+    c->missed = missed;
+    if (missed)
+        log_info("schedule '%s': %" PRId64 " fires missed (no timer ran through them)", sc->id,
+                 missed);
+}
+
+/* Fires the due schedules of the shards whose bucket 0 we hold (each
+ * shard's are fired by one timer, like sweep; the fire function makes a
+ * second timer's attempt a no-op anyway). Returns the earliest time a
+ * shard's schedules need a look again (or until). */
+static int64_t fire_schedules(timer_state *t, int64_t until)
+{
+    for (int k = 0; k < t->nshards; k++) {
+        if (!t->held[at(t, k, 0)] || t->sched_due[k] > util_mono_ms())
+            continue;
+        for (int round = 0;; round++) {
+            store_schedules due;
+            int64_t redis_now = 0, earliest = -1;
+            if (round == FIRE_ROUNDS ||
+                store_sched_due(t->cmd, k, FIRE_BATCH, &redis_now, &earliest, &due) != DQ_OK) {
+                t->sched_due[k] = util_mono_ms() + RETRY_MS;
+                break;
+            }
+            int64_t mono = util_mono_ms();
+            t->redis_offset[k] = redis_now - mono;
+            if (due.n == 0) {
+                t->sched_due[k] = earliest < 0 ? NEVER : mono + (earliest - redis_now);
+                store_schedules_free(&due);
+                break;
+            }
+            store_fire_call *calls = xcalloc(due.n, sizeof *calls);
+            for (size_t i = 0; i < due.n; i++)
+                plan_fire(t, &due.list[i], redis_now, &calls[i]);
+            store_fire_many(t->cmd, k, calls, due.n);
+            int failed = 0;
+            for (size_t i = 0; i < due.n; i++) {
+                if (calls[i].status != DQ_OK)
+                    failed = 1;
+                else if (calls[i].fired)
+                    log_debug("schedule '%s': fired %" PRId64, calls[i].id, calls[i].fire_ms / 1000);
+            }
+            free(calls);
+            store_schedules_free(&due);
+            if (failed) {
+                t->sched_due[k] = util_mono_ms() + RETRY_MS;
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < t->nshards; k++) {
+        if (t->held[at(t, k, 0)] && t->sched_due[k] < until)
+            until = t->sched_due[k];
+    }
+    return until;
+}
+
 static int timer_init(timer_state *t, const dq_config *cfg)
 {
     memset(t, 0, sizeof *t);
@@ -220,6 +359,7 @@ static int timer_init(timer_state *t, const dq_config *cfg)
     t->answered = xcalloc((size_t)t->nshards, 1);
     t->redis_offset = xcalloc((size_t)t->nshards, sizeof *t->redis_offset);
     t->maintained = xcalloc((size_t)t->nshards, sizeof *t->maintained);
+    t->sched_due = xcalloc((size_t)t->nshards, sizeof *t->sched_due);
     t->moves_cap = n < STORE_MOVES_PER_ROUND ? n : STORE_MOVES_PER_ROUND;
     t->moves = xcalloc(t->moves_cap, sizeof *t->moves);
     if (cfg->timer_id[0])
@@ -243,6 +383,9 @@ static void timer_free(timer_state *t)
     free(t->redis_offset);
     free(t->maintained);
     free(t->moves);
+    free(t->sched_due);
+    for (int i = 0; i < t->nzones; i++)
+        tz_free(t->zones[i]);
 }
 
 int timer_run(const dq_config *cfg, int stop_fd)
@@ -270,7 +413,7 @@ int timer_run(const dq_config *cfg, int stop_fd)
             next_maintain = now + (rc == 0 ? cfg->timer_lease_ms / 3 : RETRY_MS);
         }
         ensure_subscribed(&t);
-        int64_t wake = move_due(&t, next_maintain);
+        int64_t wake = fire_schedules(&t, move_due(&t, next_maintain));
         if (!store_sub_open_now(t.sub) && wake > util_mono_ms() + RETRY_MS)
             wake = util_mono_ms() + RETRY_MS; /* retry the subscription soon */
         int64_t timeout = wake - util_mono_ms();

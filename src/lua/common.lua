@@ -297,6 +297,30 @@ local function after_failure(id, j, now, wait)
     return 'delay'
 end
 
+-- Schedules (periodic jobs): P:sch:<id> is a schedule's hash (t topic, b
+-- body, ttr, r retries, cron expression or '' and ev seconds or 0, tz, st
+-- start and en end (Unix s, -1 none), a anchor (Unix s), n next fire (ms,
+-- -1 none), l last fire (ms, -1 none), m missed fires, c created (ms));
+-- P:sched holds the ids that have a next fire, scored by it; P:sched:ids
+-- every id, scored 0 (listed by name).
+local function sched_key(id) return P .. ':sch:' .. id end
+
+-- Sets a schedule's next fire in P:sched (-1: none). When it becomes the
+-- earliest, the timer that fires the shard's schedules is told ("sched:<ms>"
+-- on P:wake), since it sleeps until the earliest one.
+local function sched_set_next(id, next_ms)
+    local key = P .. ':sched'
+    if next_ms < 0 then
+        redis.call('ZREM', key, id)
+        return
+    end
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    redis.call('ZADD', key, num(next_ms), id)
+    if not first[2] or next_ms < tonumber(first[2]) then
+        redis.call('SPUBLISH', P .. ':wake', 'sched:' .. num(next_ms))
+    end
+end
+
 -- Every process of a deployment must split jobs into the same number of
 -- shards and buckets, or jobs would land where no process looks. The first
 -- process records both in each shard; a process configured differently is

@@ -23,6 +23,7 @@ Environment:
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -278,6 +279,11 @@ class Deployment:
         return "{dq}" if self.shards == 1 else "{dq:%d}" % shard
 
     def shard_of(self, job_id):
+        # "<schedule id>@<seconds>" (a schedule's fire) lives in the
+        # schedule's shard (store_shard_of in src/store.c).
+        m = re.match(r"^(.+)@[0-9]+$", job_id)
+        if m:
+            job_id = m.group(1)
         return zlib.crc32(job_id.encode("utf-8")) % self.shards
 
     def job_key(self, job_id, kind="j"):

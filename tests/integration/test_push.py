@@ -220,6 +220,19 @@ class PushTest(DeploymentTestCase):
         st, s = self.c.req("stats", topic=t)
         self.assertEqual(s["topics"][t]["added"], 0, "nothing written")
 
+    def test_a_schedule_fires_callbacks(self):
+        t, path, sid = unique("p"), "/" + unique("sched"), unique("s").replace("-", "_")
+        st, r = self.c.req("schedule", id=sid, topic=t, every=1, body={"tick": True},
+                           callback={"url": self.rx.url(path), "timeout": 2}, backoff=[5])
+        self.assertOk(st, r)
+        qs = self.requests(path, 2, timeout=6)
+        self.c.req("unschedule", id=sid)
+        ids = [q.headers["webhook-id"] for q in qs[:2]]
+        self.assertTrue(all(i.startswith(sid + "@") for i in ids), ids)
+        self.assertEqual(len(set(ids)), 2, "one job per fire")
+        self.assertEqual(qs[0].body, b'{"tick":true}')
+        self.assertTrue(verify(qs[0]))
+
     def test_pull_jobs_back_off_too(self):
         t = unique("b")
         jid = self.add(topic=t, body=1, ttr=0.3, backoff=[1.0])

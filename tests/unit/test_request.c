@@ -164,6 +164,8 @@ static void test_command_names(void **state)
         {"delete", CMD_DELETE, 0},   {"get", CMD_GET, 1},         {"touch", CMD_TOUCH, 0},
         {"release", CMD_RELEASE, 0}, {"bury", CMD_BURY, 0},       {"kick", CMD_KICK, 0},
         {"stats", CMD_STATS, 1},     {"health", CMD_HEALTH, 1},   {"metrics", CMD_METRICS, 1},
+        {"schedule", CMD_SCHEDULE, 0}, {"unschedule", CMD_UNSCHEDULE, 0},
+        {"schedules", CMD_SCHEDULES, 1},
     };
     assert_int_equal(sizeof all / sizeof all[0], CMD_COUNT);
     for (size_t i = 0; i < CMD_COUNT; i++) {
@@ -1133,6 +1135,59 @@ static void test_kick(void **state)
     BAD_POST("/kick", "{\"topic\":1}", "'topic'", "string");
 }
 
+static void test_schedule(void **state)
+{
+    (void)state;
+    OK_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"cron\":\"0 3 * * *\","
+                         "\"tz\":\"Asia/Shanghai\",\"body\":{ \"a\" : [1, 2.50] },\"ttr\":5,"
+                         "\"retries\":2,\"start\":100,\"end\":200}");
+    assert_int_equal(req.cmd, CMD_SCHEDULE);
+    const dq_schedule_spec *sc = &req.schedule;
+    assert_string_equal(sc->id, "n");
+    assert_string_equal(sc->topic, "r");
+    assert_string_equal(req.topics[0], "r"); /* for auth_check */
+    assert_string_equal(sc->cron, "0 3 * * *");
+    assert_string_equal(sc->tz, "Asia/Shanghai");
+    assert_int_equal(sc->body_len, strlen("{\"a\":[1,2.50]}"));
+    assert_memory_equal(sc->body, "{\"a\":[1,2.50]}", sc->body_len);
+    assert_int_equal(sc->ttr_ms, 5000);
+    assert_int_equal(sc->retries, 2);
+    assert_int_equal(sc->start_s, 100);
+    assert_int_equal(sc->end_s, 200);
+    OK_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":60,\"body\":\"x\"}");
+    assert_null(req.schedule.cron);
+    assert_int_equal(req.schedule.every_s, 60);
+    assert_string_equal(req.schedule.tz, "UTC");
+    assert_int_equal(req.schedule.retries, -1);
+    assert_int_equal(req.schedule.start_s, -1);
+    BAD_POST("/schedule", "{\"id\":\"a@b\",\"topic\":\"r\",\"every\":60,\"body\":1}", "'id'", "'@'");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"body\":1}", "'cron' or 'every'");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":1,\"cron\":\"* * * * *\",\"body\":1}",
+             "cannot both");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"cron\":\"60 * * * *\",\"body\":1}", "'cron'");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":0,\"body\":1}", "'every'");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":1.5,\"body\":1}", "'every'");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":31622401,\"body\":1}", "'every'");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":1,\"start\":5,\"end\":4,\"body\":1}",
+             "'end'");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":1}", "'body'", "required");
+    BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":1,\"body\":1,\"delay\":1}",
+             "'delay'", "not a field of schedule");
+    BAD_POST("/schedule", fmt("{\"id\":\"%s\",\"topic\":\"r\",\"every\":1,\"body\":1}",
+                              rep('i', DQ_SCHEDULE_ID_MAX + 1)), "'id'");
+    OK_POST("/unschedule", "{\"id\":\"n\"}");
+    assert_string_equal(req.ids[0], "n");
+    BAD_POST("/unschedule", "{\"id\":\"n@1\"}", "'id'");
+    OK_GET("/schedules", NULL);
+    assert_int_equal(req.nids, 0);
+    OK_GET("/schedules", "id=n&preview=100");
+    assert_string_equal(req.ids[0], "n");
+    assert_int_equal(req.count, 100);
+    BAD_GET("/schedules", "preview=3", "'preview'", "'id'");
+    BAD_GET("/schedules", "id=n&preview=101", "'preview'");
+    BAD_GET("/schedule", "id=n", "POST");
+}
+
 static void test_stats(void **state)
 {
     (void)state;
@@ -1199,6 +1254,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_command_names),
+        T(test_schedule),
         T(test_topic_valid),
         T(test_id_valid),
         T(test_command_form),

@@ -1,0 +1,38 @@
+-- fire: fires a due schedule once, however many timers try: only while its
+-- stored next fire is still the one the caller read.
+-- KEYS: P (the schedule's shard). ARGV: id, expected next ms (as read by
+--       sched_due), fire ms (-1: fire nothing, only move on), next ms (the
+--       fire after it; -1: none, the schedule is past its end), missed (fires
+--       skipped since the expected one), bucket of the fire's job.
+-- The fire is the ordinary job '<id>@<fire in Unix seconds>', due at the
+-- fire time, made with create_job unless a job of that id exists already.
+-- (Ids ending in '@<digits>' live in the shard of what precedes the '@',
+-- store_shard_of, so the job is in this shard.)
+-- Returns 'fired', 'exists' (the job was there), 'moved' (no fire asked) or
+-- 'stale' (the schedule changed, went, or another timer fired it: nothing
+-- written).
+local id = ARGV[1]
+local sk = sched_key(id)
+local s = redis.call('HMGET', sk, 'n', 't', 'b', 'ttr', 'r', 'bo', 'u', 'to')
+if not s[1] or tonumber(s[1]) ~= tonumber(ARGV[2]) then return 'stale' end
+local fire, nxt, missed = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local result = 'moved'
+if fire >= 0 then
+    local jid = id .. '@' .. num(math.floor(fire / 1000))
+    if redis.call('EXISTS', job_key(jid)) == 1 then
+        result = 'exists'
+    else
+        local now = now_ms()
+        local seq = fire <= now and reserve_seq(1) or nil
+        local f = {topic = s[2], body = s[3], ttr = s[4], retries = s[5], k = ARGV[6], due = fire}
+        if s[6] and s[6] ~= '' then f.backoff = s[6] end
+        if s[7] and s[7] ~= '' then f.url, f.timeout = s[7], s[8] end
+        create_job(jid, f, now, seq)
+        result = 'fired'
+    end
+    redis.call('HSET', sk, 'l', num(fire))
+end
+if missed > 0 then redis.call('HINCRBY', sk, 'm', num(missed)) end
+redis.call('HSET', sk, 'n', num(nxt))
+sched_set_next(id, nxt)
+return result
