@@ -56,7 +56,10 @@ static int exit_for(const char *code, long http)
 
 /* ---------------------------------------------------------------- commands */
 
-typedef enum { OUT_ADD, OUT_POP, OUT_REMOVE, OUT_GET, OUT_ID, OUT_TOUCH, OUT_RELEASE, OUT_KICK, OUT_STATS, OUT_HEALTH } out_kind;
+typedef enum {
+    OUT_ADD, OUT_POP, OUT_REMOVE, OUT_GET, OUT_ID, OUT_TOUCH, OUT_RELEASE, OUT_KICK, OUT_STATS,
+    OUT_HEALTH, OUT_SCHEDULES
+} out_kind;
 
 typedef struct {
     const char *name;
@@ -114,6 +117,25 @@ static const cli_command commands[] = {
     {"stats", 0, B(TOPIC), 0, OUT_STATS, NULL, "job counts per topic and in total, as a table",
      "  --topic T             only this topic (default: every topic)\n"},
     {"health", 1, 0, 0, OUT_HEALTH, NULL, "check that the service and its Redis answer", ""},
+    {"schedule", 0, B(ID) | B(TOPIC) | B(CRON) | B(EVERY) | B(TZ) | B(TTR) | B(RETRIES) | B(START) |
+                        B(END) | B(BACKOFF) | B(URL) | CLI_BODY_FLAGS,
+     B(ID) | B(TOPIC) | CLI_BODY_FLAGS, OUT_ID, "scheduled",
+     "create or replace a periodic job: each fire adds the job ID@T",
+     "  --id ID               the schedule (required; no '@')\n"
+     "  --topic T             topic of each fire's job (required)\n"
+     "  --cron EXPR           five cron fields or @hourly, @daily, ... (or --every)\n"
+     "  --every SECONDS       fire every this many seconds, 1..31622400 (or --cron)\n"
+     "  --tz ZONE             IANA time zone of --cron (default UTC)\n"
+     "  --start UNIX_SECONDS  no fire before this; --every counts from it\n"
+     "  --end UNIX_SECONDS    no fire after this\n"
+     "  --ttr SECONDS, --retries N, --backoff STEPS, --callback URL: each fire's job, as add\n"
+     "  --body JSON ...       each fire's body (one body flag is required, as for add)\n"},
+    {"unschedule", 0, B(ID), B(ID), OUT_ID, "unscheduled", "remove a schedule (fires made stay)",
+     "  --id ID               the schedule (required)\n"},
+    {"schedules", 0, B(ID) | B(PREVIEW), 0, OUT_SCHEDULES, NULL,
+     "list schedules: id, topic, cron or every, zone, next fire, missed fires",
+     "  --id ID               only this one (with its body)\n"
+     "  --preview N           and its next N fire times (1..100; needs --id)\n"},
 };
 
 #undef B
@@ -244,6 +266,9 @@ static int print_human(const cli_command *c, const cli_json *answer)
         break;
     case OUT_HEALTH:
         cli_out_health(stdout, ans);
+        break;
+    case OUT_SCHEDULES:
+        cli_out_schedules(stdout, ans);
         break;
     }
     return EXIT_OK;

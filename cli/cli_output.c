@@ -167,6 +167,49 @@ void cli_out_health(FILE *out, json_object *ans)
     fprintf(out, "ok (redis %s)\n", field_str(ans, "redis", "?"));
 }
 
+/* Unix ms as "2026-11-23T03:00:00Z", or "-". */
+static void put_time(FILE *out, json_object *ms)
+{
+    if (!ms || !json_object_is_type(ms, json_type_int)) {
+        fputs("-", out);
+        return;
+    }
+    time_t t = (time_t)(json_object_get_int64(ms) / 1000);
+    struct tm tm;
+    char text[32];
+    if (!gmtime_r(&t, &tm) || !strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm)) {
+        fputs(json_text(ms), out);
+        return;
+    }
+    fputs(text, out);
+}
+
+void cli_out_schedules(FILE *out, json_object *ans)
+{
+    json_object *list = field(ans, "schedules");
+    if (!json_object_is_type(list, json_type_array))
+        return;
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        json_object *s = json_object_array_get_idx(list, i);
+        json_object *cron = field(s, "cron");
+        fprintf(out, "%s  %s  ", field_str(s, "id", "?"), field_str(s, "topic", "?"));
+        if (cron)
+            fprintf(out, "cron %s", json_object_get_string(cron));
+        else
+            fprintf(out, "every %ss", json_text(field(s, "every")));
+        fprintf(out, "  %s  next ", field_str(s, "tz", "UTC"));
+        put_time(out, field(s, "next"));
+        fprintf(out, "  missed %s\n", json_text(field(s, "missed")));
+        json_object *up = field(s, "upcoming");
+        for (size_t k = 0; json_object_is_type(up, json_type_array) &&
+                           k < json_object_array_length(up); k++) {
+            fputs("  ", out);
+            put_time(out, json_object_array_get_idx(up, k));
+            fputc('\n', out);
+        }
+    }
+}
+
 void cli_out_error(FILE *out, json_object *ans)
 {
     fprintf(out, "delayq: %s (%s)\n", field_str(ans, "error", "request failed"),

@@ -25,6 +25,9 @@ void cli_out_kick(FILE *out, json_object *ans);
 /* A stats answer as a table: one row per topic (sorted), then "total". */
 void cli_out_stats(FILE *out, json_object *ans);
 void cli_out_health(FILE *out, json_object *ans);
+/* One line per schedule: id, topic, cron or "every Ns", zone, next fire
+ * (UTC), missed fires; then the upcoming fire times of a preview. */
+void cli_out_schedules(FILE *out, json_object *ans);
 /* A failure answer: "delayq: <error> (<code>)". */
 void cli_out_error(FILE *out, json_object *ans);
 
