@@ -489,6 +489,25 @@ class Workers(Base):
         self.assertEqual(Worker(self.client, t, handler, backoff=[]).backoff_for(4), 0.0)
         self.client.delete(id)
 
+    def test_one_log_line_per_outcome(self):
+        # The PHP Worker logs the same sentences (clients/php/tests/WorkerTest.php).
+        def handler(job):
+            raise RuntimeError("boom")
+
+        for add_kw, worker_kw, level, tail in (
+                ({}, {}, "WARNING", "; retry in 30 s"),
+                ({"retries": 0}, {}, "ERROR", "; buried: its retries are used up"),
+                ({}, {"max_attempts": 1}, "ERROR", "; buried after 1 attempts")):
+            t = unique("w-log")
+            id = self.client.add(t, "x", **add_kw)
+            w = Worker(self.client, t, handler, backoff=[30], poll_timeout=1, **worker_kw)
+            with self.assertLogs("delayq.worker", "DEBUG") as logs:
+                self.assertTrue(w.run_once())
+            self.assertEqual(logs.output, ["%s:delayq.worker:job %s failed on attempt 1 "
+                                           "(RuntimeError: boom)%s" % (level, id, tail)])
+            self.assertEqual(self.client.get(id).state, "delay" if level == "WARNING" else "buried")
+            self.client.delete(id)
+
     def test_run_once(self):
         t = unique("w-once")
         got = []
@@ -594,7 +613,7 @@ class WorkerSignals(Base):
             self.wait_line(p, "handled " + id)
             wait_for(lambda: self.client.stats(t)["topics"][t]["finished"] == 1, 5, "finish")
             time.sleep(0.3)
-            out, err = self.finish(p, sig, 1.5)
+            out, err = self.finish(p, sig, 1.0)
             self.assertIn("exited cleanly", out)
             self.assertEqual(self.client.stats(t)["topics"][t]["reserved"], 0)
 
