@@ -91,6 +91,8 @@ final class Client
     private $curlPid = 0;
     /** @var list<string> */
     private $curlHeaders = [];
+    /** @var callable|null */
+    private $abortCheck;
 
     /**
      * @param string $url where nginx serves delayq, e.g. "http://127.0.0.1:8080"
@@ -387,6 +389,22 @@ final class Client
     }
 
     /**
+     * Lets a waiting request be abandoned: while a request is in flight,
+     * curl calls $abort() many times a second (and right after a signal
+     * handler ran); once it returns true the request ends with a
+     * ConnectionLostException whose getCurlErrno() is 42 (aborted) and the
+     * connection is closed. null removes the check. The Worker uses this to
+     * cut a long-poll short on SIGTERM/SIGINT; a job the server reserved
+     * for that poll anyway is delivered again after its TTR.
+     *
+     * @param (callable():bool)|null $abort
+     */
+    public function setAbortCheck(?callable $abort): void
+    {
+        $this->abortCheck = $abort;
+    }
+
+    /**
      * curl_getinfo() of the last request (one CURLINFO_* value with
      * $option), e.g. CURLINFO_NUM_CONNECTS: 0 when it reused the connection.
      *
@@ -489,6 +507,12 @@ final class Client
             $opts[CURLOPT_POSTFIELDS] = $json;
         }
         $opts[CURLOPT_HTTPHEADER] = $headers;
+        $abort = $this->abortCheck;
+        $opts[CURLOPT_NOPROGRESS] = $abort === null;
+        // CURLOPT_PROGRESSFUNCTION rather than XFERINFOFUNCTION: PHP < 8.2 has only this one.
+        $opts[CURLOPT_PROGRESSFUNCTION] = $abort === null ? null : static function () use ($abort): int {
+            return $abort() ? 1 : 0;
+        };
         curl_setopt_array($h, $opts);
         $raw = curl_exec($h);
         if ($raw === false) {

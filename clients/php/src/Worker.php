@@ -16,19 +16,25 @@ namespace Delayq;
  * - The handler returns normally: the job is finished.
  * - The handler throws (any Throwable): the job is released with a delay
  *   taken from 'backoff' by its attempts (backoff[attempts - 1], the last
- *   entry repeating), so it is tried again later. A job that has used its
- *   'retries' is buried by the server instead.
+ *   entry repeating), so it is tried again later; or buried once
+ *   'max_attempts' deliveries have failed. A job that has used its
+ *   'retries' is buried by the server instead. One log line per outcome.
  * - The handler should not finish, delete or release the job itself. For
  *   work longer than the job's TTR it may call $client->touch($job->getId()).
  *
  * run() loops until stop() is called, 'max_jobs' jobs were handled, or (with
- * ext-pcntl) the process gets SIGTERM or SIGINT: the job in hand is completed
- * first, and the loop ends once the current long-poll returns (at most
- * 'timeout' seconds). A second signal ends the process at once.
+ * ext-pcntl) the process gets SIGTERM or SIGINT: the job in hand is finished
+ * or released first; a long-poll in progress is cut short, so run() returns
+ * at once (a job the server reserved for that poll anyway is delivered
+ * again after its TTR). A second signal ends the process at once.
  */
 final class Worker
 {
-    private const OPTIONS = ['timeout', 'backoff', 'max_jobs', 'handle_signals', 'error_pause', 'logger'];
+    private const OPTIONS = [
+        'timeout', 'backoff', 'max_attempts', 'max_jobs', 'handle_signals', 'error_pause', 'logger',
+    ];
+
+    private const CURLE_ABORTED_BY_CALLBACK = 42;
 
     /** @var Client */
     private $client;
@@ -40,6 +46,8 @@ final class Worker
     private $timeout;
     /** @var list<float> */
     private $backoff;
+    /** @var int|null */
+    private $maxAttempts;
     /** @var int|null */
     private $maxJobs;
     /** @var bool */
@@ -58,9 +66,12 @@ final class Worker
     /**
      * @param string|list<string> $topics topics in priority order (array, or "a,b")
      * @param callable $handler function (Job $job, Client $client): void
-     * @param array{timeout?:float,backoff?:list<float>,max_jobs?:?int,handle_signals?:bool,error_pause?:float,logger?:?callable} $options
+     * @param array{timeout?:float,backoff?:list<float>,max_attempts?:?int,max_jobs?:?int,handle_signals?:bool,error_pause?:float,logger?:?callable} $options
      *   timeout:        long-poll seconds of each pop, 0..60 (default 5)
      *   backoff:        release delays in seconds by attempt (default [1, 5, 30, 60, 300])
+     *   max_attempts:   bury a job once this many deliveries of it have failed
+     *                   (default null: release it every time; the job's own
+     *                   'retries', if the producer set them, still bury it)
      *   max_jobs:       run() returns after handling this many jobs (default null: no limit)
      *   handle_signals: stop on SIGTERM/SIGINT when ext-pcntl is loaded (default true)
      *   error_pause:    seconds run() waits after a failed request to delayq (default 1)
@@ -98,6 +109,11 @@ final class Worker
             }
             $this->backoff[] = (float) $seconds;
         }
+        $maxAttempts = $options['max_attempts'] ?? null;
+        if ($maxAttempts !== null && (!is_int($maxAttempts) || $maxAttempts < 1)) {
+            throw new \InvalidArgumentException('Worker max_attempts must be an integer >= 1 (or null)');
+        }
+        $this->maxAttempts = $maxAttempts;
         $maxJobs = $options['max_jobs'] ?? null;
         $this->maxJobs = $maxJobs === null ? null : (int) $maxJobs;
         $this->handleSignals = (bool) ($options['handle_signals'] ?? true);
@@ -143,7 +159,24 @@ final class Worker
      */
     public function runOnce(): bool
     {
-        $job = $this->client->pop($this->topics, $this->timeout);
+        if ($this->stopping) {
+            return false;
+        }
+        // stop() (from a signal handler) abandons the long-poll: curl asks
+        // the check many times a second and right after a signal.
+        $this->client->setAbortCheck(function (): bool {
+            return $this->stopping;
+        });
+        try {
+            $job = $this->client->pop($this->topics, $this->timeout);
+        } catch (ConnectionLostException $e) {
+            if ($this->stopping && $e->getCurlErrno() === self::CURLE_ABORTED_BY_CALLBACK) {
+                return false;
+            }
+            throw $e;
+        } finally {
+            $this->client->setAbortCheck(null);
+        }
         if ($job === null) {
             return false;
         }
@@ -181,35 +214,65 @@ final class Worker
     private function handle(Job $job): void
     {
         $this->handled++;
-        $context = ['id' => $job->getId(), 'topic' => $job->getTopic(), 'attempts' => $job->getAttempts()];
+        $context = [
+            'id' => $job->getId(),
+            'topic' => $job->getTopic(),
+            'attempts' => $job->getAttempts(),
+            'ttr' => $job->getTtr(),
+        ];
         try {
             ($this->handler)($job, $this->client);
         } catch (\Throwable $e) {
-            $delay = $this->delayFor($job->getAttempts());
-            $this->log('warning', 'job {id} ({topic}, attempt {attempts}) failed: {error}; released for {delay} s', $context + [
-                'error' => $e->getMessage(),
-                'delay' => $delay,
-                'exception' => $e,
-            ]);
-            try {
-                $state = $this->client->release($job->getId(), $delay);
-                if ($state === 'buried') {
-                    $this->log('error', 'job {id} ({topic}) used all its retries and is buried', $context);
-                }
-            } catch (ConflictException | NotFoundException $gone) {
-                // Its TTR passed (it is someone else's now) or it was removed.
-                $this->log('warning', 'job {id} could not be released: {error}', $context + [
-                    'error' => $gone->getMessage(),
-                ]);
-            }
+            $this->failed($job, $e, $context);
             return;
         }
         try {
             $this->client->finish($job->getId());
-            $this->log('info', 'job {id} ({topic}) done', $context);
+            $this->log('info', 'job {id} finished (attempt {attempts})', $context);
         } catch (NotFoundException $gone) {
-            // Deleted meanwhile: nothing left to finish.
-            $this->log('warning', 'job {id} was already gone when finished', $context);
+            $this->log('warning', 'job {id} was gone before it could be finished (deleted, or its TTR '
+                . 'of {ttr} s had passed and another delivery finished it)', $context);
+        } catch (ServerException $e) {
+            $this->log('error', 'finishing job {id} failed: {reason}; it will be delivered again after '
+                . 'its TTR', $context + ['reason' => $e->getMessage(), 'exception' => $e]);
+        }
+    }
+
+    /**
+     * A handler failure: releases the job for its backoff step, or buries it
+     * once 'max_attempts' deliveries have failed; logs exactly one line
+     * saying which (the same sentences as the Python Worker's).
+     *
+     * @param array<string,mixed> $context
+     */
+    private function failed(Job $job, \Throwable $e, array $context): void
+    {
+        $context += ['error' => get_class($e) . ': ' . $e->getMessage(), 'exception' => $e];
+        try {
+            if ($this->maxAttempts !== null && $job->getAttempts() >= $this->maxAttempts) {
+                $this->client->bury($job->getId());
+                $this->log('error', 'job {id} failed on attempt {attempts} ({error}); buried after '
+                    . '{attempts} attempts', $context);
+                return;
+            }
+            $delay = $this->delayFor($job->getAttempts());
+            $state = $this->client->release($job->getId(), $delay);
+            if ($state === 'buried') {
+                $this->log('error', 'job {id} failed on attempt {attempts} ({error}); buried: its '
+                    . 'retries are used up', $context);
+            } else {
+                $this->log('warning', 'job {id} failed on attempt {attempts} ({error}); retry in '
+                    . '{delay} s', $context + ['delay' => $delay]);
+            }
+        } catch (ConflictException | NotFoundException $gone) {
+            // Its TTR passed (it is someone else's now) or it was removed.
+            $this->log('warning', 'job {id} failed on attempt {attempts} ({error}) and was no longer '
+                . 'reserved (its TTR of {ttr} s passed, or it was deleted)', $context);
+        } catch (ServerException $down) {
+            $this->log('error', 'job {id} failed on attempt {attempts} ({error}); giving it back failed '
+                . 'too ({reason}): it will be delivered again after its TTR', $context + [
+                    'reason' => $down->getMessage(),
+                ]);
         }
     }
 

@@ -40,7 +40,7 @@ final class WorkerTest extends DelayqTestCase
             $this->assertSame(1, $stats['finished'], $t);
             $this->assertSame(0, $stats['reserved'] + $stats['ready'] + $stats['delay'], $t);
         }
-        $this->assertContains(['info', "job $a ($topic) done"], $this->logged);
+        $this->assertContains(['info', "job $a finished (attempt 1)"], $this->logged);
         $this->assertSame(2, $worker->getHandledCount());
     }
 
@@ -61,8 +61,8 @@ final class WorkerTest extends DelayqTestCase
         $this->assertSame('delay', $info['state'], 'not released after a failure');
         $this->assertEqualsWithDelta(microtime(true) * 1000 + 200, $info['due'], 150);
         $this->assertSame(
-            ['warning', "job $id ($topic, attempt 1) failed: payment service down; released for 0.2 s"],
-            $this->logged[0]
+            [['warning', "job $id failed on attempt 1 (RuntimeException: payment service down); retry in 0.2 s"]],
+            $this->logged
         );
 
         $this->assertTrue($worker->runOnce());  // waits for the backoff, fails again
@@ -95,7 +95,36 @@ final class WorkerTest extends DelayqTestCase
         }, ['timeout' => 1, 'logger' => $this->logger()]);
         $this->assertTrue($worker->runOnce());
         $this->assertSame('buried', $this->client->get($id)['state']);
-        $this->assertContains(['error', "job $id ($topic) used all its retries and is buried"], $this->logged);
+        // one line for the one outcome, not "released" and then "buried"
+        $this->assertSame(
+            [['error', "job $id failed on attempt 1 (LogicException: bad job); buried: its retries are used up"]],
+            $this->logged
+        );
+        $this->client->delete($id);
+    }
+
+    public function testMaxAttemptsBuriesAfterThatManyFailures(): void
+    {
+        $topic = self::unique('w');
+        // no 'retries' from the producer: without max_attempts it would come back forever
+        $id = $this->client->add($topic, 'doomed');
+        $attempts = [];
+        $worker = new Worker($this->client, [$topic], static function (Job $job) use (&$attempts): void {
+            $attempts[] = $job->getAttempts();
+            throw new \RuntimeException('always');
+        }, ['timeout' => 3, 'backoff' => [0.1], 'max_attempts' => 3, 'logger' => $this->logger()]);
+        $this->assertTrue($worker->runOnce());
+        $this->assertTrue($worker->runOnce());
+        $this->assertTrue($worker->runOnce());
+        $this->assertSame([1, 2, 3], $attempts);
+        $info = $this->client->get($id);
+        $this->assertSame(['buried', 3], [$info['state'], $info['attempts']]);
+        $this->assertSame([
+            ['warning', "job $id failed on attempt 1 (RuntimeException: always); retry in 0.1 s"],
+            ['warning', "job $id failed on attempt 2 (RuntimeException: always); retry in 0.1 s"],
+            ['error', "job $id failed on attempt 3 (RuntimeException: always); buried after 3 attempts"],
+        ], $this->logged);
+        $this->assertFalse($worker->runOnce(), 'a buried job was delivered');
         $this->client->delete($id);
     }
 
@@ -114,14 +143,17 @@ final class WorkerTest extends DelayqTestCase
     public function testReleaseOfAJobNoLongerReservedIsLogged(): void
     {
         $topic = self::unique('w');
-        $id = $this->client->add($topic, 'x');
+        $id = $this->client->add($topic, 'x', ['ttr' => 45]);
         $worker = new Worker($this->client, [$topic], function (Job $job, Client $client): void {
             $client->delete($job->getId());
             throw new \RuntimeException('gone');
         }, ['timeout' => 1, 'logger' => $this->logger()]);
         $this->assertTrue($worker->runOnce());
-        $this->assertSame('warning', $this->logged[1][0]);
-        $this->assertStringStartsWith("job $id could not be released", $this->logged[1][1]);
+        $this->assertSame([[
+            'warning',
+            "job $id failed on attempt 1 (RuntimeException: gone) and was no longer reserved "
+            . '(its TTR of 45 s passed, or it was deleted)',
+        ]], $this->logged);
     }
 
     public function testRunOnceWhenEmptyAndStop(): void
@@ -189,22 +221,61 @@ final class WorkerTest extends DelayqTestCase
         $this->assertSame(0, $stats['reserved']);
     }
 
-    public function testSigintWhileIdleStops(): void
+    public function testSigtermMidJobFailureReleasesIt(): void
     {
         $this->requirePcntl();
         $topic = self::unique('sig');
-        [$proc, $out] = self::spawnPhp(__DIR__ . '/fixtures/signal_worker.php', [
-            self::url(), (string) self::token(), $topic,
+        [$proc, $out, $err] = self::spawnPhp(__DIR__ . '/fixtures/signal_worker.php', [
+            self::url(), (string) self::token(), $topic, '5', 'fail',
         ]);
         $buf = '';
         self::readUntil($out, "running\n", 5, $buf);
-        usleep(200000);  // inside the long-poll
-        proc_terminate($proc, SIGINT);
-        $code = self::waitExit($proc, 4);
+        $id = $this->client->add($topic, 'slow', ['ttr' => 60]);
+        self::readUntil($out, "handling $id\n", 5, $buf);
+        $this->assertStringContainsString("handling $id\n", $buf, (string) stream_get_contents($err));
+        proc_terminate($proc, SIGTERM);
+        $code = self::waitExit($proc, 5);
         self::readUntil($out, 'stopped', 1, $buf);
         proc_close($proc);
         $this->assertSame(0, $code);
-        $this->assertSame("running\nstopped handled=0\n", $buf);
+        $this->assertSame("running\nhandling $id\nfailing $id\nstopped handled=1\n", $buf);
+        $info = $this->client->get($id);
+        $this->assertSame(['delay', 1], [$info['state'], $info['attempts']], 'not released');
+        $this->assertEqualsWithDelta(microtime(true) * 1000 + 30000, $info['due'], 5000);
+        $this->client->delete($id);
+    }
+
+    /**
+     * A signal during a 20 s long-poll: the worker process exits within a
+     * second, not when the poll would have ended.
+     */
+    public function testSignalWhileIdleStopsAtOnce(): void
+    {
+        $this->requirePcntl();
+        foreach (['SIGINT' => SIGINT, 'SIGTERM' => SIGTERM] as $name => $signo) {
+            $topic = self::unique('sig');
+            [$proc, $out] = self::spawnPhp(__DIR__ . '/fixtures/signal_worker.php', [
+                self::url(), (string) self::token(), $topic, '20',
+            ]);
+            $buf = '';
+            self::readUntil($out, "running\n", 5, $buf);
+            // one job first, so the worker is surely inside its long-poll afterwards
+            $id = $this->client->add($topic, 'first');
+            self::readUntil($out, "handled $id\n", 5, $buf);
+            usleep(300000);
+            $status = proc_get_status($proc);
+            $t = microtime(true);
+            posix_kill($status['pid'], $signo);
+            $code = self::waitExit($proc, 5);
+            $elapsed = microtime(true) - $t;
+            self::readUntil($out, 'stopped', 1, $buf);
+            proc_close($proc);
+            $this->assertSame(0, $code, $name);
+            $this->assertSame("running\nhandling $id\nhandled $id\nstopped handled=1\n", $buf, $name);
+            $this->assertLessThan(1.0, $elapsed, "$name: took $elapsed s to stop");
+            $stats = $this->client->stats($topic)['topics'][$topic];
+            $this->assertSame([1, 0], [$stats['finished'], $stats['reserved']], $name);
+        }
     }
 
     public function testBadOptions(): void
@@ -217,6 +288,8 @@ final class WorkerTest extends DelayqTestCase
             ['t', ['backoff' => [-1]]],
             ['t', ['timeout' => 61]],
             ['t', ['max_job' => 1]],
+            ['t', ['max_attempts' => 0]],
+            ['t', ['max_attempts' => '3']],
         ] as [$topics, $options]) {
             try {
                 new Worker($this->client, $topics, $noop, $options);

@@ -489,6 +489,25 @@ class Workers(Base):
         self.assertEqual(Worker(self.client, t, handler, backoff=[]).backoff_for(4), 0.0)
         self.client.delete(id)
 
+    def test_one_log_line_per_outcome(self):
+        # The PHP Worker logs the same sentences (clients/php/tests/WorkerTest.php).
+        def handler(job):
+            raise RuntimeError("boom")
+
+        for add_kw, worker_kw, level, tail in (
+                ({}, {}, "WARNING", "; retry in 30 s"),
+                ({"retries": 0}, {}, "ERROR", "; buried: its retries are used up"),
+                ({}, {"max_attempts": 1}, "ERROR", "; buried after 1 attempts")):
+            t = unique("w-log")
+            id = self.client.add(t, "x", **add_kw)
+            w = Worker(self.client, t, handler, backoff=[30], poll_timeout=1, **worker_kw)
+            with self.assertLogs("delayq.worker", "DEBUG") as logs:
+                self.assertTrue(w.run_once())
+            self.assertEqual(logs.output, ["%s:delayq.worker:job %s failed on attempt 1 "
+                                           "(RuntimeError: boom)%s" % (level, id, tail)])
+            self.assertEqual(self.client.get(id).state, "delay" if level == "WARNING" else "buried")
+            self.client.delete(id)
+
     def test_run_once(self):
         t = unique("w-once")
         got = []
@@ -594,7 +613,7 @@ class WorkerSignals(Base):
             self.wait_line(p, "handled " + id)
             wait_for(lambda: self.client.stats(t)["topics"][t]["finished"] == 1, 5, "finish")
             time.sleep(0.3)
-            out, err = self.finish(p, sig, 1.5)
+            out, err = self.finish(p, sig, 1.0)
             self.assertIn("exited cleanly", out)
             self.assertEqual(self.client.stats(t)["topics"][t]["reserved"], 0)
 
@@ -792,6 +811,87 @@ class Transport(unittest.TestCase):
         with self.assertRaises(ConnectionLost) as cm:
             c.get("x")  # 0.8 s is over the 0.4 s timeout
         self.assertIsInstance(cm.exception, Timeout)
+
+
+# --------------------------------------------------------------------------
+# installing the package offline
+# --------------------------------------------------------------------------
+
+def _build_tools(python):
+    """None when `python` can build this package without an index (setuptools
+    >= 61 for [project] in pyproject.toml, and wheel, which setuptools before
+    70.1 needs for bdist_wheel), else what is missing."""
+    r = subprocess.run([python, "-c",
+                        "import setuptools, wheel; "
+                        "print(setuptools.__version__.split('.')[0])"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    if r.returncode != 0:
+        return "setuptools or wheel not importable"
+    if int(r.stdout.decode().strip()) < 61:
+        return "setuptools %s < 61" % r.stdout.decode().strip()
+    return None
+
+
+class OfflineInstall(unittest.TestCase):
+    """The README's offline route: `pip install --no-index
+    --no-build-isolation ./clients/python` with the build tools Debian 12
+    ships (python3-setuptools 66, python3-wheel 0.38), here into a venv that
+    sees them (--system-site-packages). The network is out of reach: pip's
+    proxies point at a closed loopback port. Each Python that has the build
+    tools is tried: the one running the tests and Debian's /usr/bin/python3."""
+
+    def pythons(self):
+        found, missing = [], []
+        for py in dict.fromkeys([sys.executable, "/usr/bin/python3"]):
+            if not os.path.exists(py):
+                continue
+            why = _build_tools(py)
+            (missing if why else found).append((py, why))
+        if not found:
+            self.skipTest("no Python with setuptools >= 61 and wheel: %r" % missing)
+        return [py for py, _ in found]
+
+    def test_pip_install_offline_into_a_venv(self):
+        for py in self.pythons():
+            with self.subTest(python=py):
+                self.install(py)
+
+    def install(self, python):
+        work = tempfile.mkdtemp(prefix="delayq-pip-")
+        self.addCleanup(shutil.rmtree, work, True)
+        # a copy: setuptools writes build/ and *.egg-info next to the sources
+        src = os.path.join(work, "src")
+        shutil.copytree(CLIENT_DIR, src, ignore=shutil.ignore_patterns(
+            "__pycache__", "*.pyc", "build", "*.egg-info"))
+        venv = os.path.join(work, "venv")
+        r = subprocess.run([python, "-m", "venv", "--system-site-packages", venv],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(r.returncode, 0, r.stdout.decode("utf-8", "replace"))
+        vpy = os.path.join(venv, "bin", "python")
+        dead = "http://127.0.0.1:%d" % free_port()
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PIP_") and k not in ("PYTHONPATH", "PYTHONHOME")}
+        env.update(PIP_FIND_LINKS="", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONNOUSERSITE="1",
+                   http_proxy=dead, https_proxy=dead, HTTP_PROXY=dead, HTTPS_PROXY=dead,
+                   PIP_CONFIG_FILE=os.devnull)
+        r = subprocess.run([vpy, "-m", "pip", "install", "--no-index", "--no-build-isolation",
+                            src], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                           cwd=work, timeout=300)
+        out = r.stdout.decode("utf-8", "replace")
+        self.assertEqual(r.returncode, 0, out)
+        self.assertIn("Successfully installed delayq-%s" % delayq.__version__, out)
+        # the installed copy, not this checkout, answers a real delayq
+        probe = ("import delayq, os, sys; c = delayq.Client(sys.argv[1], token=sys.argv[2]); "
+                 "print(delayq.__file__); "
+                 "print(os.path.exists(os.path.join(os.path.dirname(delayq.__file__), "
+                 "'py.typed'))); print(c.health())")
+        r = subprocess.run([vpy, "-c", probe, URL, TOKEN], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, env=env, cwd=work, timeout=60)
+        lines = r.stdout.decode("utf-8", "replace").splitlines()
+        self.assertEqual(r.returncode, 0, lines)
+        self.assertTrue(lines[0].startswith(os.path.realpath(venv)) or
+                        lines[0].startswith(venv), lines)
+        self.assertEqual(lines[1:], ["True", "True"])
 
 
 if __name__ == "__main__":
