@@ -137,6 +137,23 @@ class CliTest(DeploymentTestCase):
         self.assertExit(r, EXIT["usage"])
         self.assertIn("--backoff needs a number of seconds", r[2])
 
+    def test_schedule_commands(self):
+        sid, topic = unique("cs").replace("-", "_"), unique("cst")
+        r = self.cli("schedule", "--id", sid, "--topic", topic, "--cron", "30 2 * * *",
+                     "--tz", "America/New_York", "--body", '{"r":1}')
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "scheduled %s\n" % sid)
+        r = self.cli("schedules", "--id", sid, "--preview", "2")
+        self.assertExit(r, 0)
+        lines = r[1].splitlines()
+        self.assertRegex(lines[0], r"^%s  %s  cron 30 2 \* \* \*  America/New_York  next "
+                                   r"\d{4}-\d\d-\d\dT(06|07):30:00Z  missed 0$" % (sid, topic))
+        self.assertEqual(len(lines), 3, r[1])
+        self.assertExit(self.cli("unschedule", "--id", sid), 0)
+        self.assertExit(self.cli("unschedule", "--id", sid), EXIT["not_found"])
+        r = self.cli("schedule", "--id", sid, "--topic", topic, "--every", "0", "--body", "1")
+        self.assertExit(r, EXIT["bad_request"])
+
     def test_body_kinds(self):
         topic = unique("bodies")
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

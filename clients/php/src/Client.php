@@ -321,6 +321,52 @@ final class Client
         return (int) $this->call('kick', ['topic' => $topic, 'count' => $count])['kicked'];
     }
 
+    // ------------------------------------------------------------ periodic jobs
+
+    /**
+     * Creates or replaces the periodic job $id: each fire time T adds the job
+     * "$id@T" to $topic with $body. $when is ['cron' => '0 3 * * *', 'tz' =>
+     * 'Asia/Shanghai'] or ['every' => 300], plus optional 'start' and 'end'
+     * (Unix seconds); $options are add()'s ttr, retries, backoff, callback, url.
+     *
+     * @param array<string,mixed> $when
+     * @param array<string,mixed> $options
+     * @return array{id:string,next:int|null,replaced:bool}
+     */
+    public function schedule(string $id, string $topic, $body, array $when, array $options = []): array
+    {
+        $unknown = array_diff(array_keys($when), ['cron', 'every', 'tz', 'start', 'end']);
+        if ($unknown) {
+            throw new \InvalidArgumentException('schedule: unknown timing key(s) ' . implode(', ', $unknown));
+        }
+        unset($options['id'], $options['delay'], $options['at']);
+        $fields = ['id' => $id, 'topic' => $topic, 'body' => $body] + $when
+            + self::addOptions($options, 'schedule');
+        $answer = $this->call('schedule', $fields);
+        unset($answer['success']);
+        return $answer;
+    }
+
+    /** Removes a schedule (the jobs it made stay); NotFoundException if unknown. */
+    public function unschedule(string $id): void
+    {
+        $this->call('unschedule', ['id' => $id]);
+    }
+
+    /**
+     * Every schedule, or one (with its body; with $preview its next fire
+     * times in 'upcoming').
+     *
+     * @return list<array<string,mixed>>
+     */
+    public function schedules(?string $id = null, ?int $preview = null): array
+    {
+        $fields = array_filter(['id' => $id, 'preview' => $preview], static function ($v): bool {
+            return $v !== null;
+        });
+        return $this->call('schedules', $fields)['schedules'];
+    }
+
     // ------------------------------------------------------------ operations
 
     /**

@@ -38,6 +38,25 @@ final class ClientTest extends DelayqTestCase
         $this->assertSame(0, $stats['reserved']);
     }
 
+    public function testSchedules(): void
+    {
+        $id = str_replace('-', '_', self::unique('sch'));
+        $topic = self::unique('scht');
+        $r = $this->client->schedule($id, $topic, ['report' => true], ['cron' => '0 3 * * *', 'tz' => 'Asia/Shanghai'],
+            ['ttr' => 30, 'backoff' => [60]]);
+        $this->assertSame($id, $r['id']);
+        $this->assertFalse($r['replaced']);
+        $one = $this->client->schedules($id, 2);
+        $this->assertCount(1, $one);
+        $this->assertSame('0 3 * * *', $one[0]['cron']);
+        $this->assertCount(2, $one[0]['upcoming']);
+        $this->assertSame(19 * 3600000, $one[0]['upcoming'][0] % 86400000, '03:00 in UTC+8');
+        $this->assertTrue($this->client->schedule($id, $topic, 1, ['every' => 60])['replaced']);
+        $this->client->unschedule($id);
+        $this->expectException(NotFoundException::class);
+        $this->client->unschedule($id);
+    }
+
     public function testAddWithoutIdGetsAServerId(): void
     {
         $topic = self::unique();

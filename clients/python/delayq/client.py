@@ -337,6 +337,43 @@ class Client:
         """Makes up to `count` buried jobs of the topic ready; returns how many."""
         return int(self._call("kick", {"topic": topic, "count": count})["kicked"])
 
+    # ------------------------------------------------------------ periodic jobs
+
+    def schedule(self, id: str, topic: str, body: Any, cron: Optional[str] = None,
+                 every: Optional[int] = None, tz: Optional[str] = None,
+                 start: Optional[When] = None, end: Optional[When] = None,
+                 **job: Any) -> Dict[str, Any]:
+        """Creates or replaces the periodic job `id`: each fire time T adds
+        the job "<id>@<T>" to `topic` with `body`. Exactly one of `cron`
+        (five fields or @daily, ... in zone `tz`, default UTC) or `every`
+        (seconds). `job` takes add's ttr, retries, backoff, callback, url.
+        Returns {"id", "next" (Unix ms), "replaced"}."""
+        fields = _job_fields(topic, body, **job)
+        fields["id"] = id
+        for k, v in (("cron", cron), ("every", every), ("tz", tz)):
+            if v is not None:
+                fields[k] = v
+        for k, v in (("start", start), ("end", end)):
+            if v is not None:
+                fields[k] = int(_unix(v))
+        answer = self._call("schedule", fields)
+        answer.pop("success", None)
+        return answer
+
+    def unschedule(self, id: str) -> None:
+        """Removes a schedule (the jobs it made stay); NotFound if unknown."""
+        self._call("unschedule", {"id": id})
+
+    def schedules(self, id: Optional[str] = None, preview: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Every schedule, or one (with its body, and with `preview` its next
+        fire times in "upcoming")."""
+        fields: Dict[str, Any] = {}
+        if id is not None:
+            fields["id"] = id
+        if preview is not None:
+            fields["preview"] = preview
+        return list(self._call("schedules", fields)["schedules"])
+
     def stats(self, topic: Optional[str] = None) -> Dict[str, Any]:
         """Counters: {"topics": {name: {...}}, "total": {...}}, for one topic
         or all of them."""

@@ -80,6 +80,22 @@ class Base(KeepOnFailure):
 # --------------------------------------------------------------------------
 
 class Commands(Base):
+    def test_schedules(self):
+        c = self.client
+        sid, t = unique("sch").replace("-", "_"), unique("scht")
+        r = c.schedule(sid, t, {"n": 1}, cron="0 3 * * *", tz="Asia/Shanghai", ttr=30)
+        self.assertEqual((r["id"], r["replaced"]), (sid, False))
+        one = c.schedules(sid, preview=2)
+        self.assertEqual(len(one), 1)
+        self.assertEqual((one[0]["cron"], one[0]["tz"], len(one[0]["upcoming"])),
+                         ("0 3 * * *", "Asia/Shanghai", 2))
+        self.assertEqual(one[0]["upcoming"][0] % 86400000, 19 * 3600000, "03:00 in UTC+8")
+        self.assertIn(sid, [s["id"] for s in c.schedules()])
+        self.assertTrue(c.schedule(sid, t, 1, every=60)["replaced"])
+        c.unschedule(sid)
+        with self.assertRaises(NotFound):
+            c.unschedule(sid)
+
     def test_add_with_backoff(self):
         c = self.client
         t, id = unique("bo"), unique("bo-id")
