@@ -1173,8 +1173,11 @@ static void test_schedule(void **state)
     BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":1}", "'body'", "required");
     BAD_POST("/schedule", "{\"id\":\"n\",\"topic\":\"r\",\"every\":1,\"body\":1,\"delay\":1}",
              "'delay'", "not a field of schedule");
-    BAD_POST("/schedule", fmt("{\"id\":\"%s\",\"topic\":\"r\",\"every\":1,\"body\":1}",
-                              rep('i', DQ_SCHEDULE_ID_MAX + 1)), "'id'");
+    char *long_id = rep('i', DQ_SCHEDULE_ID_MAX + 1);
+    char *body = fmt("{\"id\":\"%s\",\"topic\":\"r\",\"every\":1,\"body\":1}", long_id);
+    BAD_POST("/schedule", body, "'id'");
+    free(body);
+    free(long_id);
     OK_POST("/unschedule", "{\"id\":\"n\"}");
     assert_string_equal(req.ids[0], "n");
     BAD_POST("/unschedule", "{\"id\":\"n@1\"}", "'id'");
