@@ -34,7 +34,7 @@ function h(tag, attrs, ...children) {
         else if (k === "class") el.className = v;
         else el.setAttribute(k, v === true ? "" : v);
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
         if (c === null || c === undefined || c === false) continue;
         el.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
@@ -42,7 +42,7 @@ function h(tag, attrs, ...children) {
 }
 
 function fill(el, ...children) {
-    el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+    el.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined));
 }
 
 function flash(text, error = false) {
