@@ -251,7 +251,7 @@ async function search(id) {
     if (j.callback) rows.push(["callback", `${j.callback.url} (timeout ${j.callback.timeout} s)`]);
     if (j.last_attempt !== undefined)
         rows.push(["last attempt", j.last_attempt === null ? "none failed"
-            : `${fmtTime(j.last_attempt.at)}: ${j.last_attempt.status ?? ""} ${j.last_attempt.error ?? ""}`.trim()]);
+            : `${fmtTime(j.last_attempt.at)}: ${attemptText(j.last_attempt)}`]);
     for (const [k, v] of Object.entries(j))
         if (!["success", "id", "topic", "state", "due", "ttr", "attempts", "retries", "created", "backoff", "callback", "last_attempt", "value"].includes(k))
             rows.push([k, typeof v === "object" ? JSON.stringify(v) : v]);
@@ -265,6 +265,12 @@ async function search(id) {
         h("div", { class: "muted" }, "body"),
         h("pre", { class: "body", id: "job-body" }, rawMember(r.text, "value") ?? ""),
         h("div", { class: "actions" }, acts));
+}
+
+// What a failed callback attempt got: the error ("HTTP 500", a connection
+// error) or else the status.
+function attemptText(a) {
+    return a.error ?? (a.status !== null && a.status !== undefined ? "HTTP " + a.status : "failed");
 }
 
 // kick or delete of the given ids, after a confirmation that gives the count.
@@ -397,7 +403,7 @@ async function refreshCallbacks() {
         h("thead", {}, h("tr", {}, ["id", "topic", "state", "last attempt", "status", "error"].map((x) => h("th", {}, x)))),
         h("tbody", {}, jobs.map((j) => h("tr", {},
             h("td", {}, j.id), h("td", {}, j.topic), h("td", {}, j.state), h("td", {}, fmtTime(j.last_attempt.at)),
-            h("td", {}, j.last_attempt.status ?? "–"), h("td", {}, j.last_attempt.error ?? ""))))));
+            h("td", {}, j.last_attempt.status ?? "–"), h("td", {}, attemptText(j.last_attempt)))))));
 }
 
 function refreshSlow() {

@@ -3,7 +3,7 @@
 chromium, headless, driven by playwright-core (tests/ui/ui.test.mjs) against
 a private Deployment with bearer tokens. The script loads the page, watches
 counts change as jobs are added, searches a job, kicks a buried one, deletes
-one (after a cancelled confirmation), pauses a topic when the server knows
+one (after a cancelled confirmation), shows a failed callback, pauses a topic when the server knows
 pause, checks that a read-only token sees no action buttons, and keeps
 screenshots (desktop 1280x800, phone 390x844) in test_ui.artifacts/ beside
 this test's log.
@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 
 import dqtest
-from dqtest import DeploymentTestCase, main
+from dqtest import DeploymentTestCase, free_port, main
 
 ADMIN = "ui-admin-token-0123456789"
 READONLY = "ui-readonly-token-0123456789"
@@ -40,7 +40,10 @@ ARTIFACTS = os.environ.get("DELAYQ_UI_ARTIFACTS") or os.path.join(
 
 
 class Dashboard(DeploymentTestCase):
-    DEPLOYMENT_KW = {"workers": 1, "threads": 8, "fcgi_flags": {"auth_file": TOKENS}}
+    # A pusher, and callbacks to loopback let in: a callback to a closed port
+    # fails and leaves a job with last_attempt for the page to show.
+    DEPLOYMENT_KW = {"workers": 1, "threads": 8, "fcgi_flags": {"auth_file": TOKENS},
+                     "n_pushers": 1, "push_allow": "*,loopback"}
 
     def test_dashboard_in_chromium(self):
         node = shutil.which("node")
@@ -52,7 +55,8 @@ class Dashboard(DeploymentTestCase):
         shutil.rmtree(ARTIFACTS, ignore_errors=True)
         os.makedirs(ARTIFACTS)
         env = dict(os.environ, DQ_URL="http://127.0.0.1:%d" % self.c.http_port, DQ_ADMIN=ADMIN,
-                   DQ_READONLY=READONLY, DQ_ARTIFACTS=ARTIFACTS, CHROMIUM=CHROMIUM)
+                   DQ_READONLY=READONLY, DQ_ARTIFACTS=ARTIFACTS, CHROMIUM=CHROMIUM,
+                   DQ_CLOSED_PORT=str(free_port()))
         r = subprocess.run([node, os.path.join(UI_TESTS, "ui.test.mjs")], cwd=UI_TESTS, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
         out = r.stdout.decode("utf-8", "replace")

@@ -5,6 +5,7 @@
 //   DQ_ADMIN      a token that may do everything
 //   DQ_READONLY   a token limited to get, stats, schedules
 //   DQ_ARTIFACTS  directory for screenshots
+//   DQ_CLOSED_PORT a loopback port nothing listens on (a failing callback)
 //   CHROMIUM      the browser (default /usr/bin/chromium)
 // Exits non-zero on the first failed check.
 
@@ -205,6 +206,26 @@ try {
         await expectText(page.locator("#callbacks-body"), /needs a newer server/, "callback failures say what they need");
         log("GET /jobs: this server has none: the due list, the lists by state and callback failures say so (checked)");
     }
+
+    step = "callback failures";
+    const closed = process.env.DQ_CLOSED_PORT;
+    check(closed, "DQ_CLOSED_PORT is required");
+    await apiOk("add", { topic: "ui.hook", id: "ui-hook-1", retries: 0, body: 1,
+        callback: { url: `http://127.0.0.1:${closed}/hook`, timeout: 1 } });
+    for (const end = Date.now() + T; ; ) {
+        const j = await getJob("ui-hook-1");
+        if (j.body.state === "buried" && j.body.last_attempt) break;
+        check(Date.now() < end, `the callback job did not fail and get buried: ${JSON.stringify(j.body)}`);
+        await new Promise((r) => setTimeout(r, 200));
+    }
+    if (jobsKnown) {
+        await page.reload();
+        await expectText(page.locator("#callbacks-body"), /ui-hook-1/, "the failed callback is listed");
+    }
+    await page.fill("#search-id", "ui-hook-1");
+    await page.click("#search-form button");
+    await expectText(page.locator('#job-fields dd[data-field="last attempt"]'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d: \S/,
+        "the job's last attempt: when and what failed");
 
     step = "schedules";
     await apiOk("schedule", { id: "ui-nightly", topic: "ui.report", cron: "0 3 * * *", tz: "UTC", body: 1 });
