@@ -419,7 +419,8 @@ async function restart() {
     clearInterval(slowTimer);
     prev = null;
     pageCursors = [null];
-    caps.stats = null;
+    // Nothing is allowed until the probes for this token have answered.
+    Object.assign(caps, { stats: null, write: false, kickById: false, kick: false, pause: false, jobs: null });
     await pollStats();
     await probe();
     renderTopics({});
