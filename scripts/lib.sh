@@ -7,9 +7,22 @@
 DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
     libfcgi-dev libhiredis-dev libjson-c-dev libcmocka-dev libcurl4-openssl-dev libssl-dev
     nginx redis-server curl python3)
-# What the tests need beyond that: the PHP client's runtime and PHPUnit.
+# What the tests need beyond that: the PHP client's runtime and PHPUnit;
+# node and chromium for the dashboard's browser test (tests/ui).
 # shellcheck disable=SC2034
-DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer)
+DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer nodejs chromium)
+
+# The browser test's npm packages, from tests/ui/package-lock.json
+# (playwright-core only; it downloads no browser: the test drives Debian's
+# chromium). Debian's npm is installed only when no npm is on PATH (a node
+# from elsewhere brings its own).
+dq_ui_test_deps() {
+    if ! command -v npm >/dev/null 2>&1; then
+        dq_ensure_packages npm
+    fi
+    dq_log "npm ci --prefix tests/ui"
+    npm ci --prefix tests/ui --no-audit --no-fund --loglevel=error
+}
 
 # Messages to stderr, "NAME: text"; with DQ_TIMES set, "NAME: HH:MM:SS text".
 dq_log() {

@@ -76,12 +76,26 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(read(conf), read(os.path.join(SRC_DIR, "delayq.conf")))
         self.assertFalse(os.path.exists(self.p("sysconfdir", "delayq.conf")))
         ndir = self.p("sysconfdir", "delayq", "nginx")
+        # The locations as shipped, with the installed dashboard's directory.
+        src = read(os.path.join(SRC_DIR, "nginx", "delayq-locations.conf"))
+        self.assertIn("@DELAYQ_UI_DIR@", src)
         self.assertEqual(read(os.path.join(ndir, "delayq-locations.conf")),
-                         read(os.path.join(SRC_DIR, "nginx", "delayq-locations.conf")))
+                         src.replace("@DELAYQ_UI_DIR@", self.dirs["delayq_ui_dir"]))
+        self.assertIn("    alias %s/;" % self.dirs["delayq_ui_dir"],
+                      read(os.path.join(ndir, "delayq-locations.conf")).splitlines())
         up = read(os.path.join(ndir, "delayq-upstream.conf"))
         code = [line for line in up.splitlines() if not line.lstrip().startswith("#")]
         self.assertIn("    server unix:%s max_fails=0;" % self.dirs["delayq_socket"], code)
         self.assertFalse([line for line in code if LEFTOVER.search(line)], code)
+
+    def test_dashboard(self):
+        ui = self.dest + self.dirs["delayq_ui_dir"]
+        self.assertEqual(self.dirs["delayq_ui_dir"], self.dirs["datadir"].rstrip("/") + "/delayq/ui")
+        names = sorted(os.listdir(os.path.join(SRC_DIR, "ui")))
+        self.assertIn("index.html", names)
+        self.assertEqual(sorted(os.listdir(ui)), names, "every file of ui/ is installed")
+        for n in names:
+            self.assertEqual(read(os.path.join(ui, n)), read(os.path.join(SRC_DIR, "ui", n)), n)
 
     def test_nginx_accepts_the_installed_snippets(self):
         if not shutil.which("nginx"):
