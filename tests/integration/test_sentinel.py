@@ -45,7 +45,7 @@ class SentinelFailover(DeploymentTestCase):
               "an add to be acknowledged: %.1f s; %s" % (promoted, back, load.summary()))
         self.assertEqual(load.lost(), [])
         self.assertEqual(load.duplicates(), [])
-        self.assertGreater(len(load.acked), 100)
+        self.assertGreater(len(load.acked), 50, "the load ran")
 
 
 class SentinelNoWait(DeploymentTestCase):
