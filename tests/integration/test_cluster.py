@@ -189,7 +189,7 @@ class SlotMigration(ClusterTestCase):
 
 class MasterFailover(ClusterTestCase):
     DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, redis_wait_replicas=1,
-                         redis_wait_timeout_ms=500)
+                         redis_wait_timeout_ms=2000)
 
     def test_kill9_master_under_load_loses_nothing(self):
         """kill -9 of the master of a shard under load, with every write
