@@ -775,6 +775,7 @@ def jobs_pages(s, P):
     for size in (P["jobs_small"], P["jobs_big"]):
         load_delayed(s, size - stored, topic, "j%d" % size)
         stored = size
+        time.sleep(3)  # let the load's aftermath settle
         key = "{dq}:d:" + topic
         n = int(s.redis("ZCARD", key))
         if n != size:
