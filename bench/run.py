@@ -5,6 +5,7 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|peers [options]
     bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
     bench/run.py [--quick] push      # callbacks/s, due -> POST lateness, pusher CPU
+    bench/run.py [--quick] jobs      # a GET /jobs page with 10k and with 1M jobs stored
 
 Each run starts its own redis-server, delayq-fcgi, delayq-timer, nginx (and
 the peers: beanstalkd, BullMQ with its own redis-server) in a temp dir on
@@ -52,9 +53,11 @@ BULLMQ_DIR = os.path.join(HERE, "peers", "bullmq")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 FULL = dict(w1_jobs=100000, w2_jobs=50000, w3_jobs=10000, w3_spread=10, big=1000000,
-            idle_s=30, w7_base=10000000, ceil_reqs=100000, tune_jobs=40000)
+            idle_s=30, w7_base=10000000, ceil_reqs=100000, tune_jobs=40000,
+            jobs_small=10000, jobs_big=1000000)
 QUICK = dict(w1_jobs=10000, w2_jobs=5000, w3_jobs=2000, w3_spread=4, big=100000,
-             idle_s=5, w7_base=100000, ceil_reqs=10000, tune_jobs=5000)
+             idle_s=5, w7_base=100000, ceil_reqs=10000, tune_jobs=5000,
+             jobs_small=10000, jobs_big=100000)
 
 FIGS = {}
 LOADS = {}  # workload -> (1-min load average at its start, at its end)
@@ -739,6 +742,69 @@ def w4_w6(s, P):
     return n / secs
 
 
+def page_latency(s, query, n=300):
+    """Median and p99 of n sequential GET /jobs requests on one keep-alive
+    connection, in ms; and the size of the last page."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=30)
+    xs, got = [], None
+    for _ in range(n):
+        t0 = time.perf_counter()
+        c.request("GET", "/jobs?" + query)
+        r = c.getresponse()
+        body = r.read()
+        xs.append((time.perf_counter() - t0) * 1000)
+        if r.status != 200:
+            raise RuntimeError("GET /jobs?%s: %d %s" % (query, r.status, body[:200]))
+        got = json.loads(body)
+    c.close()
+    xs.sort()
+    return pctl(xs, 0.5), pctl(xs, 0.99), len(got["jobs"])
+
+
+def jobs_pages(s, P):
+    """A page of 50 delayed jobs of one topic, from the start and from a
+    cursor in the middle of the topic's index, with jobs_small and then
+    jobs_big jobs stored in that topic (the loads add 1000 a batch with one
+    delay, so many jobs share a due ms: the cursor lands inside such a run).
+    The Redis time of one page is read from commandstats (FCALL_RO)."""
+    s.flush()
+    topic = "jl"
+    stored = 0
+    out = {}
+    for size in (P["jobs_small"], P["jobs_big"]):
+        load_delayed(s, size - stored, topic, "j%d" % size)
+        stored = size
+        time.sleep(3)  # let the load's aftermath settle
+        key = "{dq}:d:" + topic
+        n = int(s.redis("ZCARD", key))
+        if n != size:
+            raise RuntimeError("%s holds %d jobs, expected %d" % (key, n, size))
+        mid = s.redis("ZRANGE", key, n // 2, n // 2, "WITHSCORES")
+        cursor = "%s:%s" % (mid[1].decode(), mid[0].decode())
+        same = int(s.redis("ZCOUNT", key, mid[1], mid[1]))
+        note("jobs: %d stored; the middle cursor's due ms is shared by %d jobs" % (n, same))
+        for where, q in (("first", "topic=%s&state=delay&limit=50" % topic),
+                         ("middle", "topic=%s&state=delay&limit=50&cursor=%s" % (topic, cursor))):
+            s.redis("CONFIG", "RESETSTAT")
+            p50, p99, got = page_latency(s, q)
+            if got != 50:
+                raise RuntimeError("a page of %d jobs, expected 50" % got)
+            stats = s.redis("INFO", "commandstats").decode()
+            m = re.search(r"cmdstat_fcall_ro:calls=(\d+),usec=(\d+)", stats)
+            redis_us = int(m.group(2)) / int(m.group(1)) if m else float("nan")
+            tag = "jobs.page50_%s.%d" % (where, size)
+            fig(tag + ".http_p50_ms", p50, "ms")
+            fig(tag + ".http_p99_ms", p99, "ms")
+            fig(tag + ".redis_us", redis_us, "us")
+            out[(where, size)] = (p50, redis_us)
+    for where in ("first", "middle"):
+        small, big = out[(where, P["jobs_small"])], out[(where, P["jobs_big"])]
+        fig("jobs.page50_%s.http_p50_ratio_big_small" % where, big[0] / small[0], "x")
+        fig("jobs.page50_%s.redis_us_ratio_big_small" % where, big[1] / small[1], "x")
+    s.flush()
+
+
 def w5(s, P, load_rate):
     n = P["big"]
     for ntimers in (1, 2):
@@ -1214,7 +1280,7 @@ def ratios():
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, profile, perf, syscalls (these six are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, profile, perf, syscalls, jobs (these seven are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
@@ -1260,7 +1326,7 @@ def main():
     note("profile %s, settings: workers=%d threads=%d nginx_workers=%d keepalive=%d redis_unix=%s"
          % ("quick" if ARGS.quick else "full", ARGS.workers, ARGS.threads, ARGS.nginx_workers,
             ARGS.keepalive, ARGS.redis_unix))
-    need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7"}
+    need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "jobs"}
     if need_stack:
         s = Stack(workers=ARGS.workers, threads=ARGS.threads, redis_unix=ARGS.redis_unix,
                   nginx_workers=ARGS.nginx_workers, keepalive=ARGS.keepalive)
@@ -1281,6 +1347,8 @@ def main():
                 timed("w5", w5, s, P, rate)
             if "w7" in what:
                 timed("w7", w7, s, P)
+            if "jobs" in what:
+                timed("jobs", jobs_pages, s, P)
         finally:
             s.stop()
     if "beanstalkd" in what:

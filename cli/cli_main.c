@@ -58,7 +58,7 @@ static int exit_for(const char *code, long http)
 
 typedef enum {
     OUT_ADD, OUT_POP, OUT_REMOVE, OUT_GET, OUT_ID, OUT_TOUCH, OUT_RELEASE, OUT_KICK, OUT_STATS,
-    OUT_HEALTH, OUT_SCHEDULES
+    OUT_HEALTH, OUT_SCHEDULES, OUT_JOBS, OUT_RESCHEDULE
 } out_kind;
 
 typedef struct {
@@ -111,9 +111,23 @@ static const cli_command commands[] = {
      "  --delay SECONDS       ready again after this many seconds (default 0)\n"},
     {"bury", 0, B(ID), B(ID), OUT_ID, "buried", "set a reserved job aside until kicked",
      "  --id ID               the reserved job (required)\n"},
-    {"kick", 0, B(TOPIC) | B(COUNT), B(TOPIC), OUT_KICK, NULL, "make buried jobs of a topic ready",
+    {"kick", 0, B(TOPIC) | B(COUNT) | B(ID) | B(IDS), 0, OUT_KICK, "kicked",
+     "make buried jobs ready: a topic's oldest, or named ones",
+     "  --topic T             the topic's oldest buried jobs (or --id/--ids)\n"
+     "  --count N             up to N jobs (1..10000; default 1; with --topic)\n"
+     "  --id ID               this buried job\n"
+     "  --ids ID,ID...        these buried jobs; exit status of the first that failed\n"},
+    {"reschedule", 0, B(ID) | B(DELAY) | B(AT), B(ID), OUT_RESCHEDULE, NULL,
+     "give a delayed, ready or buried job a new due time",
+     "  --id ID               the job (required; not a reserved one)\n"
+     "  --delay SECONDS       due this many seconds from now (0: ready now)\n"
+     "  --at UNIX_SECONDS     due at this time instead (one of --delay, --at is required)\n"},
+    {"jobs", 0, B(TOPIC) | B(STATE) | B(LIMIT) | B(CURSOR), B(TOPIC) | B(STATE), OUT_JOBS, NULL,
+     "list a topic's jobs in one state, a page at a time",
      "  --topic T             the topic (required)\n"
-     "  --count N             up to N jobs (1..10000; default 1)\n"},
+     "  --state S             delay, ready, reserved or buried (required)\n"
+     "  --limit N             jobs per page (1..1000; default 50)\n"
+     "  --cursor C            the page after the one that printed this cursor\n"},
     {"stats", 0, B(TOPIC), 0, OUT_STATS, NULL, "job counts per topic and in total, as a table",
      "  --topic T             only this topic (default: every topic)\n"},
     {"health", 1, 0, 0, OUT_HEALTH, NULL, "check that the service and its Redis answer", ""},
@@ -210,12 +224,23 @@ static int check_flags(const cli_command *c, const cli_args *a, char *err, size_
                                         : cli_field_flag((cli_field)f));
         return -1;
     }
-    if (c->out == OUT_REMOVE) {
-        int n = !!(a->given & CLI_BIT(CLI_F_ID)) + !!(a->given & CLI_BIT(CLI_F_IDS));
-        if (n != 1) {
-            snprintf(err, errlen, "%s needs --id or --ids (one of them)", c->name);
-            return -1;
-        }
+    int by_id = !!(a->given & CLI_BIT(CLI_F_ID)) + !!(a->given & CLI_BIT(CLI_F_IDS));
+    if (c->out == OUT_REMOVE && by_id != 1) {
+        snprintf(err, errlen, "%s needs --id or --ids (one of them)", c->name);
+        return -1;
+    }
+    if (c->out == OUT_KICK && by_id + !!(a->given & CLI_BIT(CLI_F_TOPIC)) != 1) {
+        snprintf(err, errlen, "kick needs one of --topic, --id, --ids");
+        return -1;
+    }
+    if (c->out == OUT_KICK && by_id && (a->given & CLI_BIT(CLI_F_COUNT))) {
+        snprintf(err, errlen, "kick takes --count only with --topic");
+        return -1;
+    }
+    if (c->out == OUT_RESCHEDULE &&
+        !!(a->given & CLI_BIT(CLI_F_DELAY)) + !!(a->given & CLI_BIT(CLI_F_AT)) != 1) {
+        snprintf(err, errlen, "reschedule needs --delay or --at (one of them)");
+        return -1;
     }
     if (a->token && strpbrk(a->token, "\r\n")) {
         snprintf(err, errlen, "--token must be one line");
@@ -259,7 +284,20 @@ static int print_human(const cli_command *c, const cli_json *answer)
         cli_out_release(stdout, ans);
         break;
     case OUT_KICK:
-        cli_out_kick(stdout, ans);
+        if (json_object_object_get_ex(ans, "results", NULL)) {
+            failed = cli_out_results(stdout, ans, c->verb);
+            return failed ? exit_for(failed, 0) : EXIT_OK;
+        }
+        if (json_object_object_get_ex(ans, "kicked", NULL))
+            cli_out_kick(stdout, ans);
+        else
+            cli_out_id(stdout, ans, c->verb);
+        break;
+    case OUT_RESCHEDULE:
+        cli_out_reschedule(stdout, ans);
+        break;
+    case OUT_JOBS:
+        cli_out_jobs(stdout, answer);
         break;
     case OUT_STATS:
         cli_out_stats(stdout, ans);

@@ -162,6 +162,36 @@ void cli_out_kick(FILE *out, json_object *ans)
     fprintf(out, "kicked %s\n", json_text(field(ans, "kicked")));
 }
 
+void cli_out_reschedule(FILE *out, json_object *ans)
+{
+    char t[48];
+    const char *state = field_str(ans, "state", "?");
+    fprintf(out, "rescheduled %s, now %s", field_str(ans, "id", "?"), state);
+    if (json_object_is_type(field(ans, "due"), json_type_int))
+        fprintf(out, ", due %s", iso_time(field(ans, "due"), t, sizeof t));
+    fputc('\n', out);
+}
+
+void cli_out_jobs(FILE *out, const cli_json *answer)
+{
+    json_object *jobs = field(answer->tree, "jobs");
+    size_t n = json_object_is_type(jobs, json_type_array) ? json_object_array_length(jobs) : 0;
+    if (n == 0)
+        fprintf(out, "no job\n");
+    for (size_t i = 0; i < n; i++) {
+        json_object *job = json_object_array_get_idx(jobs, i);
+        char t[48];
+        size_t vn = 0;
+        const char *v = cli_json_raw(answer, "jobs", (long)i, "value", &vn);
+        fprintf(out, "%s  %s  due %s  attempts %s  value %.*s\n", field_str(job, "id", "?"),
+                field_str(job, "state", "?"), iso_time(field(job, "due"), t, sizeof t),
+                json_text(field(job, "attempts")), (int)(v ? vn : 4), v ? v : "null");
+    }
+    const char *cursor = field_str(answer->tree, "cursor", NULL);
+    if (cursor)
+        fprintf(out, "cursor %s\n", cursor);
+}
+
 void cli_out_health(FILE *out, json_object *ans)
 {
     fprintf(out, "ok (redis %s)\n", field_str(ans, "redis", "?"));

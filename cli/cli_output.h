@@ -22,6 +22,11 @@ const char *cli_out_results(FILE *out, json_object *ans, const char *verb);
 void cli_out_touch(FILE *out, json_object *ans);
 void cli_out_release(FILE *out, json_object *ans);
 void cli_out_kick(FILE *out, json_object *ans);
+/* "rescheduled ID, now STATE[, due TIME]". */
+void cli_out_reschedule(FILE *out, json_object *ans);
+/* A jobs page: one line per job (id, state, due, attempts, value), then
+ * "cursor C" when a page follows, or "no job" for an empty page. */
+void cli_out_jobs(FILE *out, const cli_json *answer);
 /* A stats answer as a table: one row per topic (sorted), then "total". */
 void cli_out_stats(FILE *out, json_object *ans);
 void cli_out_health(FILE *out, json_object *ans);

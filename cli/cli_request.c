@@ -25,6 +25,8 @@ static const char *const field_names[CLI_F_COUNT_OF] = {
     [CLI_F_EVERY] = "every",   [CLI_F_TZ] = "tz",
     [CLI_F_START] = "start",   [CLI_F_END] = "end",
     [CLI_F_PREVIEW] = "preview", [CLI_F_BODY] = "body",
+    [CLI_F_STATE] = "state",     [CLI_F_LIMIT] = "limit",
+    [CLI_F_CURSOR] = "cursor",
     [CLI_F_BODY_STRING] = "body", [CLI_F_BODY_FILE] = "body",
     [CLI_F_BODY_STRING_FILE] = "body",
 };
@@ -63,7 +65,9 @@ static int put_number(dq_buf *out, cli_field f, const char *s, char *err, size_t
     if (!json_number_syntax(s + start, end - start) ||
         json_number_double(s + start, end - start, &d) < 0) {
         snprintf(err, errlen, "--%s needs a number of %s, not '%s'", cli_field_flag(f),
-                 f == CLI_F_RETRIES || f == CLI_F_COUNT || f == CLI_F_PREVIEW ? "times" : "seconds", s);
+                 f == CLI_F_RETRIES || f == CLI_F_COUNT || f == CLI_F_PREVIEW ? "times"
+                 : f == CLI_F_LIMIT                                      ? "jobs"
+                                                                         : "seconds", s);
         return -1;
     }
     buf_append(out, s + start, end - start);
@@ -208,6 +212,8 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
         case CLI_F_URL:
         case CLI_F_CRON:
         case CLI_F_TZ:
+        case CLI_F_STATE:
+        case CLI_F_CURSOR:
             rc = put_string(out, f, a->value[f], strlen(a->value[f]), err, errlen);
             break;
         case CLI_F_BACKOFF:
@@ -226,6 +232,7 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
         case CLI_F_START:
         case CLI_F_END:
         case CLI_F_PREVIEW:
+        case CLI_F_LIMIT:
             rc = put_number(out, f, a->value[f], err, errlen);
             break;
         default:

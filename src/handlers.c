@@ -301,8 +301,51 @@ static dq_response handle_bury(call_ctx *c)
     return answer(DQ_OK);
 }
 
+/* kick by id or ids: each named job must be buried. */
+static dq_response kick_ids(call_ctx *c)
+{
+    const dq_request *req = c->req;
+    store_item *items = calloc(req->nids, sizeof *items);
+    if (!items)
+        abort();
+    store_error err;
+    dq_status st = store_kick_ids(c->h->store, c->allow, req->ids, req->nids, items, &err);
+    dq_response res = answer(DQ_OK);
+    char msg[128];
+    if (st != DQ_OK && !(req->batch && partly_done(items, req->nids))) {
+        res = store_failure(c, st, &err);
+    } else if (!req->batch) {
+        if (items[0].status == DQ_OK)
+            reply_id(c->out, req->ids[0], "state", "ready");
+        else if (items[0].status == DQ_CONFLICT)
+            res = answer(reply_errorf(c->out, DQ_CONFLICT, "job '%s' is %s, not buried; kick needs "
+                                      "a buried job", req->ids[0], items[0].state));
+        else
+            res = answer(reply_errorf(c->out, DQ_NOT_FOUND, "no job with id '%s'", req->ids[0]));
+    } else {
+        reply_results_begin(c->out);
+        for (size_t i = 0; i < req->nids; i++) {
+            if (items[i].status == DQ_OK) {
+                reply_result_ok(c->out, i, req->ids[i]);
+            } else if (items[i].status == DQ_CONFLICT) {
+                snprintf(msg, sizeof msg, "the job is %s, not buried", items[i].state);
+                reply_result_error(c->out, i, req->ids[i], DQ_CONFLICT, msg);
+            } else if (items[i].status == DQ_NOT_FOUND) {
+                reply_result_error(c->out, i, req->ids[i], DQ_NOT_FOUND, "no job with this id");
+            } else {
+                item_failure(c->out, i, req->ids[i], items[i].status, "kicked");
+            }
+        }
+        reply_results_end(c->out);
+    }
+    free(items);
+    return res;
+}
+
 static dq_response handle_kick(call_ctx *c)
 {
+    if (c->req->nids)
+        return kick_ids(c);
     int64_t kicked = 0;
     store_error err;
     dq_status st = store_kick(c->h->store, c->req->topics[0], c->req->count > 0 ? c->req->count : 1,
@@ -312,6 +355,68 @@ static dq_response handle_kick(call_ctx *c)
     buf_puts(c->out, "{\"success\":true,\"kicked\":");
     buf_put_i64(c->out, kicked);
     buf_putc(c->out, '}');
+    return answer(DQ_OK);
+}
+
+static dq_response handle_reschedule(call_ctx *c)
+{
+    const dq_request *req = c->req;
+    const char *id = req->ids[0];
+    if (req->at_ms > util_wall_ms() + DQ_DELAY_MAX_MS)
+        return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'at' must be at most ten years from now"));
+    char state[STORE_STATE_MAX];
+    int64_t due = -1;
+    store_error err;
+    dq_status st = store_reschedule(c->h->store, c->allow, id, req->delay_ms, req->at_ms, state,
+                                    &due, &err);
+    if (st == DQ_NOT_FOUND)
+        return answer(reply_errorf(c->out, st, "no job with id '%s'", id));
+    if (st == DQ_CONFLICT)
+        return answer(reply_errorf(c->out, st, "job '%s' is %s; reschedule needs a job in delay, "
+                                   "ready or buried", id, err.detail));
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    buf_puts(c->out, "{\"success\":true,");
+    reply_key_string(c->out, "id", id, strlen(id));
+    buf_putc(c->out, ',');
+    reply_key_string(c->out, "state", state, strlen(state));
+    buf_puts(c->out, ",\"due\":");
+    if (due < 0)
+        buf_puts(c->out, "null");
+    else
+        buf_put_i64(c->out, due);
+    buf_putc(c->out, '}');
+    return answer(DQ_OK);
+}
+
+/* ------------------------------------------------------------------------ */
+/* jobs (listing)                                                            */
+/* ------------------------------------------------------------------------ */
+
+static dq_response handle_jobs(call_ctx *c)
+{
+    const dq_request *req = c->req;
+    store_jobs page;
+    store_error err;
+    char next[DQ_ID_MAX + 32];
+    dq_status st = store_jobs_page(c->h->store, req->topics[0], req->state, req->cursor,
+                                   req->count, &page, next, sizeof next, &err);
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    buf_puts(c->out, "{\"success\":true,\"jobs\":[");
+    for (size_t i = 0; i < page.n; i++) {
+        if (i)
+            buf_putc(c->out, ',');
+        reply_job(c->out, &page.jobs[i]); /* each as get answers it */
+    }
+    buf_puts(c->out, "],\"cursor\":");
+    if (next[0])
+        buf_put_json_string(c->out, next, strlen(next));
+    else
+        buf_puts(c->out, "null");
+    buf_putc(c->out, '}');
+    store_jobs_free(&page);
     return answer(DQ_OK);
 }
 

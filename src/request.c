@@ -141,6 +141,7 @@ typedef enum {
     F_START,
     F_END,
     F_PREVIEW,
+    F_STATE,
     NFIELDS
 } field_id;
 
@@ -154,6 +155,7 @@ static const char *const field_names[NFIELDS] = {
     [F_URL] = "url",
     [F_CRON] = "cron",       [F_EVERY] = "every",     [F_TZ] = "tz",
     [F_START] = "start",     [F_END] = "end",         [F_PREVIEW] = "preview",
+    [F_STATE] = "state",
 };
 
 static field_id field_from_name(const char *s, size_t n)
@@ -716,7 +718,7 @@ static int parse_one_id(vctx *v, fieldset *f, const dq_limits *lim, dq_request *
     return id_field(v, f, 1, &req->ids[0]) < 0 ? -1 : 0;
 }
 
-/* finish/delete: "id" or a batch "ids". */
+/* finish/delete (and kick by id): "id" or a batch "ids". */
 static int parse_remove(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
     int has_id = take(f, F_ID), has_ids = take(f, F_IDS);
@@ -724,6 +726,8 @@ static int parse_remove(vctx *v, fieldset *f, const dq_limits *lim, dq_request *
         return invalid(v, DQ_BAD_REQUEST, "fields 'id' and 'ids' cannot both be given");
     if (!has_ids)
         return parse_one_id(v, f, lim, req);
+    if (!f->doc)
+        return invalid(v, DQ_BAD_REQUEST, "field 'ids' needs a JSON body (POST)");
     const json_tok *arr = tok_of(f, F_IDS);
     if (arr->type != JSON_ARRAY)
         return invalid(v, DQ_BAD_REQUEST, "field 'ids' must be an array of strings");
@@ -764,13 +768,75 @@ static int one_topic(vctx *v, fieldset *f, int required, dq_request *req)
     return 0;
 }
 
+/* kick: a topic's oldest buried jobs ("topic", "count"), or named ones
+ * ("id" or "ids", as finish takes them). */
 static int parse_kick(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
-    (void)lim;
+    int by_id = (f->present & (1u << F_ID)) || (f->present & (1u << F_IDS));
+    if (by_id) {
+        if (f->present & ((1u << F_TOPIC) | (1u << F_COUNT)))
+            return invalid(v, DQ_BAD_REQUEST, "fields 'id'/'ids' name the jobs to kick; they "
+                                              "cannot be given with 'topic' or 'count'");
+        return parse_remove(v, f, lim, req);
+    }
     int64_t n = 1;
     if (one_topic(v, f, 1, req) < 0 || int_field(v, f, F_COUNT, 1, DQ_KICK_MAX, &n) < 0)
         return -1;
     req->count = (int)n;
+    return 0;
+}
+
+/* reschedule: "id" and a new due time, "delay" (seconds from now) or "at"
+ * (Unix seconds). */
+static int parse_reschedule(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    req->delay_ms = 0;
+    req->at_ms = -1;
+    if (parse_one_id(v, f, lim, req) < 0)
+        return -1;
+    int has_delay = seconds_field(v, f, F_DELAY, 0, DQ_DELAY_MAX_MS / 1000.0, &req->delay_ms);
+    if (has_delay < 0)
+        return -1;
+    int has_at = seconds_field(v, f, F_AT, 0, 1e11, &req->at_ms);
+    if (has_at < 0)
+        return -1;
+    if (has_delay && has_at)
+        return invalid(v, DQ_BAD_REQUEST, "fields 'delay' and 'at' cannot both be given");
+    if (!has_delay && !has_at)
+        return invalid(v, DQ_BAD_REQUEST, "field 'delay' or 'at' is required");
+    return 0;
+}
+
+/* jobs: one page of a topic's jobs in one state. A cursor is the position
+ * the previous page ended at, "<score>:<id>" (see src/lua/jobs.lua). */
+static int parse_jobs(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    static const char *const states[] = {"delay", "ready", "reserved", "buried"};
+    size_t n = 0;
+    if (one_topic(v, f, 1, req) < 0 || string_field(v, f, F_STATE, 1, &req->state, &n) < 0)
+        return -1;
+    int known = 0;
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
+        known |= strlen(states[i]) == n && memcmp(states[i], req->state, n) == 0;
+    if (!known)
+        return invalid(v, DQ_BAD_REQUEST,
+                       "field 'state' must be one of delay, ready, reserved, buried");
+    int64_t limit = DQ_JOBS_LIMIT_DEFAULT;
+    if (int_field(v, f, F_LIMIT, 1, DQ_STATS_LIMIT_MAX, &limit) < 0 ||
+        string_field(v, f, F_CURSOR, 0, &req->cursor, &n) < 0)
+        return -1;
+    req->count = (int)limit;
+    if (!req->cursor)
+        return 0;
+    /* Up to 18 digits, ':', an id. */
+    size_t digits = 0;
+    while (digits < n && req->cursor[digits] >= '0' && req->cursor[digits] <= '9')
+        digits++;
+    if (digits < 1 || digits > 18 || digits >= n || req->cursor[digits] != ':' ||
+        !request_id_valid(req->cursor + digits + 1, n - digits - 1))
+        return invalid(v, DQ_BAD_REQUEST,
+                       "field 'cursor' must be the cursor a previous page of jobs answered");
     return 0;
 }
 
@@ -1021,7 +1087,7 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
     }
     if (get && !(command_flags(*cmd) & CMDF_READ_ONLY))
         return invalid(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only the read-only "
-                    "commands (get, stats, schedules, health, metrics)", command_name(*cmd));
+                    "commands (get, jobs, stats, schedules, health, metrics)", command_name(*cmd));
     return 0;
 }
 
@@ -1061,7 +1127,7 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
         char quoted[64] = "";
         request_quote_input(quoted, sizeof quoted, method, strlen(method), 16);
         invalid(&v, DQ_BAD_REQUEST, "method %s is not allowed; use POST (or GET for the read-only "
-             "commands get, stats, schedules, health and metrics)", quoted);
+             "commands get, jobs, stats, schedules, health and metrics)", quoted);
         return v.status;
     }
     if (resolve_command(&v, get, path, &f, &req->cmd) < 0)

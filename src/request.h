@@ -37,6 +37,7 @@ typedef enum {
 #define DQ_KICK_MAX 10000
 #define DQ_RETRIES_MAX 1000000
 #define DQ_STATS_LIMIT_MAX 1000
+#define DQ_JOBS_LIMIT_DEFAULT 50
 #define DQ_BACKOFF_STEPS_MAX 32
 #define DQ_BACKOFF_STEP_MAX_S 31536000 /* a year */
 #define DQ_BACKOFF_STEPPED "[15,180,600,1800,1800,3600,7200,21600,54000]"
@@ -99,8 +100,11 @@ typedef struct {
     size_t ntopics;
     int64_t timeout_ms; /* pop */
     int count;          /* pop: 0 = single-job answer; kick: how many; stats: page size */
-    int64_t delay_ms;   /* release */
-    const char *cursor; /* stats: list topics after this one; NULL from the start */
+    int64_t delay_ms;   /* release, reschedule */
+    int64_t at_ms;      /* reschedule: Unix ms, -1 for none (delay_ms then) */
+    const char *state;  /* jobs: delay, ready, reserved or buried */
+    const char *cursor; /* stats: list topics after this one; jobs: "<score>:<id>";
+                           NULL from the start */
     dq_schedule_spec schedule; /* schedule (also sets topics[0] for auth_check);
                                   schedules: count is the preview length */
 

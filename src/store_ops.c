@@ -311,8 +311,11 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
     return result;
 }
 
-dq_status store_remove(dq_store *s, const char *allow, int finished, const char *const *ids,
-                       size_t n, store_item *items, store_error *err)
+/* A function that takes allow, an optional word (NULL: none), then ids,
+ * and answers one item per id: one call per shard, sent together. */
+static dq_status split_ids_call(dq_store *s, dq_script fn, const char *allow, const char *word,
+                                const char *const *ids, size_t n, store_item *items,
+                                store_error *err)
 {
     clear_error(err);
     by_shard g = group_by_shard(s, ids, n);
@@ -321,9 +324,10 @@ dq_status store_remove(dq_store *s, const char *allow, int finished, const char 
         size_t from = g.first[k], to = g.first[k + 1];
         if (from == to)
             continue;
-        store_batch_call(s, SCRIPT_REMOVE, k);
+        store_batch_call(s, fn, k);
         store_arg_str(s, allow);
-        store_arg_str(s, finished ? "finished" : "deleted");
+        if (word)
+            store_arg_str(s, word);
         for (size_t j = from; j < to; j++)
             store_arg_str(s, ids[g.order[j]]);
     }
@@ -333,6 +337,19 @@ dq_status store_remove(dq_store *s, const char *allow, int finished, const char 
     return st;
 }
 
+dq_status store_remove(dq_store *s, const char *allow, int finished, const char *const *ids,
+                       size_t n, store_item *items, store_error *err)
+{
+    return split_ids_call(s, SCRIPT_REMOVE, allow, finished ? "finished" : "deleted", ids, n,
+                          items, err);
+}
+
+dq_status store_kick_ids(dq_store *s, const char *allow, const char *const *ids, size_t n,
+                         store_item *items, store_error *err)
+{
+    return split_ids_call(s, SCRIPT_KICK_IDS, allow, NULL, ids, n, items, err);
+}
+
 /* One-id functions: allow, id, then extra arguments, in the id's shard. */
 static void one_id_call(dq_store *s, dq_script fn, const char *allow, const char *id)
 {
@@ -340,6 +357,9 @@ static void one_id_call(dq_store *s, dq_script fn, const char *allow, const char
     store_arg_str(s, allow);
     store_arg_str(s, id);
 }
+
+static void read_job_view(const store_reply *r, store_job *j);
+static int name_cmp(const char *a, size_t alen, const char *b, size_t blen);
 
 dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *out,
                     store_error *err)
@@ -351,12 +371,19 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
     if (st != DQ_OK)
         return st;
     keep_reply(&out->replies, &out->nreplies, r);
-    /* {state, topic, body, due, ttr_ms, attempts, retries, created, backoff,
-     *  url, timeout_ms, last attempt, its status, its error} */
     store_job *j = next_job(out);
     j->id = id;
     j->id_len = strlen(id);
     j->shard = store_shard_of(s, id, j->id_len);
+    read_job_view(r, j);
+    return DQ_OK;
+}
+
+/* A job as common.lua's job_view answers it: {state, topic, body, due,
+ * ttr_ms, attempts, retries, created, backoff, url, timeout_ms, last
+ * attempt, its status, its error}. */
+static void read_job_view(const store_reply *r, store_job *j)
+{
     j->state = reply_str(reply_at(r, 0), NULL);
     j->topic = reply_str(reply_at(r, 1), &j->topic_len);
     j->body = reply_str(reply_at(r, 2), &j->body_len);
@@ -371,7 +398,100 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
     j->last_at = reply_int(reply_at(r, 11));
     j->last_status = reply_int(reply_at(r, 12));
     j->last_error = reply_str(reply_at(r, 13), &j->last_error_len);
+}
+
+/* Listing order: by score, then by id in byte order (as a sorted set
+ * orders members of equal score). */
+static int job_pos_cmp(const void *a, const void *b)
+{
+    const store_job *x = a, *y = b;
+    if (x->pos != y->pos)
+        return x->pos < y->pos ? -1 : 1;
+    return name_cmp(x->id, x->id_len, y->id, y->id_len);
+}
+
+/* Each shard answers its first `limit` jobs after the cursor (and whether
+ * more follow); the first `limit` of their union are the page. A job a
+ * shard did not return comes after that shard's last one, and so after
+ * the page's last one whenever the shard filled its `limit`. */
+dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, const char *cursor,
+                          int limit, store_jobs *out, char *next, size_t nextlen,
+                          store_error *err)
+{
+    memset(out, 0, sizeof *out);
+    clear_error(err);
+    next[0] = '\0';
+    char score[24] = "";
+    const char *after_id = "";
+    if (cursor) {
+        const char *colon = strchr(cursor, ':');
+        if (!colon || (size_t)(colon - cursor) >= sizeof score)
+            return DQ_BAD_REQUEST; /* request.c checked the shape */
+        memcpy(score, cursor, (size_t)(colon - cursor));
+        score[colon - cursor] = '\0';
+        after_id = colon + 1;
+    }
+    int shards = store_shards(s);
+    store_batch_begin(s);
+    for (int k = 0; k < shards; k++) {
+        store_batch_call(s, SCRIPT_JOBS, k);
+        store_arg_str(s, topic);
+        store_arg_str(s, state);
+        store_arg_int(s, limit);
+        store_arg_str(s, score);
+        store_arg_str(s, after_id);
+    }
+    store_batch_run(s);
+    int more = 0;
+    for (int k = 0; k < shards; k++) {
+        store_reply *r = NULL;
+        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
+        if (st != DQ_OK) {
+            store_jobs_free(out);
+            return st; /* a page missing a shard would skip its jobs */
+        }
+        keep_reply(&out->replies, &out->nreplies, r);
+        /* {more, id, score, job_view, ...} */
+        more |= reply_int(reply_at(r, 0)) == 1;
+        for (size_t i = 1; i + 2 < reply_len(r); i += 3) {
+            store_job *j = next_job(out);
+            j->id = reply_str(reply_at(r, i), &j->id_len);
+            j->pos = reply_int(reply_at(r, i + 1));
+            j->shard = k;
+            read_job_view(reply_at(r, i + 2), j);
+            if (!j->id)
+                out->n--;
+        }
+    }
+    if (out->n > 1)
+        qsort(out->jobs, out->n, sizeof *out->jobs, job_pos_cmp);
+    if (out->n > (size_t)limit) {
+        out->n = (size_t)limit;
+        more = 1;
+    }
+    if (more && out->n > 0) {
+        const store_job *last = &out->jobs[out->n - 1];
+        snprintf(next, nextlen, "%lld:%.*s", (long long)last->pos, (int)last->id_len, last->id);
+    }
     return DQ_OK;
+}
+
+dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64_t delay_ms,
+                           int64_t at_ms, char state[STORE_STATE_MAX], int64_t *due,
+                           store_error *err)
+{
+    one_id_call(s, SCRIPT_RESCHEDULE, allow, id);
+    store_arg_int(s, delay_ms);
+    store_arg_int(s, at_ms);
+    store_reply *r = NULL;
+    dq_status st = run_one(s, &r, err);
+    if (st == DQ_OK) {
+        const char *v = reply_str(reply_at(r, 0), NULL);
+        snprintf(state, STORE_STATE_MAX, "%s", v ? v : "");
+        *due = reply_int(reply_at(r, 1));
+    }
+    store_reply_free(r);
+    return st;
 }
 
 dq_status store_push_take(dq_store *s, int shard, int limit, int grace_ms, store_jobs *out,

@@ -47,6 +47,7 @@ typedef struct {
     int64_t retries;  /* -1: unlimited */
     int64_t created;  /* Unix ms */
     int shard;
+    int64_t pos; /* jobs: its score in the set it is listed from */
     /* get only; NULL / -1 where the job has none */
     const char *backoff; /* steps in ms, comma-separated */
     const char *url;     /* callback URL (push_take too) */
@@ -99,6 +100,23 @@ dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *d
 dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t delay_ms,
                         char state[STORE_STATE_MAX], store_error *err);
 dq_status store_bury(dq_store *s, const char *allow, const char *id, store_error *err);
+/* Named buried jobs back to ready; results as store_add (DQ_CONFLICT with
+ * the job's state when it is not buried). */
+dq_status store_kick_ids(dq_store *s, const char *allow, const char *const *ids, size_t n,
+                         store_item *items, store_error *err);
+/* A job in delay, ready or buried gets a new due time (at_ms, or now +
+ * delay_ms when at_ms is -1): its new state ("delay" or "ready") and due
+ * (Unix ms, -1 when ready). DQ_CONFLICT: it is reserved. */
+dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64_t delay_ms,
+                           int64_t at_ms, char state[STORE_STATE_MAX], int64_t *due,
+                           store_error *err);
+/* One page of a topic's jobs in one state ("delay", "ready", "reserved" or
+ * "buried"), every shard asked in one pipelined round: at most limit jobs
+ * after cursor ("<score>:<id>", NULL from the start), in listing order;
+ * next gets the cursor of the page after ("" when this is the last). */
+dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, const char *cursor,
+                          int limit, store_jobs *out, char *next, size_t nextlen,
+                          store_error *err);
 /* Up to count buried jobs of a topic back to ready, shard by shard. */
 dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
                      store_error *err);

@@ -6,7 +6,7 @@ local id = ARGV[2]
 local j = redis.call('HMGET', job_key(id), 's', 't', 'k')
 if not j[1] or not allowed(j[2]) then return redis.error_reply('DQ_NOT_FOUND') end
 if j[1] ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j[1]) end
-redis.call('ZREM', bucket_key(j[3]), id)
+unschedule(id, j[3], j[2], 'reserved')
 bury(id, j[2], reserve_seq(1))
 move_count(j[2], 'reserved', 'buried')
 return 'ok'

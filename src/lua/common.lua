@@ -49,6 +49,19 @@ local function buried_key(topic) return P .. ':x:' .. topic end
 local function stats_key(topic) return P .. ':s:' .. topic end
 -- Ready push jobs of every topic, scored by sequence like a ready set.
 local function push_key() return P .. ':push' end
+-- Per-topic indexes, so `jobs` pages a topic's jobs of one state without
+-- reading the buckets (which hold every topic): delayed jobs scored by due
+-- time, reserved jobs by TTR deadline, ready push jobs (which wait in
+-- P:push) by their sequence number. Each is changed wherever the job's
+-- bucket entry or P:push entry is.
+local function delay_index(topic) return P .. ':d:' .. topic end
+local function reserved_index(topic) return P .. ':w:' .. topic end
+local function push_index(topic) return P .. ':q:' .. topic end
+local function state_index(topic, state)
+    if state == 'delay' then return delay_index(topic) end
+    if state == 'reserved' then return reserved_index(topic) end
+    return nil
+end
 
 -- Per-call state, reset by begin().
 local counters      -- topic -> {field -> delta}
@@ -141,6 +154,7 @@ end
 local function enqueue_ready(id, topic, seq, push)
     if push then
         zadd(push_key(), num(seq), id)
+        zadd(push_index(topic), num(seq), id)
         push_ready = push_ready + 1
         return
     end
@@ -168,17 +182,38 @@ end
 -- Takes a job out of its topic's ready or buried set, whichever holds it.
 local function unlist(id, topic, state, push)
     if state == 'ready' then
-        redis.call('ZREM', push and push_key() or ready_key(topic), id)
+        if push then
+            redis.call('ZREM', push_key(), id)
+            redis.call('ZREM', push_index(topic), id)
+        else
+            redis.call('ZREM', ready_key(topic), id)
+        end
     elseif state == 'buried' then
         redis.call('ZREM', buried_key(topic), id)
     end
 end
 
--- Puts a job in its bucket at `due`. When it becomes the bucket's earliest
--- entry, timers are told, since they sleep until the earliest one. A
--- bucket's head is read once per call: jobs scheduled by one call (a batch
--- add, a pop of many) compare against what the call already wrote.
-local function schedule(id, k, due)
+-- Takes a delayed or reserved job out of its topic's index of that state
+-- (its bucket entry is removed by the caller, or by unschedule below).
+local function unindex(id, topic, state)
+    local ik = state_index(topic, state)
+    if ik then redis.call('ZREM', ik, id) end
+end
+
+-- Takes a delayed or reserved job out of its bucket and its topic's index.
+local function unschedule(id, k, topic, state)
+    redis.call('ZREM', bucket_key(k), id)
+    unindex(id, topic, state)
+end
+
+-- Puts a job of `topic` that is (now) in `state` ('delay' or 'reserved')
+-- in its bucket at `due`, and in its topic's index of that state. When it
+-- becomes the bucket's earliest entry, timers are told, since they sleep
+-- until the earliest one. A bucket's head is read once per call: jobs
+-- scheduled by one call (a batch add, a pop of many) compare against what
+-- the call already wrote.
+local function schedule(id, k, due, topic, state)
+    redis.call('ZADD', state_index(topic, state), num(due), id)
     local bk = bucket_key(k)
     local head = bucket_heads[bk]
     if head == nil then
@@ -234,7 +269,7 @@ local function create_job(id, f, now, seq)
         enqueue_ready(id, f.topic, seq, f.url)
         count(f.topic, 'ready', 1)
     else
-        schedule(id, f.k, f.due)
+        schedule(id, f.k, f.due, f.topic, 'delay')
         count(f.topic, 'delay', 1)
     end
     count(f.topic, 'added', 1)
@@ -242,12 +277,24 @@ local function create_job(id, f, now, seq)
     return ready and 'ready' or 'delay'
 end
 
+-- What get answers about a job (nil when there is none): {state, topic,
+-- body, due, ttr_ms, attempts, retries, created, backoff ms list, url,
+-- timeout_ms, last attempt ms, its status, its error} (false where a job
+-- has none). Also each entry of a `jobs` page.
+local function job_view(id)
+    local j = redis.call('HMGET', job_key(id), 's', 't', 'd', 'ttr', 'n', 'r', 'c', 'bo', 'u', 'to',
+        'la', 'ls', 'le')
+    if not j[1] then return nil end
+    return {j[1], j[2], redis.call('GET', body_key(id)), j[3], j[4], j[5], j[6], j[7], j[8], j[9],
+        j[10], j[11], j[12], j[13]}
+end
+
 -- Removes a job whatever its state; j is its {state, topic, bucket, url};
 -- kind is the counter it goes to ('finished' or 'deleted').
 local function remove_job(id, j, kind)
     local state, topic = j[1], j[2]
     if state == 'delay' or state == 'reserved' then
-        redis.call('ZREM', bucket_key(j[3]), id)
+        unschedule(id, j[3], topic, state)
     else
         unlist(id, topic, state, j[4])
     end
@@ -271,7 +318,7 @@ end
 
 -- After delivery number n of a reserved job failed (its TTR passed, a
 -- release without a delay, a failed callback), the job, already out of its
--- bucket, is buried when its retries are spent, else ready again: after
+-- bucket and its topic's reserved index (unschedule), is buried when its retries are spent, else ready again: after
 -- `wait` ms when given (a callback's Retry-After, at most the last backoff
 -- step), else after its backoff step, else at once. j is {topic, bucket,
 -- n, r, kb, url, bo}. Returns the new state.
@@ -292,7 +339,7 @@ local function after_failure(id, j, now, wait)
     end
     local due = now + delay
     redis.call('HSET', job_key(id), 's', 'delay', 'd', num(due))
-    schedule(id, k, due)
+    schedule(id, k, due, topic, 'delay')
     move_count(topic, 'reserved', 'delay')
     return 'delay'
 end

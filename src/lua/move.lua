@@ -14,6 +14,7 @@ if #ids > 0 then
     for i, id in ipairs(ids) do
         local j = redis.call('HMGET', job_key(id), 's', 't', 'n', 'r', 'kb', 'u', 'bo')
         local state, topic = j[1], j[2]
+        unindex(id, topic, state)
         if state == 'delay' then
             make_ready(id, topic, seq + i - 1, j[6])
             move_count(topic, 'delay', 'ready')

@@ -16,7 +16,7 @@ for ti = 2, #ARGV do
         local n = tonumber(j[1]) + 1
         local due = now + tonumber(j[2])
         redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(due))
-        schedule(id, j[3], due)
+        schedule(id, j[3], due, topic, 'reserved')
         move_count(topic, 'ready', 'reserved')
         count(topic, 'popped', 1)
         out[#out + 1] = {id, topic, false, n, tonumber(j[2])}

@@ -19,6 +19,6 @@ if outcome == 'ok' or outcome == 'gone' then
     return kind
 end
 redis.call('HSET', jk, 'la', num(now), 'ls', ARGV[5], 'le', ARGV[6])
-redis.call('ZREM', bucket_key(j[3]), id)
+unschedule(id, j[3], j[2], 'reserved')
 local wait = outcome == 'wait' and tonumber(ARGV[4]) or nil
 return after_failure(id, {j[2], j[3], j[4], j[5], j[6], j[7], j[8]}, now, wait)

@@ -15,7 +15,8 @@ for i = 1, #taken, 2 do
     local n = tonumber(j[1]) + 1
     local deadline = now + tonumber(j[4]) + grace
     redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(deadline))
-    schedule(id, j[5], deadline)
+    redis.call('ZREM', push_index(j[2]), id)
+    schedule(id, j[5], deadline, j[2], 'reserved')
     move_count(j[2], 'ready', 'reserved')
     count(j[2], 'popped', 1)
     out[#out + 1] = {id, j[2], redis.call('GET', body_key(id)), j[3], n, tonumber(j[4])}

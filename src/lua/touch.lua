@@ -9,5 +9,5 @@ if not j[1] or not allowed(j[2]) then return redis.error_reply('DQ_NOT_FOUND') e
 if j[1] ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j[1]) end
 local due = now_ms() + tonumber(j[3])
 redis.call('HSET', jk, 'd', num(due))
-schedule(id, j[4], due)
+schedule(id, j[4], due, j[2], 'reserved')
 return due

@@ -273,6 +273,61 @@ class CliTest(DeploymentTestCase):
         self.assertEqual(r[1], "deleted %s\n" % jid)
         self.assertExit(self.cli("delete", "--id", jid), EXIT["not_found"])
 
+    def test_jobs_kick_by_id_reschedule(self):
+        topic = unique("list")
+        ids = ["%s-%d" % (topic, i) for i in range(3)]
+        for i, jid in enumerate(ids):
+            self.add(topic, '{"n":%d}' % i, id=jid, delay=3600 + i)
+        r = self.cli("jobs", "--topic", topic, "--state", "delay", "--limit", "2")
+        self.assertExit(r, 0)
+        lines = r[1].splitlines()
+        self.assertEqual(len(lines), 3, r[1])
+        self.assertRegex(lines[0], r"^%s  delay  due \d{4}-.*Z  attempts 0  value \{\"n\":0\}$"
+                         % re.escape(ids[0]))
+        self.assertTrue(lines[1].startswith(ids[1] + "  delay"), lines[1])
+        self.assertTrue(lines[2].startswith("cursor "), lines[2])
+        cursor = lines[2][len("cursor "):]
+        r = self.cli("jobs", "--topic", topic, "--state", "delay", "--limit", "2",
+                     "--cursor", cursor)
+        self.assertExit(r, 0)
+        self.assertEqual([l.split("  ")[0] for l in r[1].splitlines()], [ids[2]])
+        r = self.cli("--json", "jobs", "--topic", topic, "--state", "delay")
+        self.assertExit(r, 0)
+        ans = json.loads(r[1])
+        self.assertEqual(([j["id"] for j in ans["jobs"]], ans["cursor"]), (ids, None))
+        self.assertEqual(self.cli("jobs", "--topic", topic, "--state", "buried")[1], "no job\n")
+        self.assertExit(self.cli("jobs", "--topic", topic, "--state", "gone"),
+                        EXIT["bad_request"])
+
+        r = self.cli("reschedule", "--id", ids[2], "--delay", "0")
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "rescheduled %s, now ready\n" % ids[2])
+        at = int(time.time()) + 7200
+        r = self.cli("reschedule", "--id", ids[2], "--at", str(at))
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "rescheduled %s, now delay, due %s.000Z\n"
+                         % (ids[2], time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))))
+        self.assertExit(self.cli("reschedule", "--id", "nope-" + topic, "--delay", "1"),
+                        EXIT["not_found"])
+
+        # kick by id: only that job; a job that is not buried: conflict
+        self.assertExit(self.cli("reschedule", "--id", ids[0], "--delay", "0"), 0)
+        self.assertExit(self.cli("reschedule", "--id", ids[1], "--delay", "0"), 0)
+        for _ in range(2):
+            self.assertExit(self.cli("pop", "--topic", topic), 0)
+            jid = json.loads(self.cli("--json", "jobs", "--topic", topic, "--state",
+                                      "reserved", "--limit", "1")[1])["jobs"][0]["id"]
+            self.assertExit(self.cli("bury", "--id", jid), 0)
+        r = self.cli("kick", "--id", ids[1])
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "kicked %s\n" % ids[1])
+        self.assertEqual(fields(self.cli("get", "--id", ids[0])[1])["state"], "buried")
+        self.assertExit(self.cli("kick", "--id", ids[1]), EXIT["conflict"])
+        r = self.cli("kick", "--ids", "%s,%s" % (ids[0], ids[1]))
+        self.assertExit(r, EXIT["conflict"])
+        self.assertEqual(r[1].splitlines()[0], "kicked %s" % ids[0])
+        self.assertTrue(r[1].splitlines()[1].startswith("failed %s: " % ids[1]), r[1])
+
     def test_json_is_the_answer_verbatim(self):
         topic, jid = unique("verbatim"), unique("verbatim-id")
         self.add(topic, '{"k":[1,"two",{"three":3.0}]}', id=jid)
@@ -431,6 +486,14 @@ class CliTest(DeploymentTestCase):
             ["get", "-x"],
             ["get", "--id", "a", "stray"],
             ["--json=yes", "health"],
+            ["jobs", "--topic", "t"],                       # no --state
+            ["jobs", "--state", "ready"],                   # no --topic
+            ["kick"],                                       # neither --topic nor --id
+            ["kick", "--topic", "t", "--id", "a"],
+            ["kick", "--id", "a", "--count", "2"],
+            ["reschedule", "--id", "a"],                    # no --delay or --at
+            ["reschedule", "--id", "a", "--delay", "1", "--at", "5"],
+            ["reschedule", "--delay", "1"],
         ):
             r = self.cli(*args, stdin=b"\xff\xfe")
             self.assertExit(r, EXIT["usage"], repr(args))

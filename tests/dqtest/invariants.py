@@ -21,6 +21,10 @@ Invariants:
     sets hold nothing else (no stale
     entries: they are sorted sets from which finish and delete remove);
   - every bucket member is a delay or reserved job (no orphan entries);
+  - the per-topic indexes that `jobs` pages hold exactly their jobs, with
+    the same scores: P:d:<t> the delay jobs of t (by due), P:w:<t> the
+    reserved jobs of t (by deadline), P:q:<t> the ready push jobs of t (by
+    their P:push score);
   - every topic with a job is in P:topics and not in P:idle; the gauges
     delay/ready/reserved/buried of P:s:<t> equal the counts of job hashes by
     state, and so does its `jobs` field in total; a topic listed in P:idle
@@ -63,6 +67,25 @@ for _, id in ipairs(redis.call('ZRANGE', P .. ':push', 0, -1)) do
     entries['p||' .. id] = true
     nentries['p'] = nentries['p'] + 1
 end
+-- per-topic indexes: d (delay), w (reserved), q (ready push): kind|topic|id -> score
+local index = {}
+local nindex = 0
+for _, kind in ipairs({'d', 'w', 'q'}) do
+    for _, lk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
+        local topic = string.sub(lk, plen)
+        local m = redis.call('ZRANGE', lk, 0, -1, 'WITHSCORES')
+        for i = 1, #m, 2 do
+            index[kind .. '|' .. topic .. '|' .. m[i]] = m[i + 1]
+            nindex = nindex + 1
+        end
+    end
+end
+local push_scores = {}
+do
+    local m = redis.call('ZRANGE', P .. ':push', 0, -1, 'WITHSCORES')
+    for i = 1, #m, 2 do push_scores[m[i]] = m[i + 1] end
+end
+local indexed = 0
 for _, kind in ipairs({'r', 'x'}) do
     for _, lk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
         local topic = string.sub(lk, plen)
@@ -90,6 +113,21 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
         counts[t][s] = (counts[t][s] or 0) + 1
         local e = inb[id]
         if e then e.seen = true end
+        local ikind = (s == 'delay' and 'd') or (s == 'reserved' and 'w') or
+            ((s == 'ready' and u) and 'q') or nil
+        if ikind then
+            local want = ikind == 'q' and push_scores[id] or d
+            local have = index[ikind .. '|' .. t .. '|' .. id]
+            if not have then
+                bad('job ' .. id .. ' (' .. s .. ') is not in ' .. P .. ':' .. ikind .. ':' .. t)
+            else
+                indexed = indexed + 1
+                if tonumber(have) ~= tonumber(want) then
+                    bad('job ' .. id .. ' (' .. s .. ') scored ' .. have .. ' in ' .. P .. ':' ..
+                        ikind .. ':' .. t .. ', want ' .. tostring(want))
+                end
+            end
+        end
         if s == 'delay' or s == 'reserved' then
             if not e then
                 bad('job ' .. id .. ' (' .. s .. ') is in no bucket')
@@ -185,6 +223,10 @@ end
 local stale_r, stale_x = nentries['r'] - live['r'], nentries['x'] - live['x']
 if stale_r > 0 then bad(stale_r .. ' ready-set members name no ready job of their topic') end
 if stale_x > 0 then bad(stale_x .. ' buried-set members name no buried job of their topic') end
+if nindex > indexed then
+    bad((nindex - indexed) .. ' per-topic index members (P:d/P:w/P:q) name no job of that ' ..
+        'topic and state')
+end
 if nentries['p'] > live['p'] then
     bad((nentries['p'] - live['p']) .. ' push-set members name no ready push job')
 end

@@ -377,8 +377,11 @@ class Functions(unittest.TestCase):
 
     def due_now(self, jid):
         """Moves a delay or reserved job's due time (or deadline) to 0."""
+        j = self.job(jid)
         self.redis("HSET", P + ":j:" + jid, "d", 0)
-        self.redis("ZADD", P + ":b:" + self.job(jid)["k"], 0, jid)
+        self.redis("ZADD", P + ":b:" + j["k"], 0, jid)
+        index = {"delay": ":d:", "reserved": ":w:"}[j["s"]]
+        self.redis("ZADD", P + index + j["t"], "XX", 0, jid)
 
     def test_release_and_ttr_take_the_backoff_step(self):
         self.add("bk", backoff="[0.25,4]")
@@ -396,6 +399,106 @@ class Functions(unittest.TestCase):
         self.assertEqual(j["s"], "delay")
         self.assertGreater(int(j["d"]) - int(time.time() * 1000), 3500, "step 2: 4 s")
         self.assertEqual(self.stats("q")["redelivered"], 1)
+
+    # ---------------------------------------------------------- jobs, kick_ids, reschedule
+
+    def jobs(self, topic, state, limit, score="", after=""):
+        r = self.call("jobs", topic, state, limit, score, after, ro=True)
+        return r[0], [(r[i].decode(), int(r[i + 1]), r[i + 2]) for i in range(1, len(r), 3)]
+
+    def test_jobs_pages_each_state_from_its_index(self):
+        for i, delay in enumerate((3000, 1000, 2000, 1000)):
+            self.add("d%d" % i, delay=delay)
+        self.add("other", topic="o", delay=1)
+        more, page = self.jobs("q", "delay", 2)
+        self.assertEqual(more, 1)
+        self.assertEqual([p[0] for p in page], ["d1", "d3"], "due order, equal dues by id")
+        self.assertEqual(page[0][2], self.call("get", "", "d1", ro=True), "entries are get's")
+        self.assertEqual(page[0][1], int(self.job("d1")["d"]))
+        more, rest = self.jobs("q", "delay", 2, page[-1][1], page[-1][0])
+        self.assertEqual((more, [p[0] for p in rest]), (0, ["d2", "d0"]))
+        # a position whose job has gone: the same place, found by score and id
+        self.call("remove", "", "deleted", "d3")
+        more, rest2 = self.jobs("q", "delay", 5, page[-1][1], "d3")
+        self.assertEqual([p[0] for p in rest2], ["d2", "d0"])
+        # ready: the ready set and the topic's push jobs, by sequence
+        self.add("r1")
+        self.add("h1", url="http://example.com/h")
+        self.add("r2")
+        self.assertEqual(self.redis("ZRANGE", P + ":q:q", 0, -1), [b"h1"])
+        more, page = self.jobs("q", "ready", 10)
+        self.assertEqual([p[0] for p in page], ["r1", "h1", "r2"])
+        more, page = self.jobs("q", "ready", 1, page[0][1], "r1")
+        self.assertEqual((more, [p[0] for p in page]), (1, ["h1"]))
+        # reserved by deadline, from pop and from push_take
+        self.pop("q")
+        self.call("push_take", 10, 500)
+        more, page = self.jobs("q", "reserved", 10)
+        self.assertEqual(sorted(p[0] for p in page), ["h1", "r1"])
+        self.assertEqual(self.redis("ZCARD", P + ":q:q"), 0)
+        self.assertEqual(self.jobs("q", "buried", 10), (0, []))
+        self.call("bury", "", "r1")
+        self.assertEqual([p[0] for p in self.jobs("q", "buried", 10)[1]], ["r1"])
+        # the other topic's job is in no page of q
+        self.assertEqual([p[0] for p in self.jobs("o", "delay", 10)[1]], ["other"])
+
+    def test_kick_ids(self):
+        self.add("k1", retries=0)
+        self.add("k2", retries=0)
+        self.add("k3", topic="secret.x")
+        self.pop("q", count=2)
+        self.call("bury", "", "k1")
+        self.call("bury", "", "k2")
+        before = self.job("k2")
+        r = self.call("kick_ids", "", "k2", "k1", "nope", "k2")
+        self.assertEqual(r, [b"ok", b"ok", b"DQ_NOT_FOUND", b"DQ_CONFLICT ready"])
+        self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [b"k2", b"k1"], "in kick order")
+        self.assertEqual(self.job("k2")["kb"], before["n"])
+        st = self.stats("q")
+        self.assertEqual((st["buried"], st["ready"], st["kicked"]), (0, 2, 2))
+        self.assertEqual(self.call("kick_ids", "q,mail.", "k1"), [b"DQ_CONFLICT ready"])
+        self.assertEqual(self.call("kick_ids", "mail.", "k3"), [b"DQ_NOT_FOUND"])
+
+    def test_kick_ids_sends_push_jobs_back_to_push(self):
+        self.add("h1", url="http://example.com/h", retries=0)
+        self.call("push_take", 10, 500)
+        self.assertEqual(self.call("push_done", "h1", 1, "fail", 0, 500, ""), b"buried")
+        self.assertEqual(self.call("kick_ids", "", "h1"), [b"ok"])
+        self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
+        self.assertEqual(self.redis("ZRANGE", P + ":q:q", 0, -1), [b"h1"])
+        self.assertEqual(self.redis("ZCARD", P + ":r:q"), 0)
+
+    def test_reschedule(self):
+        self.subscribe(P + ":wake", P + ":ready")
+        self.add("a", delay=60000)
+        state, due = self.call("reschedule", "", "a", 5000, -1)
+        self.assertEqual(state, b"delay")
+        self.assertEqual(int(self.job("a")["d"]), due)
+        self.assertEqual(int(self.redis("ZSCORE", P + ":d:q", "a")), due)
+        self.assertIn((P + ":wake", "%s:%d" % (self.job("a")["k"], due)), self.messages())
+        self.assertEqual(self.call("reschedule", "", "a", 0, -1), [b"ready", -1])
+        self.assertEqual(self.redis("ZCARD", P + ":d:q"), 0)
+        self.assertIn((P + ":ready", "1:q"), self.messages())
+        at = int(time.time() * 1000) + 3600000
+        self.assertEqual(self.call("reschedule", "", "a", 0, at), [b"delay", at])
+        self.assertEqual(self.redis("ZCARD", P + ":r:q"), 0)
+        st = self.stats("q")
+        self.assertEqual((st["delay"], st["ready"]), (1, 0))
+        # buried -> ready with fresh retries; a push job goes to P:push
+        self.add("h", url="http://example.com/h", retries=0)
+        self.call("push_take", 10, 500)
+        self.call("push_done", "h", 1, "fail", 0, 500, "")
+        self.assertEqual(self.call("reschedule", "", "h", 0, 1000), [b"ready", -1])
+        self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h"])
+        self.assertEqual(self.job("h")["kb"], "1")
+        # reserved: refused, nothing written; unknown or another topic: not found
+        self.add("r")
+        self.pop("q")
+        before = self.job("r")
+        self.assertDqError("DQ_CONFLICT reserved", self.call, "reschedule", "", "r", 5, -1)
+        self.assertEqual(self.job("r"), before)
+        self.assertDqError("DQ_NOT_FOUND", self.call, "reschedule", "", "nope", 5, -1)
+        self.assertDqError("DQ_NOT_FOUND", self.call, "reschedule", "mail.", "a", 5, -1)
 
     # ---------------------------------------------------------- a crash between calls
 
@@ -420,6 +523,8 @@ class Functions(unittest.TestCase):
                         r("FCALL", name("remove"), 1, P, "", "finished", g[0])
                     if i % 7 == 0:
                         r("FCALL", name("move"), 1, P, i % BUCKETS, 100)
+                    if i % 5 == 0:
+                        r("FCALL", name("reschedule"), 1, P, "", jid, (0, 40)[i % 2], -1)
                 except (OSError, ConnectionError, RedisError):
                     time.sleep(0.01)
                 i += 1

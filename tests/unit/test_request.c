@@ -165,7 +165,8 @@ static void test_command_names(void **state)
         {"release", CMD_RELEASE, 0}, {"bury", CMD_BURY, 0},       {"kick", CMD_KICK, 0},
         {"stats", CMD_STATS, 1},     {"health", CMD_HEALTH, 1},   {"metrics", CMD_METRICS, 1},
         {"schedule", CMD_SCHEDULE, 0}, {"unschedule", CMD_UNSCHEDULE, 0},
-        {"schedules", CMD_SCHEDULES, 1},
+        {"schedules", CMD_SCHEDULES, 1}, {"jobs", CMD_JOBS, 1},
+        {"reschedule", CMD_RESCHEDULE, 0},
     };
     assert_int_equal(sizeof all / sizeof all[0], CMD_COUNT);
     for (size_t i = 0; i < CMD_COUNT; i++) {
@@ -1135,6 +1136,74 @@ static void test_kick(void **state)
     BAD_POST("/kick", "{\"topic\":1}", "'topic'", "string");
 }
 
+static void test_kick_by_id(void **state)
+{
+    (void)state;
+    OK_POST("/kick", "{\"id\":\"j1\"}");
+    assert_int_equal(req.nids, 1);
+    assert_int_equal(req.batch, 0);
+    assert_int_equal(req.ntopics, 0);
+    assert_string_equal(req.ids[0], "j1");
+    OK_POST("/kick", "{\"ids\":[\"j1\",\"j2\"]}");
+    assert_int_equal(req.nids, 2);
+    assert_int_equal(req.batch, 1);
+    assert_string_equal(req.ids[1], "j2");
+    BAD_POST("/kick", "{\"id\":\"j1\",\"topic\":\"order\"}", "'id'", "'topic'");
+    BAD_POST("/kick", "{\"ids\":[\"j1\"],\"count\":2}", "'count'");
+    BAD_POST("/kick", "{\"id\":\"j1\",\"ids\":[\"j2\"]}", "'ids'");
+    BAD_POST("/kick", "{\"ids\":[]}", "'ids'");
+    BAD_POST("/kick", "{\"ids\":[\"a b\"]}", "'ids[0]'");
+}
+
+static void test_reschedule(void **state)
+{
+    (void)state;
+    OK_POST("/reschedule", "{\"id\":\"j1\",\"delay\":1.5}");
+    assert_int_equal(req.cmd, CMD_RESCHEDULE);
+    assert_int_equal(req.delay_ms, 1500);
+    assert_int_equal(req.at_ms, -1);
+    OK_POST("/reschedule", "{\"id\":\"j1\",\"at\":1767225600}");
+    assert_int_equal(req.at_ms, 1767225600000LL);
+    OK_POST("/reschedule", "{\"id\":\"j1\",\"delay\":0}");
+    assert_int_equal(req.delay_ms, 0);
+    BAD_POST("/reschedule", "{\"id\":\"j1\"}", "'delay'", "'at'");
+    BAD_POST("/reschedule", "{\"id\":\"j1\",\"delay\":1,\"at\":5}", "cannot both");
+    BAD_POST("/reschedule", "{\"id\":\"j1\",\"delay\":-1}", "'delay'");
+    BAD_POST("/reschedule", "{\"delay\":1}", "'id'", "required");
+    BAD_GET("/reschedule", "id=j1&delay=1", "needs POST");
+}
+
+static void test_jobs(void **state)
+{
+    (void)state;
+    OK_GET("/jobs", "topic=order&state=delay");
+    assert_int_equal(req.cmd, CMD_JOBS);
+    assert_string_equal(req.topics[0], "order");
+    assert_string_equal(req.state, "delay");
+    assert_int_equal(req.count, 50); /* default */
+    assert_null(req.cursor);
+    OK_GET("/jobs", "topic=order&state=buried&limit=1000&cursor=1767225600000:order-1:x");
+    assert_int_equal(req.count, 1000);
+    assert_string_equal(req.cursor, "1767225600000:order-1:x");
+    OK_POST("/jobs", "{\"topic\":\"order\",\"state\":\"reserved\",\"limit\":1}");
+    assert_string_equal(req.state, "reserved");
+    OK_POST("/jobs", "{\"topic\":\"order\",\"state\":\"ready\"}");
+    BAD_GET("/jobs", "state=ready", "'topic'", "required");
+    BAD_GET("/jobs", "topic=order", "'state'", "required");
+    BAD_GET("/jobs", "topic=order&state=Ready", "'state'");
+    BAD_GET("/jobs", "topic=order&state=readyx", "'state'");
+    BAD_GET("/jobs", "topic=order&state=ready&limit=0", "'limit'");
+    BAD_GET("/jobs", "topic=order&state=ready&limit=1001", "'limit'");
+    BAD_GET("/jobs", "topic=order&state=ready&cursor=", "'cursor'");
+    BAD_GET("/jobs", "topic=order&state=ready&cursor=x:a", "'cursor'");
+    BAD_GET("/jobs", "topic=order&state=ready&cursor=12", "'cursor'");
+    BAD_GET("/jobs", "topic=order&state=ready&cursor=12:", "'cursor'");
+    BAD_GET("/jobs", "topic=order&state=ready&cursor=12:a%20b", "'cursor'");
+    BAD_GET("/jobs", "topic=order&state=ready&cursor=1234567890123456789:a", "'cursor'");
+    BAD_POST("/jobs", "{\"topic\":\"order\",\"state\":1}", "'state'", "string");
+    BAD_POST("/jobs", "{\"topic\":\"order\",\"state\":\"ready\",\"count\":1}", "'count'");
+}
+
 static void test_schedule(void **state)
 {
     (void)state;
@@ -1290,6 +1359,9 @@ int main(void)
         T(test_single_id_commands),
         T(test_release_delay),
         T(test_kick),
+        T(test_kick_by_id),
+        T(test_reschedule),
+        T(test_jobs),
         T(test_stats),
         T(test_unknown_fields_refused),
         T(test_free_is_reusable),

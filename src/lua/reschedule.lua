@@ -1,0 +1,33 @@
+-- reschedule: a job in delay, ready or buried gets a new due time: it
+-- becomes delay, or ready (at the back of its queue) when the time is not
+-- in the future. A buried job comes back with a fresh allowance of
+-- retries, as kick gives.
+-- KEYS: P. ARGV: allow, id, delay_ms, at_ms (-1: none; else used instead
+-- of delay_ms).
+-- Returns {new state, due ms or -1}.
+-- Errors: DQ_NOT_FOUND; DQ_CONFLICT reserved.
+limit_topics(ARGV[1])
+local id, delay, at = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local jk = job_key(id)
+local j = redis.call('HMGET', jk, 's', 't', 'k', 'n', 'u')
+if not j[1] or not allowed(j[2]) then return redis.error_reply('DQ_NOT_FOUND') end
+local state, topic, k = j[1], j[2], j[3]
+if state == 'reserved' then return redis.error_reply('DQ_CONFLICT reserved') end
+if state == 'delay' then
+    unschedule(id, k, topic, state)
+else
+    unlist(id, topic, state, j[5])
+end
+if state == 'buried' then redis.call('HSET', jk, 'kb', j[4]) end
+local now = now_ms()
+local due = now + delay
+if at >= 0 then due = math.max(at, now) end
+if due <= now then
+    make_ready(id, topic, reserve_seq(1), j[5])
+    move_count(topic, state, 'ready')
+    return {'ready', -1}
+end
+redis.call('HSET', jk, 's', 'delay', 'd', num(due))
+schedule(id, k, due, topic, 'delay')
+move_count(topic, state, 'delay')
+return {'delay', due}
