@@ -2,22 +2,48 @@
 -- shard, oldest first. Each becomes reserved until now + its callback
 -- timeout + grace_ms: if the pusher dies, the timer's move treats the
 -- passed deadline as a failed delivery, so the job comes back.
+-- A job of a paused topic moves to the topic's hold set (P:ph:<topic>)
+-- with its score, so it waits without blocking other topics' jobs; resume
+-- puts it back. While a resume is still moving a hold back (the hold is not
+-- empty), a job of that topic newer than the hold's oldest goes to the hold
+-- too, so the topic's jobs keep their order. At most limit + 1000 entries
+-- are looked at per call.
 -- KEYS: P. ARGV: limit, grace_ms.
 -- Returns a list of {id, topic, body, url, attempt, timeout_ms}.
 local want, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
-local taken = redis.call('ZPOPMIN', push_key(), num(want))
 local out = {}
-for i = 1, #taken, 2 do
-    local id = taken[i]
-    local jk = job_key(id)
-    local j = redis.call('HMGET', jk, 'n', 't', 'u', 'to', 'k')
-    local n = tonumber(j[1]) + 1
-    local deadline = now + tonumber(j[4]) + grace
-    redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(deadline))
-    schedule(id, j[5], deadline)
-    move_count(j[2], 'ready', 'reserved')
-    count(j[2], 'popped', 1)
-    out[#out + 1] = {id, j[2], redis.call('GET', body_key(id)), j[3], n, tonumber(j[4])}
+local hold_head = {} -- topic -> lowest score in its hold (false: empty)
+local function held_back(topic, score)
+    if paused(topic) then return true end
+    local head = hold_head[topic]
+    if head == nil then
+        local first = redis.call('ZRANGE', hold_key(topic), 0, 0, 'WITHSCORES')
+        head = first[2] and tonumber(first[2]) or false
+        hold_head[topic] = head
+    end
+    return head and tonumber(score) > head
+end
+local looked, budget = 0, want + 1000
+while #out < want and looked < budget do
+    local taken = redis.call('ZPOPMIN', push_key(), num(math.min(want - #out, budget - looked)))
+    if #taken == 0 then break end
+    for i = 1, #taken, 2 do
+        looked = looked + 1
+        local id = taken[i]
+        local jk = job_key(id)
+        local j = redis.call('HMGET', jk, 'n', 't', 'u', 'to', 'k')
+        if held_back(j[2], taken[i + 1]) then
+            redis.call('ZADD', hold_key(j[2]), taken[i + 1], id)
+        else
+            local n = tonumber(j[1]) + 1
+            local deadline = now + tonumber(j[4]) + grace
+            redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(deadline))
+            schedule(id, j[5], deadline)
+            move_count(j[2], 'ready', 'reserved')
+            count(j[2], 'popped', 1)
+            out[#out + 1] = {id, j[2], redis.call('GET', body_key(id)), j[3], n, tonumber(j[4])}
+        end
+    end
 end
 return out
