@@ -421,14 +421,37 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
         self.assertIn((P + ":pushwake", "1"), self.messages())
         self.add("h4", url="http://example.com/h")
-        got = self.call("push_take", 10, 500)
-        self.assertEqual([j[0] for j in got], [b"h1"], "h4 is newer than the held h3: it waits")
-        self.assertEqual(self.redis("ZRANGE", P + ":ph:q", 0, -1), [b"h3", b"h4"])
-        self.assertEqual(self.call("pause", "resume", "q", 1), 1)
         self.assertEqual(self.call("pause", "resume", "q", 1), 0)
         self.assertEqual(self.redis("EXISTS", P + ":ph:q"), 0)
         got = self.call("push_take", 10, 500)
-        self.assertEqual([j[0] for j in got], [b"h3", b"h4"])
+        self.assertEqual([j[0] for j in got], [b"h1", b"h3", b"h4"])
+
+    def test_push_take_finishes_an_abandoned_resume_in_order(self):
+        self.call("pause", "pause", "q", 1000)
+        args = []
+        for i in range(1200):
+            args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
+                     "http://example.com/h", 1000]
+        self.call("add", "", BUCKETS, SHARDS, 1200, *args)
+        self.call("push_take", 1, 500)  # all 1200 looked at: 1001 held
+        self.call("push_take", 1, 500)
+        self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 1200)
+        # A resume whose caller died after its first call: 1 moved back.
+        self.assertEqual(self.call("pause", "resume", "q", 1), 1199)
+        self.add("new", url="http://example.com/h")
+        got = [j[0] for j in self.call("push_take", 5, 500)]
+        self.assertEqual(got, [b"p0000", b"p0001", b"p0002", b"p0003", b"p0004"])
+        # 1000 moved back by that call; "new" joined the 199 left held, behind them.
+        self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 200)
+        self.assertEqual(self.redis("ZRANGE", P + ":ph:q", -1, -1), [b"new"])
+        taken = got
+        while True:
+            got = [j[0] for j in self.call("push_take", 500, 500)]
+            if not got:
+                break
+            taken += got
+        self.assertEqual(taken, [b"p%04d" % i for i in range(1200)] + [b"new"])
+        self.assertEqual(self.redis("EXISTS", P + ":ph:q"), 0)
 
     def test_push_take_skips_held_jobs_within_a_bound(self):
         self.call("pause", "pause", "q", 1000)
