@@ -58,7 +58,7 @@ static int exit_for(const char *code, long http)
 
 typedef enum {
     OUT_ADD, OUT_POP, OUT_REMOVE, OUT_GET, OUT_ID, OUT_TOUCH, OUT_RELEASE, OUT_KICK, OUT_STATS,
-    OUT_HEALTH, OUT_SCHEDULES, OUT_JOBS, OUT_RESCHEDULE
+    OUT_HEALTH, OUT_SCHEDULES, OUT_JOBS, OUT_RESCHEDULE, OUT_PAUSE, OUT_METRICS
 } out_kind;
 
 typedef struct {
@@ -150,6 +150,14 @@ static const cli_command commands[] = {
      "list schedules: id, topic, cron or every, zone, next fire, missed fires",
      "  --id ID               only this one (with its body)\n"
      "  --preview N           and its next N fire times (1..100; needs --id)\n"},
+    {"pause", 0, B(TOPIC), B(TOPIC), OUT_PAUSE, NULL,
+     "stop pop and callbacks of a topic (due jobs still become ready)",
+     "  --topic T             the topic (required)\n"},
+    {"resume", 0, B(TOPIC), B(TOPIC), OUT_PAUSE, NULL,
+     "let a paused topic's jobs be popped and sent again",
+     "  --topic T             the topic (required)\n"},
+    {"metrics", 1, 0, 0, OUT_METRICS, NULL,
+     "print the Prometheus metrics of the backend that answers", ""},
 };
 
 #undef B
@@ -308,6 +316,11 @@ static int print_human(const cli_command *c, const cli_json *answer)
     case OUT_SCHEDULES:
         cli_out_schedules(stdout, ans);
         break;
+    case OUT_PAUSE:
+        cli_out_pause(stdout, ans);
+        break;
+    case OUT_METRICS: /* printed as text by run() */
+        break;
     }
     return EXIT_OK;
 }
@@ -369,6 +382,12 @@ static int run(const cli_command *c, const cli_args *a)
         goto out;
     }
 
+    /* /metrics answers Prometheus text, and JSON only for an error. */
+    if (c->out == OUT_METRICS && http_status == 200 && answer.len > 0 && answer.data[0] != '{') {
+        fwrite(answer.data, 1, answer.len, stdout);
+        status = EXIT_OK;
+        goto out;
+    }
     char why[256];
     if (cli_json_parse(&parsed, answer.data ? answer.data : "", answer.len, why, sizeof why) < 0 ||
         !json_object_is_type(parsed.tree, json_type_object)) {

@@ -157,6 +157,13 @@ void cli_out_release(FILE *out, json_object *ans)
     fprintf(out, "released %s, now %s\n", field_str(ans, "id", "?"), field_str(ans, "state", "?"));
 }
 
+void cli_out_pause(FILE *out, json_object *ans)
+{
+    json_object *paused = field(ans, "paused");
+    fprintf(out, "%s %s\n", json_object_get_boolean(paused) ? "paused" : "resumed",
+            json_object_get_string(field(ans, "topic")));
+}
+
 void cli_out_kick(FILE *out, json_object *ans)
 {
     fprintf(out, "kicked %s\n", json_text(field(ans, "kicked")));

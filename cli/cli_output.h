@@ -21,6 +21,8 @@ void cli_out_get(FILE *out, const cli_json *answer);
 const char *cli_out_results(FILE *out, json_object *ans, const char *verb);
 void cli_out_touch(FILE *out, json_object *ans);
 void cli_out_release(FILE *out, json_object *ans);
+/* "paused T" or "resumed T". */
+void cli_out_pause(FILE *out, json_object *ans);
 void cli_out_kick(FILE *out, json_object *ans);
 /* "rescheduled ID, now STATE[, due TIME]". */
 void cli_out_reschedule(FILE *out, json_object *ans);

@@ -595,10 +595,29 @@ static dq_response handle_schedules(call_ctx *c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* pause / resume                                                            */
+/* ------------------------------------------------------------------------ */
+
+static dq_response handle_pause(call_ctx *c)
+{
+    const char *topic = c->req->topics[0];
+    int pause = c->req->cmd == CMD_PAUSE;
+    store_error err;
+    dq_status st = store_pause(c->h->store, topic, pause, &err);
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    buf_puts(c->out, "{\"success\":true,\"topic\":");
+    buf_put_json_string(c->out, topic, strlen(topic));
+    buf_printf(c->out, ",\"paused\":%s}", pause ? "true" : "false");
+    return answer(DQ_OK);
+}
+
+/* ------------------------------------------------------------------------ */
 /* stats / metrics / health                                                  */
 /* ------------------------------------------------------------------------ */
 
-static void put_stats_object(dq_buf *out, const int64_t *v)
+/* A topic's figures, or the totals (t NULL: no "paused"). */
+static void put_stats_object(dq_buf *out, const int64_t *v, const store_topic_stats *t)
 {
     static const int64_t none[STORE_NSTATS];
     if (!v)
@@ -606,6 +625,8 @@ static void put_stats_object(dq_buf *out, const int64_t *v)
     buf_putc(out, '{');
     for (int f = 0; f < STORE_NSTATS; f++)
         buf_printf(out, "%s\"%s\":%lld", f ? "," : "", store_stat_names[f], (long long)v[f]);
+    if (t)
+        buf_printf(out, ",\"paused\":%s", t->paused ? "true" : "false");
     buf_putc(out, '}');
 }
 
@@ -624,13 +645,13 @@ static dq_response handle_stats(call_ctx *c)
             buf_putc(c->out, ',');
         buf_put_json_string(c->out, st.topics[i].name, st.topics[i].name_len);
         buf_putc(c->out, ':');
-        put_stats_object(c->out, st.topics[i].v);
+        put_stats_object(c->out, st.topics[i].v, &st.topics[i]);
     }
     buf_puts(c->out, "},\"total\":");
     if (req->ntopics)
-        put_stats_object(c->out, st.n ? st.topics[0].v : NULL);
+        put_stats_object(c->out, st.n ? st.topics[0].v : NULL, NULL);
     else
-        put_stats_object(c->out, st.totals);
+        put_stats_object(c->out, st.totals, NULL);
     if (!req->ntopics) {
         buf_puts(c->out, ",\"cursor\":");
         if (st.next_cursor)
@@ -658,6 +679,52 @@ static void put_label(dq_buf *out, const char *s, size_t n)
     }
 }
 
+/* The figures an operator alerts on: per topic whether it is paused and
+ * the age of its oldest ready job; for the deployment the oldest overdue
+ * bucket entry (timer lag as jobs see it), the oldest ready push job, and
+ * each live timer's lateness per shard. */
+static void put_alert_metrics(dq_buf *out, const store_stats *st, size_t shown,
+                              const store_lag *lag)
+{
+    buf_puts(out, "# HELP delayq_topic_paused 1 while the topic is paused (pause/resume).\n"
+                  "# TYPE delayq_topic_paused gauge\n");
+    for (size_t i = 0; i < shown; i++) {
+        buf_puts(out, "delayq_topic_paused{topic=\"");
+        put_label(out, st->topics[i].name, st->topics[i].name_len);
+        buf_printf(out, "\"} %d\n", st->topics[i].paused ? 1 : 0);
+    }
+    buf_puts(out, "# HELP delayq_topics_paused Paused topics.\n# TYPE delayq_topics_paused gauge\n");
+    buf_printf(out, "delayq_topics_paused %lld\n", (long long)lag->paused_topics);
+    buf_puts(out, "# HELP delayq_oldest_ready_age_seconds Age of the topic's oldest ready job "
+                  "(since it became ready; 0 when none).\n"
+                  "# TYPE delayq_oldest_ready_age_seconds gauge\n");
+    for (size_t i = 0; i < shown; i++) {
+        int64_t age = st->topics[i].ready_age_ms;
+        buf_puts(out, "delayq_oldest_ready_age_seconds{topic=\"");
+        put_label(out, st->topics[i].name, st->topics[i].name_len);
+        buf_printf(out, "\"} %.3f\n", age > 0 ? (double)age / 1000 : 0.0);
+    }
+    buf_puts(out, "# HELP delayq_push_oldest_ready_age_seconds Age of the oldest ready push job "
+                  "waiting for delayq-push, all topics (0 when none).\n"
+                  "# TYPE delayq_push_oldest_ready_age_seconds gauge\n");
+    buf_printf(out, "delayq_push_oldest_ready_age_seconds %.3f\n",
+               lag->push_age_ms > 0 ? (double)lag->push_age_ms / 1000 : 0.0);
+    buf_puts(out, "# HELP delayq_oldest_overdue_seconds How long the oldest delayed job (or TTR "
+                  "deadline) past its due time has waited for a timer, all topics (0 when none).\n"
+                  "# TYPE delayq_oldest_overdue_seconds gauge\n");
+    buf_printf(out, "delayq_oldest_overdue_seconds %.3f\n", (double)lag->overdue_ms / 1000);
+    buf_puts(out, "# HELP delayq_timer_lag_seconds A live timer's lateness behind due times in a "
+                  "shard: the largest of its moves within a second, 0 if it moved nothing "
+                  "in the last minute.\n# TYPE delayq_timer_lag_seconds gauge\n");
+    for (size_t i = 0; i < lag->ntimers; i++) {
+        const store_timer_lag *l = &lag->timers[i];
+        buf_puts(out, "delayq_timer_lag_seconds{timer=\"");
+        put_label(out, l->timer, strlen(l->timer));
+        buf_printf(out, "\",shard=\"%d\"} %.3f\n", l->shard,
+                   l->age_ms <= 60000 ? (double)l->late_ms / 1000 : 0.0);
+    }
+}
+
 static dq_response handle_metrics(call_ctx *c)
 {
     store_stats st;
@@ -666,6 +733,12 @@ static dq_response handle_metrics(call_ctx *c)
     dq_status s = store_stats_read(c->h->store, NULL, NULL, limit > 0 ? limit : 1, &st, &err);
     if (s != DQ_OK)
         return store_failure(c, s, &err);
+    store_lag lag;
+    s = store_lag_read(c->h->store, &lag, &err);
+    if (s != DQ_OK) {
+        store_stats_free(&st);
+        return store_failure(c, s, &err);
+    }
     dq_buf *out = c->out;
     size_t shown = limit > 0 ? st.n : 0;
     buf_puts(out, "# HELP delayq_topics Topics that hold jobs or held one within topic_retention_s "
@@ -713,6 +786,8 @@ static dq_response handle_metrics(call_ctx *c)
             buf_printf(out, "\"} %lld\n", (long long)st.topics[i].v[counters[k].field]);
         }
     }
+    put_alert_metrics(out, &st, shown, &lag);
+    store_lag_free(&lag);
     store_stats_free(&st);
     metrics_render_requests(out);
     return (dq_response){DQ_OK, 1, 0};

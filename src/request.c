@@ -840,6 +840,13 @@ static int parse_jobs(vctx *v, fieldset *f, const dq_limits *lim, dq_request *re
     return 0;
 }
 
+/* pause / resume: one topic. */
+static int parse_pause(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    return one_topic(v, f, 1, req);
+}
+
 static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
     (void)lim;

@@ -609,12 +609,28 @@ static void add_fields(int64_t v[STORE_NSTATS], const store_reply *fields)
 {
     for (size_t i = 0; i + 1 < reply_len(fields); i += 2) {
         const char *f = reply_str(reply_at(fields, i), NULL);
+        if (f && f[0] == 'p' && strcmp(f, "paused") == 0)
+            continue; /* topic_extras() */
         for (int k = 0; f && k < STORE_NSTATS; k++) {
             if (strcmp(f, store_stat_names[k]) == 0) {
                 v[k] += reply_int(reply_at(fields, i + 1));
                 break;
             }
         }
+    }
+}
+
+/* The per-topic figures stats.lua appends: paused (any shard), and the
+ * oldest ready age (the largest of the shards'). */
+static void topic_extras(store_topic_stats *t, const store_reply *fields)
+{
+    for (size_t i = 0; i + 1 < reply_len(fields); i += 2) {
+        const char *f = reply_str(reply_at(fields, i), NULL);
+        int64_t v = reply_int(reply_at(fields, i + 1));
+        if (f && strcmp(f, "paused") == 0)
+            t->paused |= v == 1;
+        else if (f && strcmp(f, "ready_age") == 0 && v > t->ready_age_ms)
+            t->ready_age_ms = v;
     }
 }
 
@@ -641,6 +657,9 @@ static void merge_topics(store_stats *out)
         if (kept && topic_cmp(&out->topics[kept - 1], t) == 0) {
             for (int k = 0; k < STORE_NSTATS; k++)
                 out->topics[kept - 1].v[k] += t->v[k];
+            out->topics[kept - 1].paused |= t->paused;
+            if (t->ready_age_ms > out->topics[kept - 1].ready_age_ms)
+                out->topics[kept - 1].ready_age_ms = t->ready_age_ms;
         } else {
             out->topics[kept++] = *t;
         }
@@ -690,6 +709,8 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
             t->name = reply_str(reply_at(r, i), &t->name_len);
             if (t->name) {
                 add_fields(t->v, reply_at(r, i + 1));
+                t->ready_age_ms = -1;
+                topic_extras(t, reply_at(r, i + 1));
                 out->n++;
             }
         }
@@ -709,6 +730,113 @@ void store_stats_free(store_stats *st)
     free(st->topics);
     free_kept_replies(st->replies, st->nreplies);
     memset(st, 0, sizeof *st);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pause / resume, lag                                                       */
+/* ------------------------------------------------------------------------ */
+
+#define RESUME_CHUNK 1000 /* held push jobs moved back per call */
+
+static void pause_call(dq_store *s, int shard, const char *topic, int pause)
+{
+    store_batch_call(s, SCRIPT_PAUSE, shard);
+    store_arg_str(s, pause ? "pause" : "resume");
+    store_arg_str(s, topic);
+    store_arg_int(s, RESUME_CHUNK);
+}
+
+dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *err)
+{
+    clear_error(err);
+    int shards = store_shards(s);
+    int *todo = xcalloc((size_t)shards, sizeof *todo);
+    for (int k = 0; k < shards; k++)
+        todo[k] = 1;
+    dq_status result = DQ_OK;
+    for (int left = shards; left > 0 && result == DQ_OK;) {
+        store_batch_begin(s);
+        int *shard_of = xcalloc((size_t)left, sizeof *shard_of);
+        size_t n = 0;
+        for (int k = 0; k < shards; k++) {
+            if (todo[k]) {
+                pause_call(s, k, topic, pause);
+                shard_of[n++] = k;
+            }
+        }
+        store_batch_run(s);
+        left = 0;
+        for (size_t i = 0; i < n; i++) {
+            store_reply *r = NULL;
+            char detail[sizeof err->detail];
+            dq_status st = store_batch_result(s, i, &r, detail, sizeof detail);
+            if (st != DQ_OK && result == DQ_OK) {
+                result = st;
+                snprintf(err->detail, sizeof err->detail, "%s", detail);
+            }
+            /* A resume calls again while the shard still holds jobs back. */
+            todo[shard_of[i]] = st == DQ_OK && reply_int(r) > 0;
+            left += todo[shard_of[i]];
+            store_reply_free(r);
+        }
+        free(shard_of);
+    }
+    free(todo);
+    return result;
+}
+
+dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->push_age_ms = -1;
+    clear_error(err);
+    int shards = store_shards(s);
+    store_batch_begin(s);
+    for (int k = 0; k < shards; k++)
+        store_batch_call(s, SCRIPT_LAG, k);
+    store_batch_run(s);
+    /* {now, overdue due or -1, push since or -1, paused, {timer, late, at, ...}} */
+    for (int k = 0; k < shards; k++) {
+        store_reply *r = NULL;
+        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
+        if (st != DQ_OK) {
+            store_reply_free(r);
+            store_lag_free(out);
+            return st;
+        }
+        keep_reply(&out->replies, &out->nreplies, r);
+        int64_t now = reply_int(reply_at(r, 0)), due = reply_int(reply_at(r, 1));
+        int64_t since = reply_int(reply_at(r, 2)), paused = reply_int(reply_at(r, 3));
+        if (due >= 0 && now - due > out->overdue_ms)
+            out->overdue_ms = now - due;
+        if (since >= 0 && now - since > out->push_age_ms)
+            out->push_age_ms = now - since > 0 ? now - since : 0;
+        if (paused > out->paused_topics)
+            out->paused_topics = paused;
+        const store_reply *t = reply_at(r, 4);
+        size_t nt = reply_len(t) / 3;
+        out->timers = realloc(out->timers, (out->ntimers + nt + 1) * sizeof *out->timers);
+        if (!out->timers)
+            abort();
+        for (size_t i = 0; i < nt; i++) {
+            store_timer_lag *l = &out->timers[out->ntimers];
+            l->timer = reply_str(reply_at(t, 3 * i), NULL);
+            if (!l->timer)
+                continue;
+            l->shard = k;
+            l->late_ms = reply_int(reply_at(t, 3 * i + 1));
+            l->age_ms = now - reply_int(reply_at(t, 3 * i + 2));
+            out->ntimers++;
+        }
+    }
+    return DQ_OK;
+}
+
+void store_lag_free(store_lag *l)
+{
+    free(l->timers);
+    free_kept_replies(l->replies, l->nreplies);
+    memset(l, 0, sizeof *l);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -921,6 +1049,7 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit)
         store_batch_call(s, SCRIPT_MOVE, calls[i].shard);
         store_arg_int(s, calls[i].bucket);
         store_arg_int(s, limit);
+        store_arg_str(s, calls[i].timer ? calls[i].timer : "");
     }
     store_batch_run(s);
     for (size_t i = 0; i < n; i++) {

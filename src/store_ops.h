@@ -145,6 +145,9 @@ typedef struct {
     const char *name;
     size_t name_len;
     int64_t v[STORE_NSTATS];
+    int paused;           /* paused in some shard (pause writes every shard) */
+    int64_t ready_age_ms; /* the oldest ready job pop could take (or held push
+                           * job): ms since it became ready; -1 for none */
 } store_topic_stats;
 
 typedef struct {
@@ -160,6 +163,34 @@ typedef struct {
 dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, int limit,
                            store_stats *out, store_error *err);
 void store_stats_free(store_stats *st);
+
+/* Pauses (pause = 1) or resumes a topic in every shard, in one pipelined
+ * round (a resume goes on with the shards that still hold push jobs back,
+ * 1000 a call). DQ_OK only if every shard answered; pausing and resuming
+ * are idempotent, so a failed call is retried as a whole. */
+dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *err);
+
+/* How far behind the timers are, per shard (see src/lua/lag.lua). */
+typedef struct {
+    const char *timer; /* a live timer's token, NUL-terminated */
+    int shard;
+    int64_t late_ms;   /* its largest lateness within a second of moves */
+    int64_t age_ms;    /* how long ago that was recorded */
+} store_timer_lag;
+
+typedef struct {
+    int64_t overdue_ms;    /* the oldest bucket entry past due, over shards; 0 none */
+    int64_t push_age_ms;   /* the oldest ready push job in P:push; -1 none */
+    int64_t paused_topics; /* the most any shard records */
+    store_timer_lag *timers;
+    size_t ntimers;
+    store_reply **replies;
+    size_t nreplies;
+} store_lag;
+
+/* One pipelined round over the shards; fails if any shard does not answer. */
+dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err);
+void store_lag_free(store_lag *l);
 
 /* delayq-push's operations. push_take reserves up to limit ready push jobs
  * of one shard (id, topic, body, url, attempts, cb_timeout_ms), each until
@@ -234,6 +265,7 @@ void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n);
  * bucket of one shard ready (or redelivers them) and tells when the bucket
  * is next due: earliest, -1 for empty, in Redis' clock (redis_now). */
 typedef struct {
+    const char *timer;                  /* in: the timer's token, for P:timerlag */
     int shard, bucket;                  /* in */
     dq_status status;                   /* out */
     int64_t moved, earliest, redis_now; /* out, when status is DQ_OK */

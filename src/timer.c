@@ -200,7 +200,8 @@ static int64_t move_due(timer_state *t, int64_t until)
         int64_t now = util_mono_ms();
         for (size_t i = 0; i < total && n < t->moves_cap; i++) {
             if (t->held[i] && t->next_due[i] <= now)
-                t->moves[n++] = (store_move_call){.shard = (int)(i / (size_t)t->nbuckets),
+                t->moves[n++] = (store_move_call){.timer = t->token,
+                                                  .shard = (int)(i / (size_t)t->nbuckets),
                                                   .bucket = (int)(i % (size_t)t->nbuckets)};
         }
         if (n == 0)

@@ -17,7 +17,8 @@
 -- Job hash fields: t topic, ttr (ms), n deliveries so far, r retries (-1
 -- unlimited), kb deliveries at the last kick, c created (ms), s state
 -- (delay, ready, reserved, buried), d due (ms, while delay or reserved,
--- else -1), k bucket; and only when set: bo backoff steps (ms, comma-
+-- else -1), k bucket, rt when it last became ready (ms; absent on jobs made
+-- before it existed: c stands in); and only when set: bo backoff steps (ms, comma-
 -- separated), u callback URL (a push job: delayq-push delivers it, pop
 -- never sees it), to its timeout (ms), la/ls/le the last push attempt's
 -- time (ms), HTTP status and error. The body is a string key of its own (P:v:<id>):
@@ -62,6 +63,11 @@ local function state_index(topic, state)
     if state == 'reserved' then return reserved_index(topic) end
     return nil
 end
+-- Paused topics (a set, the same in every shard: pause/resume write all).
+local function paused_key() return P .. ':paused' end
+-- Push jobs of a paused topic that push_take met, with their P:push score,
+-- until resume puts them back: so paused jobs never block the others.
+local function hold_key(topic) return P .. ':ph:' .. topic end
 
 -- Per-call state, reset by begin().
 local counters      -- topic -> {field -> delta}
@@ -73,6 +79,8 @@ local ready_order
 local bucket_heads  -- bucket key -> earliest due known (false: empty)
 local push_ready    -- push jobs made ready in this call
 local allow_prefixes -- nil: every topic; else the token's topic prefixes
+local paused_cache  -- topic -> paused (read once per call)
+local call_now      -- Redis' time, read once per call by clock()
 
 local function begin(keys)
     P = keys[1]
@@ -82,6 +90,25 @@ local function begin(keys)
     bucket_heads = {}
     push_ready = 0
     allow_prefixes = nil
+    paused_cache = {}
+    call_now = nil
+end
+
+-- Redis' time, read once per call (a call is atomic: one instant).
+local function clock()
+    if not call_now then call_now = now_ms() end
+    return call_now
+end
+
+-- Is the topic paused? pop takes nothing from it and push_take holds its
+-- push jobs back; due jobs still become ready.
+local function paused(topic)
+    local v = paused_cache[topic]
+    if v == nil then
+        v = redis.call('SISMEMBER', paused_key(), topic) == 1
+        paused_cache[topic] = v
+    end
+    return v
 end
 
 -- While a Redis Cluster moves this shard's hash slot to another node, some
@@ -166,9 +193,10 @@ local function enqueue_ready(id, topic, seq, push)
     ready_topics[topic] = ready_topics[topic] + 1
 end
 
--- Makes a job ready: its hash says so and it joins its topic's queue.
+-- Makes a job ready: its hash says so (with rt, when it became ready, for
+-- the oldest-ready-age metric) and it joins its topic's queue.
 local function make_ready(id, topic, seq, push)
-    redis.call('HSET', job_key(id), 's', 'ready', 'd', '-1')
+    redis.call('HSET', job_key(id), 's', 'ready', 'd', '-1', 'rt', num(clock()))
     enqueue_ready(id, topic, seq, push)
 end
 
@@ -185,6 +213,7 @@ local function unlist(id, topic, state, push)
         if push then
             redis.call('ZREM', push_key(), id)
             redis.call('ZREM', push_index(topic), id)
+            redis.call('ZREM', hold_key(topic), id) -- held while its topic is paused
         else
             redis.call('ZREM', ready_key(topic), id)
         end
@@ -253,6 +282,10 @@ local function create_job(id, f, now, seq)
     -- One HSET per job: the state fields go in with the rest.
     local fields = {'t', f.topic, 'ttr', f.ttr, 'n', '0', 'r', f.retries, 'kb', '0',
         'c', num(now), 'k', f.k, 's', ready and 'ready' or 'delay', 'd', ready and '-1' or num(f.due)}
+    if ready then
+        fields[#fields + 1] = 'rt'
+        fields[#fields + 1] = num(now)
+    end
     if f.backoff then
         fields[#fields + 1] = 'bo'
         fields[#fields + 1] = backoff_ms(f.backoff)
@@ -421,7 +454,10 @@ local function flush()
         if by ~= 0 then redis.call('HINCRBY', P .. ':totals', field, num(by)) end
     end
     for _, topic in ipairs(ready_order) do
-        redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic)
+        -- A paused topic's waiters could take nothing; resume tells them.
+        if not paused(topic) then
+            redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic)
+        end
     end
     if push_ready > 0 then
         redis.call('SPUBLISH', P .. ':pushwake', num(push_ready))

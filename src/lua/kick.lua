@@ -10,7 +10,7 @@ for i = 1, #taken, 2 do
     local id = taken[i]
     local jk = job_key(id)
     local j = redis.call('HMGET', jk, 'n', 'u')
-    redis.call('HSET', jk, 'kb', j[1], 's', 'ready', 'd', '-1')
+    redis.call('HSET', jk, 'kb', j[1], 's', 'ready', 'd', '-1', 'rt', num(clock()))
     enqueue_ready(id, topic, seq + (i - 1) / 2, j[2])
 end
 count(topic, 'buried', -kicked)

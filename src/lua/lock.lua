@@ -23,6 +23,7 @@ if op == 'release' then
         end
     end
     redis.call('ZREM', timers, token)
+    redis.call('HDEL', P .. ':timerlag', token)
     redis.call('SPUBLISH', P .. ':wake', 'rebalance')
     return released
 end
@@ -31,7 +32,11 @@ local mismatch = layout_mismatch(nb, ns)
 if mismatch then return mismatch end
 local now = now_ms()
 local joined = redis.call('ZADD', timers, num(now + lease), token) == 1
-redis.call('ZREMRANGEBYSCORE', timers, '-inf', num(now))
+local dead = redis.call('ZRANGEBYSCORE', timers, '-inf', num(now))
+if #dead > 0 then
+    redis.call('ZREMRANGEBYSCORE', timers, '-inf', num(now))
+    redis.call('HDEL', P .. ':timerlag', unpack(dead))
+end
 local fair = math.ceil(nb / redis.call('ZCARD', timers))
 
 local held = {}

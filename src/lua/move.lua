@@ -1,12 +1,25 @@
 -- move: the timer's step for one bucket. Due delayed jobs become ready;
 -- reserved jobs past their TTR deadline are redelivered: at once, or after
 -- their backoff step, or buried when their retries are spent.
--- KEYS: P. ARGV: bucket, limit.
+-- KEYS: P. ARGV: bucket, limit, timer (its lock token; '' records nothing).
 -- Returns {moved, earliest remaining due ms or -1, Redis now ms}.
-local k, limit = ARGV[1], tonumber(ARGV[2])
+-- The timer's lateness (now minus the oldest due time moved) goes to
+-- P:timerlag as "<lateness ms>:<recorded at ms>" under its token: the
+-- largest of the moves within a second, for /metrics (lag.lua).
+local k, limit, timer = ARGV[1], tonumber(ARGV[2]), ARGV[3] or ''
 local bk = bucket_key(k)
 local now = now_ms()
-local ids = redis.call('ZRANGEBYSCORE', bk, '-inf', num(now), 'LIMIT', '0', num(limit))
+local due = redis.call('ZRANGEBYSCORE', bk, '-inf', num(now), 'WITHSCORES', 'LIMIT', '0', num(limit))
+local ids = {}
+for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+if #ids > 0 and timer ~= '' then
+    local late = now - tonumber(due[2])
+    local old = redis.call('HGET', P .. ':timerlag', timer)
+    local ol, oa = string.match(old or '', '^(%d+):(%d+)$')
+    if not oa or tonumber(oa) <= now - 1000 or tonumber(ol) < late then
+        redis.call('HSET', P .. ':timerlag', timer, num(late) .. ':' .. num(now))
+    end
+end
 if #ids > 0 then
     -- The ids are the bucket's lowest-ranked entries, so rank removal is exact.
     redis.call('ZREMRANGEBYRANK', bk, '0', num(#ids - 1))

@@ -1,4 +1,5 @@
--- pop: reserves up to `count` ready jobs, taking from the topics in order.
+-- pop: reserves up to `count` ready jobs, taking from the topics in order
+-- (a paused topic gives none).
 -- KEYS: P. ARGV: count, topic1, topic2, ...
 -- Returns a list of {id, topic, body, attempts, ttr_ms}.
 local want = tonumber(ARGV[1])
@@ -8,7 +9,10 @@ local body_keys = {} -- read with one MGET at the end
 
 for ti = 2, #ARGV do
     local topic = ARGV[ti]
-    local taken = redis.call('ZPOPMIN', ready_key(topic), num(want - #out))
+    local taken = {}
+    if not paused(topic) then
+        taken = redis.call('ZPOPMIN', ready_key(topic), num(want - #out))
+    end
     for i = 1, #taken, 2 do
         local id = taken[i]
         local jk = job_key(id)

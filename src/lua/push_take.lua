@@ -2,23 +2,69 @@
 -- shard, oldest first. Each becomes reserved until now + its callback
 -- timeout + grace_ms: if the pusher dies, the timer's move treats the
 -- passed deadline as a failed delivery, so the job comes back.
+-- A job of a paused topic moves to the topic's hold set (P:ph:<topic>)
+-- with its score, so it waits without blocking other topics' jobs; resume
+-- puts it back. While a hold of a topic that is not paused is not empty (a
+-- resume under way, or one whose caller died half-way), push_take moves
+-- its oldest back itself (at most 1000 a call in all) and a job of that
+-- topic newer than what stays held goes to the hold too, so the topic's
+-- jobs keep their order and never wait on an abandoned hold. At most
+-- limit + 1000 entries of P:push are looked at per call.
 -- KEYS: P. ARGV: limit, grace_ms.
 -- Returns a list of {id, topic, body, url, attempt, timeout_ms}.
 local want, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
-local taken = redis.call('ZPOPMIN', push_key(), num(want))
 local out = {}
-for i = 1, #taken, 2 do
-    local id = taken[i]
-    local jk = job_key(id)
-    local j = redis.call('HMGET', jk, 'n', 't', 'u', 'to', 'k')
-    local n = tonumber(j[1]) + 1
-    local deadline = now + tonumber(j[4]) + grace
-    redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(deadline))
-    redis.call('ZREM', push_index(j[2]), id)
-    schedule(id, j[5], deadline, j[2], 'reserved')
-    move_count(j[2], 'ready', 'reserved')
-    count(j[2], 'popped', 1)
-    out[#out + 1] = {id, j[2], redis.call('GET', body_key(id)), j[3], n, tonumber(j[4])}
+local hold_head = {} -- topic -> lowest score left in its hold (false: empty)
+local drain = 1000   -- held jobs this call may still move back
+-- Moves up to `drain` of a resumed topic's oldest held jobs back to P:push
+-- (the next ZPOPMIN meets them first); returns the lowest score left held.
+local function unhold(topic)
+    local hk = hold_key(topic)
+    local held = drain > 0 and redis.call('ZRANGE', hk, '0', num(drain - 1), 'WITHSCORES') or {}
+    if #held > 0 then
+        local args = {}
+        for i = 1, #held, 2 do
+            args[#args + 1] = held[i + 1]
+            args[#args + 1] = held[i]
+        end
+        redis.call('ZADD', push_key(), unpack(args))
+        redis.call('ZREMRANGEBYRANK', hk, '0', num(#held / 2 - 1))
+        drain = drain - #held / 2
+    end
+    local first = redis.call('ZRANGE', hk, 0, 0, 'WITHSCORES')
+    return first[2] and tonumber(first[2]) or false
+end
+local function held_back(topic, score)
+    if paused(topic) then return true end
+    local head = hold_head[topic]
+    if head == nil then
+        head = unhold(topic)
+        hold_head[topic] = head
+    end
+    return head and tonumber(score) > head
+end
+local looked, budget = 0, want + 1000
+while #out < want and looked < budget do
+    local taken = redis.call('ZPOPMIN', push_key(), num(math.min(want - #out, budget - looked)))
+    if #taken == 0 then break end
+    for i = 1, #taken, 2 do
+        looked = looked + 1
+        local id = taken[i]
+        local jk = job_key(id)
+        local j = redis.call('HMGET', jk, 'n', 't', 'u', 'to', 'k')
+        if held_back(j[2], taken[i + 1]) then
+            redis.call('ZADD', hold_key(j[2]), taken[i + 1], id)
+        else
+            local n = tonumber(j[1]) + 1
+            local deadline = now + tonumber(j[4]) + grace
+            redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(deadline))
+            redis.call('ZREM', push_index(j[2]), id)
+            schedule(id, j[5], deadline, j[2], 'reserved')
+            move_count(j[2], 'ready', 'reserved')
+            count(j[2], 'popped', 1)
+            out[#out + 1] = {id, j[2], redis.call('GET', body_key(id)), j[3], n, tonumber(j[4])}
+        end
+    end
 end
 return out

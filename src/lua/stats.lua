@@ -4,7 +4,11 @@
 -- topics after this one; '' from the start), limit.
 -- Returns {totals, next cursor or false, number of topics, topic1,
 -- {field, value, ...}, topic2, {...}, ...}; totals and the counts are for
--- the whole deployment, whatever the page.
+-- the whole deployment, whatever the page. Each topic's fields end with
+-- 'paused' (0 or 1) and, when it has ready jobs that pop could take or a
+-- paused topic's held push jobs, 'ready_age' (ms since the oldest of them
+-- became ready: its rt, or c for jobs made before rt existed). Ready push
+-- jobs not held wait in P:push with every topic's; lag.lua reports them.
 local topic, cursor, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local topics, next_cursor = {}, false
 if topic ~= '' then
@@ -18,8 +22,26 @@ else
     end
 end
 local out = {redis.call('HGETALL', P .. ':totals'), next_cursor, redis.call('ZCARD', P .. ':topics')}
+local now = now_ms()
+-- The time the oldest member of a sorted set became ready, or nil.
+local function ready_since(key)
+    local first = redis.call('ZRANGE', key, 0, 0)
+    if not first[1] then return nil end
+    local j = redis.call('HMGET', job_key(first[1]), 'rt', 'c')
+    return tonumber(j[1] or j[2])
+end
 for _, t in ipairs(topics) do
+    local fields = redis.call('HGETALL', stats_key(t))
+    fields[#fields + 1] = 'paused'
+    fields[#fields + 1] = redis.call('SISMEMBER', paused_key(), t)
+    local since = ready_since(ready_key(t))
+    local held = ready_since(hold_key(t))
+    if held and (not since or held < since) then since = held end
+    if since then
+        fields[#fields + 1] = 'ready_age'
+        fields[#fields + 1] = math.max(0, now - since)
+    end
     out[#out + 1] = t
-    out[#out + 1] = redis.call('HGETALL', stats_key(t))
+    out[#out + 1] = fields
 end
 return out

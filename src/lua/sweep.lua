@@ -11,7 +11,7 @@ for _, topic in ipairs(old) do
     local jobs = tonumber(redis.call('HGET', stats_key(topic), 'jobs') or '0')
     if jobs == 0 then
         redis.call('DEL', stats_key(topic), ready_key(topic), buried_key(topic), delay_index(topic),
-            reserved_index(topic), push_index(topic))
+            reserved_index(topic), push_index(topic), hold_key(topic))
         redis.call('ZREM', P .. ':topics', topic)
         forgotten = forgotten + 1
     end

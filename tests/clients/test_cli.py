@@ -405,6 +405,30 @@ class CliTest(DeploymentTestCase):
         r = self.cli("health", "--json")
         self.assertEqual(json.loads(r[1]), {"success": True, "redis": "ok"})
 
+    def test_pause_resume_and_metrics(self):
+        topic = unique("paused")
+        jid = self.add(topic)
+        r = self.cli("pause", "--topic", topic)
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "paused %s\n" % topic)
+        r = self.cli("pop", "--topic", topic)
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "no job\n", "a paused topic gives no job")
+        r = self.cli("stats", "--topic", topic, "--json")
+        self.assertIs(json.loads(r[1])["topics"][topic]["paused"], True)
+        r = self.cli("metrics")
+        self.assertExit(r, 0)
+        self.assertIn('delayq_topic_paused{topic="%s"} 1\n' % topic, r[1])
+        self.assertIn("# TYPE delayq_oldest_overdue_seconds gauge\n", r[1])
+        r = self.cli("resume", "--topic", topic, "--json")
+        self.assertExit(r, 0)
+        self.assertEqual(json.loads(r[1]), {"success": True, "topic": topic, "paused": False})
+        r = self.cli("pop", "--topic", topic)
+        self.assertIn("id        %s\n" % jid, r[1])
+        self.assertExit(self.cli("pause"), EXIT["usage"])
+        self.assertExit(self.cli("resume", "--topic", "a b"), EXIT["bad_request"])
+        self.assertExit(self.cli("metrics", "--topic", topic), EXIT["usage"])
+
     # ------------------------------------------------------------ exit codes
 
     def test_exit_bad_request(self):
@@ -576,6 +600,12 @@ class CliAuthTest(DeploymentTestCase):
         r = run_cli("pop", "--topic", "t", "--token", self.TOKEN, url=url,
                     env={"DELAYQ_TOKEN": self.ADD_ONLY})
         self.assertEqual(r[0], 0, r)
+        # metrics: text on success, the JSON error otherwise
+        r = run_cli("metrics", url=url, env={"DELAYQ_TOKEN": self.ADD_ONLY})
+        self.assertEqual(r[0], EXIT["unauthorized"], r)
+        r = run_cli("metrics", "--token", self.TOKEN, url=url)
+        self.assertEqual(r[0], 0, r)
+        self.assertIn("delayq_topics ", r[1])
         # health needs no token (load balancers)
         self.assertEqual(run_cli("health", url=url)[0], 0)
 

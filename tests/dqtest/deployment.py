@@ -310,8 +310,9 @@ class Deployment:
     @staticmethod
     def is_timer_key(key):
         """Timer bookkeeping that changes on its own: bucket locks
-        (<prefix>:lock:<k>) and the timers' heartbeat zset (<prefix>:timers)."""
-        return ":lock:" in key or key.endswith(":timers")
+        (<prefix>:lock:<k>), the timers' heartbeat zset (<prefix>:timers) and
+        their lateness (<prefix>:timerlag)."""
+        return ":lock:" in key or key.endswith(":timers") or key.endswith(":timerlag")
 
     def snapshot(self, ignore=None, timer_keys=False):
         """Everything stored in Redis: {key: (type, content)}, for "a rejected

@@ -17,7 +17,9 @@ Invariants:
   - a delay or reserved job is a member of exactly one bucket zset, its own
     P:b:<k>, scored by its due time d;
   - a ready or buried job is in no bucket and is a member of the set of its
-    state (P:r:<t>, P:push for a ready job with a callback, or P:x:<t>); those
+    state (P:r:<t>, P:push for a ready job with a callback, or P:x:<t>; a
+    ready push job push_take held back for its paused topic is in its hold
+    P:ph:<t> instead of P:push, never both); those
     sets hold nothing else (no stale
     entries: they are sorted sets from which finish and delete remove);
   - every bucket member is a delay or reserved job (no orphan entries);
@@ -29,7 +31,12 @@ Invariants:
     delay/ready/reserved/buried of P:s:<t> equal the counts of job hashes by
     state, and so does its `jobs` field in total; a topic listed in P:idle
     holds no job; the deployment's totals (P:totals) gauges equal the counts
-    of all job hashes by state.
+    of all job hashes by state;
+  - a ready job has rt (when it became ready), unless made before rt
+    existed; a hold P:ph:<t> is only left while a resume moves it back or
+    its topic is paused, and no job of the topic in P:push scores between
+    the hold's lowest and highest (the topic's order is kept);
+  - P:timerlag names only timers (P:timers) and holds "<ms>:<ms>".
 """
 
 SCRIPT = r"""
@@ -86,6 +93,24 @@ do
     for i = 1, #m, 2 do push_scores[m[i]] = m[i + 1] end
 end
 local indexed = 0
+-- push jobs held back for paused topics: h|topic|id -> score
+local holds = {}
+local nheld = 0
+for _, lk in ipairs(redis.call('KEYS', P .. ':ph:*')) do
+    local topic = string.sub(lk, plen + 1)
+    local m = redis.call('ZRANGE', lk, 0, -1, 'WITHSCORES')
+    for i = 1, #m, 2 do
+        holds['h|' .. topic .. '|' .. m[i]] = tonumber(m[i + 1])
+        nheld = nheld + 1
+        if not holds['max|' .. topic] or tonumber(m[i + 1]) > holds['max|' .. topic] then
+            holds['max|' .. topic] = tonumber(m[i + 1])
+        end
+        if not holds['min|' .. topic] or tonumber(m[i + 1]) < holds['min|' .. topic] then
+            holds['min|' .. topic] = tonumber(m[i + 1])
+        end
+    end
+end
+local live_held = 0
 for _, kind in ipairs({'r', 'x'}) do
     for _, lk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
         local topic = string.sub(lk, plen)
@@ -116,7 +141,9 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
         local ikind = (s == 'delay' and 'd') or (s == 'reserved' and 'w') or
             ((s == 'ready' and u) and 'q') or nil
         if ikind then
-            local want = ikind == 'q' and push_scores[id] or d
+            -- a ready push job waits in P:push, or in its topic's hold
+            -- while paused, with the same score
+            local want = ikind == 'q' and (push_scores[id] or holds['h|' .. t .. '|' .. id]) or d
             local have = index[ikind .. '|' .. t .. '|' .. id]
             if not have then
                 bad('job ' .. id .. ' (' .. s .. ') is not in ' .. P .. ':' .. ikind .. ':' .. t)
@@ -144,7 +171,12 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
             end
             local kind = (s == 'ready') and (u and 'p' or 'r') or 'x'
             local where = kind == 'p' and '' or t
-            if not entries[kind .. '|' .. where .. '|' .. id] then
+            local held = kind == 'p' and holds['h|' .. t .. '|' .. id]
+            if held and entries['p||' .. id] then
+                bad('job ' .. id .. ' is both in ' .. P .. ':push and held in ' .. P .. ':ph:' .. t)
+            elseif held then
+                live_held = live_held + 1
+            elseif not entries[kind .. '|' .. where .. '|' .. id] then
                 bad('job ' .. id .. ' (' .. s .. ') is not in ' .. P .. ':' ..
                     (kind == 'p' and 'push' or (kind .. ':' .. t)))
             else
@@ -152,6 +184,15 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
             end
         else
             bad('job ' .. id .. ': unknown state ' .. s)
+        end
+        if s == 'ready' and not redis.call('HGET', jk, 'rt') then
+            bad('job ' .. id .. ' is ready but has no rt')
+        end
+        if s == 'ready' and u and entries['p||' .. id] and holds['max|' .. t] then
+            local sc = tonumber(redis.call('ZSCORE', P .. ':push', id))
+            if sc > holds['min|' .. t] and sc < holds['max|' .. t] then
+                bad('job ' .. id .. ' in ' .. P .. ':push scores between held jobs of ' .. t)
+            end
         end
     end
 end
@@ -226,6 +267,17 @@ if stale_x > 0 then bad(stale_x .. ' buried-set members name no buried job of th
 if nindex > indexed then
     bad((nindex - indexed) .. ' per-topic index members (P:d/P:w/P:q) name no job of that ' ..
         'topic and state')
+end
+if nheld > live_held then
+    bad((nheld - live_held) .. ' hold members name no ready push job of their topic')
+end
+local tl = redis.call('HGETALL', P .. ':timerlag')
+for i = 1, #tl, 2 do
+    if not redis.call('ZSCORE', P .. ':timers', tl[i]) then
+        bad(P .. ':timerlag names ' .. tl[i] .. ', which is not in ' .. P .. ':timers')
+    elseif not string.match(tl[i + 1], '^%d+:%d+$') then
+        bad(P .. ':timerlag ' .. tl[i] .. ' = ' .. tl[i + 1])
+    end
 end
 if nentries['p'] > live['p'] then
     bad((nentries['p'] - live['p']) .. ' push-set members name no ready push job')

@@ -11,12 +11,14 @@ from dqtest import DeploymentTestCase, main
 ADMIN = "admin-token-0123456789"
 PRODUCER = "producer-token-abcdef"  # may only add (and stats) on order.*
 CONSUMER = "consumer-token-abcdef"  # may pop/finish/touch/get on order.*
+OPS = "ops-token-abcdef0123"  # may pause/resume/stats on order.*
 
 TOKENS_DIR = tempfile.mkdtemp(prefix="delayq-auth-")
 TOKENS = os.path.join(TOKENS_DIR, "tokens")
 with open(TOKENS, "w") as f:
     f.write("# test tokens\n%s\n%s topics=order. commands=add,stats\n"
-            "%s topics=order. commands=pop,finish,touch,get\n" % (ADMIN, PRODUCER, CONSUMER))
+            "%s topics=order. commands=pop,finish,touch,get\n"
+            "%s topics=order. commands=pause,resume,stats\n" % (ADMIN, PRODUCER, CONSUMER, OPS))
 os.chmod(TOKENS_DIR, 0o755)
 
 
@@ -108,6 +110,20 @@ class Auth(DeploymentTestCase):
         self.assertError(st, body, 409, "conflict")
         self.assertNotIn("state", body["error"])
         self.assertOk(*self.call("delete", ADMIN, id="mail-9"))
+
+    def test_pause_is_limited_to_the_tokens_topics(self):
+        self.unchanged(lambda: self.assertUnauthorized(
+            *self.call("pause", OPS, topic="other.x")))
+        self.unchanged(lambda: self.assertUnauthorized(
+            *self.call("pause", CONSUMER, topic="order.x")))
+        st, r = self.call("pause", OPS, topic="order.p")
+        self.assertOk(st, r)
+        st, r = self.call("stats", OPS, topic="order.p")
+        self.assertIs(r["topics"]["order.p"]["paused"], True)
+        self.assertUnauthorized(*self.call("resume", OPS, topic="other.x"))
+        st, r = self.call("resume", OPS, topic="order.p")
+        self.assertOk(st, r)
+        self.assertIs(r["paused"], False)
 
     def test_no_race_between_the_check_and_the_action(self):
         """Ids that do not exist yet pass any check made before the action;

@@ -375,6 +375,139 @@ class Functions(unittest.TestCase):
         self.call("remove", "", "deleted", "h2")
         self.assertEqual(self.redis("ZCARD", P + ":push"), 0)
 
+    # ---------------------------------------------------------- pause / resume
+
+    def test_pause_stops_pop_and_resume_wakes_waiters(self):
+        self.add("a")
+        self.add("b", topic="other")
+        self.subscribe(P + ":ready")
+        self.assertEqual(self.call("pause", "pause", "q", 1000), 0)
+        self.assertEqual(self.redis("SMEMBERS", P + ":paused"), [b"q"])
+        got = self.pop("q", "other", count=5)
+        self.assertEqual([j[0] for j in got], [b"b"], "nothing of the paused topic")
+        self.assertEqual(self.call("ready", "q", "other", ro=True), [0, 0])
+        self.add("c")  # due jobs still become ready, but nobody is woken
+        self.assertEqual(self.job("c")["s"], "ready")
+        self.assertNotIn((P + ":ready", "1:q"), self.messages())
+        flat = self.call("stats", "q", "", 10, ro=True)
+        fields = dict(zip(flat[4][0::2], flat[4][1::2]))
+        self.assertEqual(fields[b"paused"], 1)
+        self.assertIn(b"ready_age", fields)
+        self.assertEqual(self.call("pause", "resume", "q", 1000), 0)
+        self.assertEqual(self.redis("SMEMBERS", P + ":paused"), [])
+        self.assertIn((P + ":ready", "2:q"), self.messages(), "resume tells parked long-polls")
+        self.assertEqual([j[0] for j in self.pop("q", count=5)], [b"a", b"c"])
+        # A second resume is a no-op that tells nobody.
+        self.assertEqual(self.call("pause", "resume", "q", 1000), 0)
+        self.assertEqual(self.messages(), [])
+
+    def test_pause_holds_push_jobs_in_order(self):
+        self.subscribe(P + ":pushwake")
+        self.call("pause", "pause", "q", 1000)
+        for jid in ("h1", "h2"):
+            self.add(jid, url="http://example.com/h")
+        self.add("g1", topic="other", url="http://example.com/g")
+        self.add("h3", url="http://example.com/h")
+        got = self.call("push_take", 10, 500)
+        self.assertEqual([j[0] for j in got], [b"g1"], "the paused topic's jobs wait")
+        self.assertEqual(self.redis("ZRANGE", P + ":ph:q", 0, -1), [b"h1", b"h2", b"h3"])
+        self.assertEqual(self.redis("ZCARD", P + ":push"), 0)
+        self.assertEqual(self.stats("q")["ready"], 3, "held jobs are still ready")
+        self.call("remove", "", "deleted", "h2")
+        self.assertEqual(self.redis("ZRANGE", P + ":ph:q", 0, -1), [b"h1", b"h3"])
+        self.messages()
+        # A resume moves the hold back a chunk per call, oldest first.
+        self.assertEqual(self.call("pause", "resume", "q", 1), 1)
+        self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
+        self.assertIn((P + ":pushwake", "1"), self.messages())
+        self.add("h4", url="http://example.com/h")
+        self.assertEqual(self.call("pause", "resume", "q", 1), 0)
+        self.assertEqual(self.redis("EXISTS", P + ":ph:q"), 0)
+        got = self.call("push_take", 10, 500)
+        self.assertEqual([j[0] for j in got], [b"h1", b"h3", b"h4"])
+
+    def test_push_take_finishes_an_abandoned_resume_in_order(self):
+        self.call("pause", "pause", "q", 1000)
+        args = []
+        for i in range(1200):
+            args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
+                     "http://example.com/h", 1000]
+        self.call("add", "", BUCKETS, SHARDS, 1200, *args)
+        self.call("push_take", 1, 500)  # all 1200 looked at: 1001 held
+        self.call("push_take", 1, 500)
+        self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 1200)
+        # A resume whose caller died after its first call: 1 moved back.
+        self.assertEqual(self.call("pause", "resume", "q", 1), 1199)
+        self.add("new", url="http://example.com/h")
+        got = [j[0] for j in self.call("push_take", 5, 500)]
+        self.assertEqual(got, [b"p0000", b"p0001", b"p0002", b"p0003", b"p0004"])
+        # 1000 moved back by that call; "new" joined the 199 left held, behind them.
+        self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 200)
+        self.assertEqual(self.redis("ZRANGE", P + ":ph:q", -1, -1), [b"new"])
+        taken = got
+        while True:
+            got = [j[0] for j in self.call("push_take", 500, 500)]
+            if not got:
+                break
+            taken += got
+        self.assertEqual(taken, [b"p%04d" % i for i in range(1200)] + [b"new"])
+        self.assertEqual(self.redis("EXISTS", P + ":ph:q"), 0)
+
+    def test_push_take_skips_held_jobs_within_a_bound(self):
+        self.call("pause", "pause", "q", 1000)
+        args = []
+        for i in range(1100):
+            args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
+                     "http://example.com/h", 1000]
+        self.call("add", "", BUCKETS, SHARDS, 1100, *args)
+        self.add("g1", topic="other", url="http://example.com/g")
+        # limit 1 looks at 1 + 1000 entries at most: those are held, g1 not reached.
+        self.assertEqual(self.call("push_take", 1, 500), [])
+        self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 1001)
+        self.assertEqual(self.redis("ZCARD", P + ":push"), 100)
+        # The next call skips the other 99 held jobs and fills its limit.
+        got = self.call("push_take", 1, 500)
+        self.assertEqual([j[0] for j in got], [b"g1"])
+        self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 1100)
+
+    def test_lag_and_ready_age(self):
+        now = int(self.redis("TIME")[0]) * 1000
+        self.add("a")
+        self.redis("HSET", P + ":j:a", "rt", now - 5000)
+        flat = self.call("stats", "q", "", 10, ro=True)
+        fields = dict(zip(flat[4][0::2], flat[4][1::2]))
+        self.assertGreaterEqual(fields[b"ready_age"], 5000)
+        self.assertLess(fields[b"ready_age"], 7000)
+        self.assertEqual(fields[b"paused"], 0)
+        r = self.call("lag", ro=True)
+        self.assertEqual((r[1], r[2], r[3], r[4]), (-1, -1, 0, []), "nothing overdue")
+        # A delayed job 3 s past due that no timer moved.
+        self.add("d", delay=60000)
+        j = self.job("d")
+        self.redis("HSET", P + ":j:d", "d", now - 3000)
+        self.redis("ZADD", P + ":b:" + j["k"], now - 3000, "d")
+        self.redis("ZADD", P + ":d:q", now - 3000, "d")  # its topic's index
+        self.call("lock", "maintain", "t1", 5000, BUCKETS, 0, SHARDS)
+        r = self.call("lag", ro=True)
+        self.assertEqual(r[1], now - 3000)
+        self.assertEqual(r[4], [], "t1 has not moved anything yet")
+        self.call("move", j["k"], 100, "t1")
+        late, at = map(int, self.redis("HGET", P + ":timerlag", "t1").split(b":"))
+        self.assertGreaterEqual(late, 3000)
+        self.assertLess(late, 5000)
+        r = self.call("lag", ro=True)
+        self.assertEqual(r[1], -1, "moved: nothing overdue")
+        self.assertEqual(r[4], [b"t1", late, at])
+        # A smaller lateness within the second keeps the larger one.
+        self.add("e", delay=60000)
+        k = self.job("e")["k"]
+        self.redis("HSET", P + ":j:e", "d", now - 10)
+        self.redis("ZADD", P + ":b:" + k, now - 10, "e")
+        self.call("move", k, 100, "t1")
+        self.assertEqual(int(self.redis("HGET", P + ":timerlag", "t1").split(b":")[0]), late)
+        self.call("lock", "release", "t1", 5000, BUCKETS, 0, SHARDS)
+        self.assertEqual(self.redis("EXISTS", P + ":timerlag"), 0)
+
     def due_now(self, jid):
         """Moves a delay or reserved job's due time (or deadline) to 0."""
         j = self.job(jid)

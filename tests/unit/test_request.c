@@ -167,6 +167,7 @@ static void test_command_names(void **state)
         {"schedule", CMD_SCHEDULE, 0}, {"unschedule", CMD_UNSCHEDULE, 0},
         {"schedules", CMD_SCHEDULES, 1}, {"jobs", CMD_JOBS, 1},
         {"reschedule", CMD_RESCHEDULE, 0},
+        {"pause", CMD_PAUSE, 0}, {"resume", CMD_RESUME, 0},
     };
     assert_int_equal(sizeof all / sizeof all[0], CMD_COUNT);
     for (size_t i = 0; i < CMD_COUNT; i++) {
@@ -1204,6 +1205,21 @@ static void test_jobs(void **state)
     BAD_POST("/jobs", "{\"topic\":\"order\",\"state\":\"ready\",\"count\":1}", "'count'");
 }
 
+static void test_pause(void **state)
+{
+    (void)state;
+    OK_POST("/pause", "{\"topic\":\"order\"}");
+    assert_int_equal(req.cmd, CMD_PAUSE);
+    assert_int_equal(req.ntopics, 1);
+    assert_string_equal(req.topics[0], "order");
+    OK_POST("/resume", "{\"topic\":\"order\"}");
+    assert_int_equal(req.cmd, CMD_RESUME);
+    BAD_POST("/pause", "{}", "'topic'", "required");
+    BAD_POST("/resume", "{\"topic\":\"a,b\"}", "'topic'");
+    BAD_POST("/pause", "{\"topic\":\"order\",\"count\":1}", "'count'");
+    BAD_POST("/pause", "{\"topic\":\"order\",\"topics\":[\"x\"]}", "'topics'");
+}
+
 static void test_schedule(void **state)
 {
     (void)state;
@@ -1327,6 +1343,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_command_names),
         T(test_schedule),
+        T(test_pause),
         T(test_topic_valid),
         T(test_id_valid),
         T(test_command_form),

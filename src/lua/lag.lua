@@ -1,0 +1,38 @@
+-- lag: what an operator alerts on beyond the per-topic figures, for
+-- /metrics: how far this shard's timers are behind.
+-- flags: no-writes
+-- KEYS: P. ARGV: none.
+-- Returns {now ms, due time of the oldest overdue bucket entry (a delayed
+-- job past its due time or a reserved one past its TTR deadline, not moved
+-- yet) or -1, the time the oldest ready push job of P:push became ready or
+-- -1, number of paused topics, {timer, lateness ms, recorded at ms, ...}}.
+-- Buckets hold every topic's jobs, so the overdue figure is per shard, not
+-- per topic: one ZRANGE of each bucket's head (P:buckets of them). The
+-- timers are those alive in P:timers, with what their moves recorded in
+-- P:timerlag (see move.lua).
+local now = now_ms()
+local nb = tonumber(redis.call('GET', P .. ':buckets') or '0')
+local overdue = -1
+for k = 0, nb - 1 do
+    local head = redis.call('ZRANGE', bucket_key(k), 0, 0, 'WITHSCORES')
+    local due = head[2] and tonumber(head[2])
+    if due and due <= now and (overdue < 0 or due < overdue) then overdue = due end
+end
+local push_since = -1
+local first = redis.call('ZRANGE', push_key(), 0, 0)
+if first[1] then
+    local j = redis.call('HMGET', job_key(first[1]), 'rt', 'c')
+    push_since = tonumber(j[1] or j[2]) or -1
+end
+local timers = {}
+local lags = redis.call('HGETALL', P .. ':timerlag')
+for i = 1, #lags, 2 do
+    local score = redis.call('ZSCORE', P .. ':timers', lags[i])
+    local lat, at = string.match(lags[i + 1], '^(%d+):(%d+)$')
+    if score and tonumber(score) > now and lat then
+        timers[#timers + 1] = lags[i]
+        timers[#timers + 1] = tonumber(lat)
+        timers[#timers + 1] = tonumber(at)
+    end
+end
+return {now, overdue, push_since, redis.call('SCARD', paused_key()), timers}

@@ -1,0 +1,35 @@
+-- pause: pauses or resumes a topic in this shard (delayq-fcgi calls every
+-- shard in one round). A paused topic is in P:paused: pop takes nothing
+-- from it and push_take holds its push jobs back in P:ph:<topic>.
+-- KEYS: P. ARGV: op ('pause' or 'resume'), topic, limit.
+-- pause: Returns 0.
+-- resume: takes the topic out of P:paused, tells parked long-polls how many
+-- jobs it has ready ("<count>:<topic>" on P:ready) the first time, and
+-- moves up to `limit` held push jobs back to P:push (oldest first, with
+-- their scores, so their order is kept; push_take holds newer ones back
+-- until the hold is empty). Returns the number still held: the caller
+-- calls again until 0.
+local op, topic, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if op == 'pause' then
+    redis.call('SADD', paused_key(), topic)
+    return 0
+end
+if redis.call('SREM', paused_key(), topic) == 1 then
+    local ready = redis.call('ZCARD', ready_key(topic))
+    if ready > 0 then
+        redis.call('SPUBLISH', P .. ':ready', num(ready) .. ':' .. topic)
+    end
+end
+local hk = hold_key(topic)
+local held = redis.call('ZRANGE', hk, '0', num(limit - 1), 'WITHSCORES')
+if #held > 0 then
+    local args = {}
+    for i = 1, #held, 2 do
+        args[#args + 1] = held[i + 1]
+        args[#args + 1] = held[i]
+    end
+    redis.call('ZADD', push_key(), unpack(args))
+    redis.call('ZREMRANGEBYRANK', hk, '0', num(#held / 2 - 1))
+    redis.call('SPUBLISH', P .. ':pushwake', num(#held / 2))
+end
+return redis.call('ZCARD', hk)
