@@ -1291,6 +1291,7 @@ def main():
     ap.add_argument("--redis-unix", action="store_true", help="delayq talks to Redis on a unix socket")
     ap.add_argument("--w7-base", type=int, help="jobs stored for W7's large case (default 10M full, 100k quick)")
     ap.add_argument("--big", type=int, help="jobs for W4/W5/W6 (default 1M full, 100k quick)")
+    ap.add_argument("--jobs-big", type=int, help="jobs stored for the jobs workload's large case (default 1M full)")
     ap.add_argument("--json", help="write the figures as JSON here")
     ap.add_argument("--outdir", default=os.path.join(HERE, "out"), help="lateness samples go here")
     ap.add_argument("--keep", action="store_true", help="keep temp dirs")
@@ -1303,6 +1304,8 @@ def main():
         P["w7_base"] = ARGS.w7_base
     if ARGS.big:
         P["big"] = ARGS.big
+    if ARGS.jobs_big:
+        P["jobs_big"] = ARGS.jobs_big
     os.makedirs(ARGS.outdir, exist_ok=True)
     what = set(ARGS.what)
     if "all" in what:
