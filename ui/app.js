@@ -157,6 +157,44 @@ async function pollStats() {
     renderTopicSelect();
 }
 
+// ------------------------------------------------------------ alert figures
+
+// From GET /metrics (Prometheus text): per topic the age of its oldest
+// ready job, the oldest overdue job (timer lag as jobs see it) and the
+// largest lag a timer reports. A token that may not read metrics sees none.
+let alerts = { readyAge: {}, overdue: null, timerLag: null };
+
+function metricValue(line) {
+    const v = Number(line.slice(line.lastIndexOf(" ") + 1));
+    return Number.isFinite(v) ? v : null;
+}
+
+function parseAlerts(text) {
+    const out = { readyAge: {}, overdue: null, timerLag: null };
+    for (const line of text.split("\n")) {
+        if (line.startsWith("delayq_oldest_ready_age_seconds{")) {
+            const m = /topic="((?:[^"\\]|\\.)*)"/.exec(line);
+            if (m) out.readyAge[m[1]] = metricValue(line);
+        } else if (line.startsWith("delayq_oldest_overdue_seconds ")) {
+            out.overdue = metricValue(line);
+        } else if (line.startsWith("delayq_timer_lag_seconds{")) {
+            out.timerLag = Math.max(out.timerLag ?? 0, metricValue(line) ?? 0);
+        }
+    }
+    return out;
+}
+
+async function refreshAlerts() {
+    const r = await get("metrics");
+    if (r.status !== 200) {
+        $("alerts").textContent = "";
+        return;
+    }
+    alerts = parseAlerts(r.text);
+    const secs = (v) => (v === null ? "–" : v.toFixed(1) + " s");
+    $("alerts").textContent = `oldest overdue job: ${secs(alerts.overdue)} · largest timer lag: ${secs(alerts.timerLag)}`;
+}
+
 function renderTotals(total) {
     const last = chart.points[chart.points.length - 1] || {};
     $("totals").textContent =
@@ -183,10 +221,11 @@ function renderTopics(topicRates) {
             h("td", { class: "num c-buried" }, t.buried),
             h("td", { class: "num" }, fmtRate(r.added)),
             h("td", { class: "num" }, fmtRate(r.finished)),
+            h("td", { class: "num ready-age" }, alerts.readyAge[name] ? alerts.readyAge[name].toFixed(1) + " s" : "–"),
             h("td", {}, t.paused ? h("span", { class: "badge paused" }, "paused") : ""),
             h("td", {}, h("span", { class: "actions" }, acts)));
     });
-    if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "no topics yet")));
+    if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "no topics yet")));
     fill($("topics-body"), rows);
     $("topics-prev").disabled = pageCursors.length < 2;
     $("topics-next").disabled = !nextCursor;
@@ -407,6 +446,7 @@ async function refreshCallbacks() {
 }
 
 function refreshSlow() {
+    refreshAlerts();
     refreshDue();
     refreshSchedules();
     refreshCallbacks();

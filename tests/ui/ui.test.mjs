@@ -250,6 +250,13 @@ try {
     check(drawn > 0, "the chart drew the added/s line");
 
     // -------------------------------------------------------- screenshots
+    step = "alert figures from /metrics";
+    await page.reload(); // the slow refresh reads /metrics at once
+    await expectText(page.locator("#alerts"), /^oldest overdue job: (–|\d+\.\d s) · largest timer lag: (–|\d+\.\d s)$/,
+        "the oldest overdue job and the timer lag are shown");
+    await expectText(page.locator('#topics-body tr[data-topic="ui.rate"] td.ready-age'), /^\d+\.\d s$/,
+        "a topic with ready jobs shows the age of its oldest");
+
     step = "screenshots";
     await makeBuried("ui.keep", "ui-buried-2"); // so that a Kick button would show
     await expectText(cell(page, "ui.keep", "buried"), "1", "one buried");
