@@ -13,7 +13,7 @@ cp "$here"/corpus/* "$work/corpus/"
 clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$top/src" \
     "$here/fuzz_request.c" "$top/src/request.c" "$top/src/json_scan.c" \
-    "$top/src/buf.c" "$top/src/status.c" "$top/src/util.c" "$top/src/push_guard.c" -lm \
+    "$top/src/buf.c" "$top/src/status.c" "$top/src/util.c" "$top/src/push_guard.c" "$top/src/cron.c" "$top/src/tz.c" -lm \
     -o "$work/fuzz_request"
 cd "$work"
 ./fuzz_request -max_total_time="$seconds" -dict="$here/json.dict" -max_len=4096 \
