@@ -69,6 +69,23 @@ local function paused_key() return P .. ':paused' end
 -- until resume puts them back: so paused jobs never block the others.
 local function hold_key(topic) return P .. ':ph:' .. topic end
 
+-- Moves up to n of a topic's oldest held push jobs back to P:push with
+-- their scores (so the next ZPOPMIN meets them first); returns how many.
+local function unhold_oldest(topic, n)
+    if n <= 0 then return 0 end
+    local hk = hold_key(topic)
+    local held = redis.call('ZRANGE', hk, '0', num(n - 1), 'WITHSCORES')
+    if #held == 0 then return 0 end
+    local args = {}
+    for i = 1, #held, 2 do
+        args[#args + 1] = held[i + 1]
+        args[#args + 1] = held[i]
+    end
+    redis.call('ZADD', push_key(), unpack(args))
+    redis.call('ZREMRANGEBYRANK', hk, '0', num(#held / 2 - 1))
+    return #held / 2
+end
+
 -- Per-call state, reset by begin().
 local counters      -- topic -> {field -> delta}
 local topic_order   -- topics in the order first counted (deterministic writes)

@@ -20,16 +20,8 @@ if redis.call('SREM', paused_key(), topic) == 1 then
         redis.call('SPUBLISH', P .. ':ready', num(ready) .. ':' .. topic)
     end
 end
-local hk = hold_key(topic)
-local held = redis.call('ZRANGE', hk, '0', num(limit - 1), 'WITHSCORES')
-if #held > 0 then
-    local args = {}
-    for i = 1, #held, 2 do
-        args[#args + 1] = held[i + 1]
-        args[#args + 1] = held[i]
-    end
-    redis.call('ZADD', push_key(), unpack(args))
-    redis.call('ZREMRANGEBYRANK', hk, '0', num(#held / 2 - 1))
-    redis.call('SPUBLISH', P .. ':pushwake', num(#held / 2))
+local back = unhold_oldest(topic, limit)
+if back > 0 then
+    redis.call('SPUBLISH', P .. ':pushwake', num(back))
 end
-return redis.call('ZCARD', hk)
+return redis.call('ZCARD', hold_key(topic))

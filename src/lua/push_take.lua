@@ -21,17 +21,7 @@ local drain = 1000   -- held jobs this call may still move back
 -- (the next ZPOPMIN meets them first); returns the lowest score left held.
 local function unhold(topic)
     local hk = hold_key(topic)
-    local held = drain > 0 and redis.call('ZRANGE', hk, '0', num(drain - 1), 'WITHSCORES') or {}
-    if #held > 0 then
-        local args = {}
-        for i = 1, #held, 2 do
-            args[#args + 1] = held[i + 1]
-            args[#args + 1] = held[i]
-        end
-        redis.call('ZADD', push_key(), unpack(args))
-        redis.call('ZREMRANGEBYRANK', hk, '0', num(#held / 2 - 1))
-        drain = drain - #held / 2
-    end
+    drain = drain - unhold_oldest(topic, drain)
     local first = redis.call('ZRANGE', hk, 0, 0, 'WITHSCORES')
     return first[2] and tonumber(first[2]) or false
 end
