@@ -332,8 +332,10 @@ class BoundedMemory(DeploymentTestCase):
         print("worker RSS %d kB before, %d kB after 32 answers of 6 MB over 8 threads" %
               (before, after))
         self.assertEqual(errors, [])
-        # Kept for good, each of 8 threads' answer buffers would hold 8 MB.
-        self.assertLess(after - before, 16000)
+        # Kept for good, each of 8 threads' answer buffers would hold 8 MB
+        # (64 MB); what a round leaves behind in the allocator's arenas is a
+        # few MB, a little more on a Cluster (a connection per node).
+        self.assertLess(after - before, 24000)
 
 
 class Storm(DeploymentTestCase):
