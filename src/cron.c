@@ -61,20 +61,11 @@ static int is_alpha(char c)
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
 }
 
-/* "unexpected 'x' in '5x'"; bytes that would garble a log line or a JSON
- * error message are shown as hex and '?'. */
+/* "unexpected 'x' in '5x'"; cron_parse() has refused every byte that is
+ * not printable ASCII, so the item can be quoted as it is. */
 static void unexpected(const field_def *f, char ch, const char *item, size_t ilen, char *err, size_t errlen)
 {
-    char shown[CRON_EXPR_MAX + 1], what[16];
-    size_t n = ilen < CRON_EXPR_MAX ? ilen : CRON_EXPR_MAX;
-    for (size_t i = 0; i < n; i++)
-        shown[i] = item[i] >= ' ' && item[i] <= '~' ? item[i] : '?';
-    shown[n] = '\0';
-    if (ch >= ' ' && ch <= '~')
-        snprintf(what, sizeof what, "'%c'", ch);
-    else
-        snprintf(what, sizeof what, "byte 0x%02x", (unsigned char)ch);
-    snprintf(err, errlen, "cron field '%s': unexpected %s in '%s'", f->name, what, shown);
+    snprintf(err, errlen, "cron field '%s': unexpected '%c' in '%.*s'", f->name, ch, (int)ilen, item);
 }
 
 /* A number or (for month and day-of-week) a name, at *pp before end. */
@@ -262,6 +253,14 @@ int cron_parse(const char *expr, dq_cron *out, char *err, size_t errlen)
     if (strnlen(expr, CRON_EXPR_MAX + 1) > CRON_EXPR_MAX) {
         snprintf(err, errlen, "cron expression is longer than %d bytes", CRON_EXPR_MAX);
         return -1;
+    }
+    /* Refused before anything echoes the text: an error message quotes it. */
+    for (const char *c = expr; *c; c++) {
+        if (!is_blank(*c) && (*c < ' ' || *c > '~')) {
+            snprintf(err, errlen, "cron expression has byte 0x%02x at offset %d; only printable ASCII is allowed",
+                     (unsigned char)*c, (int)(c - expr));
+            return -1;
+        }
     }
     const char *p = expr;
     while (is_blank(*p))

@@ -16,6 +16,15 @@ clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
     "$top/src/buf.c" "$top/src/status.c" "$top/src/util.c" "$top/src/push_guard.c" "$top/src/cron.c" "$top/src/tz.c" -lm \
     -o "$work/fuzz_request"
 cd "$work"
-./fuzz_request -max_total_time="$seconds" -dict="$here/json.dict" -max_len=4096 \
-    -print_final_stats=1 corpus 2>&1 | grep -E "^(#|Done|stat::|==|SUMMARY|INFO: seed)" | tail -n 20
-echo "fuzz: no crash in ${seconds}s (work dir $work)"
+# The whole log stays in the work dir; a crash prints its reason, stack
+# and input, the rest only the progress lines.
+if ./fuzz_request -max_total_time="$seconds" -dict="$here/json.dict" -max_len=4096 \
+    -print_final_stats=1 corpus > fuzz.log 2>&1; then
+    grep -E "^(#|Done|stat::|INFO: seed)" fuzz.log | tail -n 8
+    echo "fuzz: no crash in ${seconds}s (work dir $work)"
+else
+    grep -n -m1 -E "ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|Assertion" fuzz.log | cut -d: -f1 |
+        { read -r first || first=1; tail -n +$((first > 5 ? first - 5 : 1)) fuzz.log | head -n 80; }
+    echo "fuzz: crashed; inputs: $(ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* 2>/dev/null | tr '\n' ' ')"
+    exit 1
+fi
