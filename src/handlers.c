@@ -18,6 +18,7 @@
 typedef struct {
     dq_handler_ctx *h;
     const dq_request *req;
+    dq_progress *progress;
     dq_buf *out;
     const char *allow; /* topic limit for jobs named by id (auth_check) */
 } call_ctx;
@@ -170,14 +171,55 @@ static dq_response handle_add(call_ctx *c)
 /* pop                                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* The outcome of each id of a finish-and-pop, in request order. */
+static void reply_finished(call_ctx *c)
+{
+    const dq_request *req = c->req;
+    buf_puts(c->out, ",\"finished\":[");
+    for (size_t i = 0; i < req->nids; i++) {
+        const store_item *it = &c->progress->finished[i];
+        if (it->status == DQ_OK)
+            reply_result_ok(c->out, i, req->ids[i]);
+        else if (it->status == DQ_NOT_FOUND)
+            reply_result_error(c->out, i, req->ids[i], DQ_NOT_FOUND, "no job with this id");
+        else
+            item_failure(c->out, i, req->ids[i], it->status, "finished");
+    }
+    buf_putc(c->out, ']');
+}
+
+/* Finish-and-pop: the finishes run with the first pop of the request only. */
+static dq_status pop_once(call_ctx *c, store_jobs *jobs, store_error *err)
+{
+    const dq_request *req = c->req;
+    dq_progress *pg = c->progress;
+    store_pop_req q = {(const char *const *)req->topics, req->ntopics, req->count > 0 ? req->count : 1,
+                       c->allow, NULL, 0, NULL};
+    if (req->nids > 0 && !pg->finish_done) {
+        if (!pg->finished) {
+            pg->finished = calloc(req->nids, sizeof *pg->finished);
+            if (!pg->finished)
+                abort();
+        }
+        q.finish = (const char *const *)req->ids;
+        q.nfinish = req->nids;
+        q.finished = pg->finished;
+    }
+    dq_status st = shard_pop(c->h->store, c->h->hints, &q, jobs, err);
+    if (q.nfinish > 0 && (st == DQ_OK || partly_done(pg->finished, req->nids)))
+        pg->finish_done = 1;
+    /* Finishes that took effect are answered even when no shard could then
+     * be popped: the pop finds nothing, as it would with no job ready. */
+    return st != DQ_OK && pg->finish_done ? DQ_OK : st;
+}
+
 static dq_response handle_pop(call_ctx *c)
 {
     const dq_request *req = c->req;
     store_jobs jobs;
     memset(&jobs, 0, sizeof jobs);
     store_error err;
-    dq_status st = shard_pop(c->h->store, c->h->hints, req->topics, req->ntopics,
-                             req->count > 0 ? req->count : 1, &jobs, &err);
+    dq_status st = pop_once(c, &jobs, &err);
     if (st != DQ_OK)
         return store_failure(c, st, &err);
     if (jobs.n == 0 && !c->h->stopping &&
@@ -192,12 +234,15 @@ static dq_response handle_pop(call_ctx *c)
                 buf_putc(c->out, ',');
             reply_popped(c->out, &jobs.jobs[i]); /* each shaped like the single-job answer */
         }
-        buf_puts(c->out, "]}");
+        buf_putc(c->out, ']');
     } else if (jobs.n > 0) {
-        reply_popped(c->out, &jobs.jobs[0]);
+        reply_popped_open(c->out, &jobs.jobs[0]);
     } else {
-        buf_puts(c->out, "{\"success\":true,\"id\":null,\"value\":null}");
+        buf_puts(c->out, "{\"success\":true,\"id\":null,\"value\":null");
     }
+    if (req->nids > 0)
+        reply_finished(c);
+    buf_putc(c->out, '}');
     store_jobs_free(&jobs);
     return answer(DQ_OK);
 }
@@ -821,7 +866,8 @@ static const handler_fn handlers[CMD_COUNT] = {
 #undef DQ_COMMAND
 };
 
-dq_response handle_request(dq_handler_ctx *h, const dq_request *req, dq_buf *out)
+dq_response handle_request(dq_handler_ctx *h, const dq_request *req, dq_progress *progress,
+                           dq_buf *out)
 {
     char allow[AUTH_ALLOW_MAX], err[512];
     buf_reset(out);
@@ -830,6 +876,12 @@ dq_response handle_request(dq_handler_ctx *h, const dq_request *req, dq_buf *out
         reply_error(out, st, err);
         return answer(st);
     }
-    call_ctx c = {h, req, out, allow};
+    call_ctx c = {h, req, progress, out, allow};
     return handlers[req->cmd](&c);
+}
+
+void handle_progress_free(dq_progress *progress)
+{
+    free(progress->finished);
+    memset(progress, 0, sizeof *progress);
 }

@@ -13,6 +13,7 @@
 #include "shard_hints.h"
 #include "status.h"
 #include "store.h"
+#include "store_ops.h"
 
 typedef struct {
     const dq_config *cfg;
@@ -31,8 +32,19 @@ typedef struct {
                     run it again when a job may have become ready */
 } dq_response;
 
+/* What a request has done across the runs of a parked long-poll: the
+ * finishes of a finish-and-pop happen once, on the first run, and are
+ * answered with the job on the last. Zeroed when the request arrives;
+ * handle_progress_free() when it ends. */
+typedef struct {
+    int finish_done;
+    store_item *finished; /* one outcome per id in req->ids */
+} dq_progress;
+
 /* Runs req and writes the whole response body (success or error) to out,
  * unless the answer is wait. */
-dq_response handle_request(dq_handler_ctx *h, const dq_request *req, dq_buf *out);
+dq_response handle_request(dq_handler_ctx *h, const dq_request *req, dq_progress *progress,
+                           dq_buf *out);
+void handle_progress_free(dq_progress *progress);
 
 #endif

@@ -74,7 +74,7 @@ static void job_value(dq_buf *out, const store_job *j)
         buf_puts(out, "null");
 }
 
-void reply_popped(dq_buf *out, const store_job *j)
+void reply_popped_open(dq_buf *out, const store_job *j)
 {
     job_head(out, j);
     job_value(out, j);
@@ -82,6 +82,11 @@ void reply_popped(dq_buf *out, const store_job *j)
     buf_put_i64(out, j->attempts);
     buf_puts(out, ",\"ttr\":");
     buf_put_seconds(out, j->ttr_ms);
+}
+
+void reply_popped(dq_buf *out, const store_job *j)
+{
+    reply_popped_open(out, j);
     buf_putc(out, '}');
 }
 

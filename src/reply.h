@@ -23,6 +23,8 @@ void reply_id_due(dq_buf *out, const char *id, int64_t due);
 
 /* A popped job: {"success":true,"id":..,"topic":..,"value":..,"attempts":..,"ttr":..}. */
 void reply_popped(dq_buf *out, const store_job *j);
+/* The same without its closing brace, for an answer with more fields. */
+void reply_popped_open(dq_buf *out, const store_job *j);
 /* get's answer: the job with its state, due, ttr, attempts, retries, created. */
 void reply_job(dq_buf *out, const store_job *j);
 

@@ -142,6 +142,7 @@ typedef enum {
     F_END,
     F_PREVIEW,
     F_STATE,
+    F_FINISH,
     NFIELDS
 } field_id;
 
@@ -155,7 +156,7 @@ static const char *const field_names[NFIELDS] = {
     [F_URL] = "url",
     [F_CRON] = "cron",       [F_EVERY] = "every",     [F_TZ] = "tz",
     [F_START] = "start",     [F_END] = "end",         [F_PREVIEW] = "preview",
-    [F_STATE] = "state",
+    [F_STATE] = "state",     [F_FINISH] = "finish",
 };
 
 static field_id field_from_name(const char *s, size_t n)
@@ -667,6 +668,49 @@ static int split_topics(vctx *v, char *list, dq_request *req)
     }
 }
 
+/* An array of 1..DQ_BATCH_MAX ids in field `id` into req->ids. */
+static int id_array(vctx *v, fieldset *f, field_id id, dq_request *req)
+{
+    const char *name = field_names[id];
+    if (!f->doc)
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' needs a JSON body (POST)", name);
+    const json_tok *arr = tok_of(f, id);
+    if (arr->type != JSON_ARRAY || arr->count < 1 || arr->count > DQ_BATCH_MAX)
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' must be an array of 1 to %d ids", name,
+                       DQ_BATCH_MAX);
+    req->nids = arr->count;
+    req->ids = alloc_array(req->nids, sizeof *req->ids);
+    char what[32];
+    size_t t = f->tok[id] + 1;
+    for (size_t i = 0; i < req->nids; i++, t = f->doc->toks[t].skip) {
+        snprintf(what, sizeof what, "%s[%zu]", name, i);
+        if (id_value(v, what, f->text, &f->doc->toks[t], &req->ids[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* pop's "finish": one id, or an array of ids, into req->ids. */
+static int pop_finish(vctx *v, fieldset *f, dq_request *req)
+{
+    if (!take(f, F_FINISH))
+        return 0;
+    if (f->doc && tok_of(f, F_FINISH)->type == JSON_ARRAY)
+        return id_array(v, f, F_FINISH, req);
+    if (f->doc && tok_of(f, F_FINISH)->type != JSON_STRING)
+        return invalid(v, DQ_BAD_REQUEST, "field 'finish' must be an id or an array of 1 to %d ids",
+                       DQ_BATCH_MAX);
+    const char *id;
+    size_t n;
+    string_field(v, f, F_FINISH, 1, &id, &n);
+    if (check_name(v, "finish", id, n, DQ_ID_MAX) < 0)
+        return -1;
+    req->ids = alloc_array(1, sizeof *req->ids);
+    req->ids[0] = id;
+    req->nids = 1;
+    return 0;
+}
+
 static int parse_pop(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
     (void)lim;
@@ -707,7 +751,7 @@ static int parse_pop(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
     if (int_field(v, f, F_COUNT, 1, DQ_POP_COUNT_MAX, &count) < 0)
         return -1;
     req->count = (int)count;
-    return 0;
+    return pop_finish(v, f, req);
 }
 
 static int parse_one_id(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
@@ -726,24 +770,8 @@ static int parse_remove(vctx *v, fieldset *f, const dq_limits *lim, dq_request *
         return invalid(v, DQ_BAD_REQUEST, "fields 'id' and 'ids' cannot both be given");
     if (!has_ids)
         return parse_one_id(v, f, lim, req);
-    if (!f->doc)
-        return invalid(v, DQ_BAD_REQUEST, "field 'ids' needs a JSON body (POST)");
-    const json_tok *arr = tok_of(f, F_IDS);
-    if (arr->type != JSON_ARRAY)
-        return invalid(v, DQ_BAD_REQUEST, "field 'ids' must be an array of strings");
-    if (arr->count < 1 || arr->count > DQ_BATCH_MAX)
-        return invalid(v, DQ_BAD_REQUEST, "field 'ids' must hold 1 to %d ids", DQ_BATCH_MAX);
     req->batch = 1;
-    req->nids = arr->count;
-    req->ids = alloc_array(req->nids, sizeof *req->ids);
-    char what[32];
-    size_t t = f->tok[F_IDS] + 1;
-    for (size_t i = 0; i < req->nids; i++, t = f->doc->toks[t].skip) {
-        snprintf(what, sizeof what, "ids[%zu]", i);
-        if (id_value(v, what, f->text, &f->doc->toks[t], &req->ids[i]) < 0)
-            return -1;
-    }
-    return 0;
+    return id_array(v, f, F_IDS, req);
 }
 
 static int parse_release(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)

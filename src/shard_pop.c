@@ -8,9 +8,7 @@
 typedef struct {
     dq_store *s;
     shard_hints *hints;
-    const char *const *topics;
-    size_t ntopics;
-    int count;
+    store_pop_req q; /* without ids to finish: they went first */
     store_jobs *out;
     store_error *err;
     unsigned char *tried; /* per shard: popped from (or failed) this round */
@@ -25,8 +23,9 @@ static void pop_from(pop_round *p, int k)
 {
     p->tried[k] = 1;
     size_t before = p->out->n;
-    int want = p->count - (int)before;
-    dq_status st = store_pop(p->s, k, p->topics, p->ntopics, want, p->out, p->err);
+    store_pop_req q = p->q;
+    q.count = p->q.count - (int)before;
+    dq_status st = store_pop(p->s, k, &q, p->out, p->err);
     if (st != DQ_OK) {
         p->down[k] = 1;
         p->failure = st;
@@ -35,17 +34,17 @@ static void pop_from(pop_round *p, int k)
     p->answered = 1;
     for (size_t i = before; i < p->out->n; i++)
         hints_take(p->hints, p->out->jobs[i].topic, p->out->jobs[i].topic_len, k, 1);
-    if ((int)(p->out->n - before) < want) {
-        for (size_t t = 0; t < p->ntopics; t++)
-            hints_set(p->hints, p->topics[t], strlen(p->topics[t]), k, 0);
+    if ((int)(p->out->n - before) < q.count) {
+        for (size_t t = 0; t < q.ntopics; t++)
+            hints_set(p->hints, q.topics[t], strlen(q.topics[t]), k, 0);
     }
 }
 
 /* Pops from the shards the hints name until count jobs are in. */
 static void pop_hinted(pop_round *p)
 {
-    while ((int)p->out->n < p->count) {
-        int k = hints_pick(p->hints, p->topics, p->ntopics, p->tried);
+    while ((int)p->out->n < p->q.count) {
+        int k = hints_pick(p->hints, p->q.topics, p->q.ntopics, p->tried);
         if (k < 0)
             return;
         pop_from(p, k);
@@ -56,38 +55,58 @@ static void pop_hinted(pop_round *p)
 static void count_shards(pop_round *p)
 {
     int shards = store_shards(p->s);
-    int64_t *counts = calloc((size_t)shards * p->ntopics, sizeof *counts);
+    size_t ntopics = p->q.ntopics;
+    int64_t *counts = calloc((size_t)shards * ntopics, sizeof *counts);
     if (!counts)
         abort();
-    dq_status st = store_ready_counts(p->s, p->topics, p->ntopics, counts, p->err);
+    dq_status st = store_ready_counts(p->s, p->q.topics, ntopics, counts, p->err);
     if (st != DQ_OK)
         p->failure = st;
     for (int k = 0; k < shards; k++) {
-        for (size_t t = 0; t < p->ntopics; t++) {
-            int64_t n = counts[(size_t)k * p->ntopics + t];
+        for (size_t t = 0; t < ntopics; t++) {
+            int64_t n = counts[(size_t)k * ntopics + t];
             if (n < 0) {
                 p->down[k] = 1;
                 continue;
             }
             p->answered = 1;
-            hints_set(p->hints, p->topics[t], strlen(p->topics[t]), k, n);
+            hints_set(p->hints, p->q.topics[t], strlen(p->q.topics[t]), k, n);
         }
     }
     free(counts);
 }
 
-dq_status shard_pop(dq_store *s, shard_hints *hints, const char *const *topics, size_t ntopics,
-                    int count, store_jobs *out, store_error *err)
+/* The finishes of a finish-and-pop over several shards. DQ_OK when some
+ * shard's call worked (the outcomes say which), else the failure. */
+static dq_status finish_first(dq_store *s, const store_pop_req *q, store_error *err)
+{
+    dq_status st = store_remove(s, q->allow, 1, q->finish, q->nfinish, q->finished, err);
+    for (size_t i = 0; st != DQ_OK && i < q->nfinish; i++) {
+        dq_status it = q->finished[i].status;
+        if (it == DQ_OK || it == DQ_NOT_FOUND)
+            return DQ_OK;
+    }
+    return st;
+}
+
+dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, store_jobs *out,
+                    store_error *err)
 {
     int shards = store_shards(s);
     if (shards == 1 || !hints)
-        return store_pop(s, 0, topics, ntopics, count, out, err);
-    pop_round p = {s, hints, topics, ntopics, count, out, err,
-                   calloc((size_t)shards, 1), calloc((size_t)shards, 1), 0, DQ_OK};
+        return store_pop(s, 0, q, out, err);
+    if (q->nfinish > 0) {
+        dq_status st = finish_first(s, q, err);
+        if (st != DQ_OK)
+            return st;
+    }
+    pop_round p = {s, hints, *q, out, err, calloc((size_t)shards, 1), calloc((size_t)shards, 1), 0,
+                   DQ_OK};
     if (!p.tried || !p.down)
         abort();
+    p.q.nfinish = 0;
     pop_hinted(&p);
-    if ((int)out->n < count) {
+    if ((int)out->n < q->count) {
         /* Fewer than asked: the hints may have missed some (a message not
          * read yet); one count of every shard tells. */
         count_shards(&p);

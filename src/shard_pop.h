@@ -11,9 +11,11 @@
 #include "shard_hints.h"
 #include "store_ops.h"
 
-/* Up to count jobs into out (zeroed by the caller); hints may be NULL with
- * one shard. */
-dq_status shard_pop(dq_store *s, shard_hints *hints, const char *const *topics, size_t ntopics,
-                    int count, store_jobs *out, store_error *err);
+/* Finishes q's ids, then takes up to q->count jobs into out (zeroed by the
+ * caller); hints may be NULL with one shard. With one shard the finish and
+ * the pop are one atomic call; with several, the finishes go first (one
+ * call per shard, sent together), then the pop. */
+dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, store_jobs *out,
+                    store_error *err);
 
 #endif

@@ -93,6 +93,14 @@ static void by_shard_free(by_shard *g)
     free(g->first);
 }
 
+/* One item's outcome: 'ok' or 'DQ_<CODE> <state>'. */
+static void read_item(const store_reply *e, store_item *it)
+{
+    size_t len;
+    const char *v = reply_str(e, &len);
+    it->status = v ? store_error_status(v, len, it->state, sizeof it->state) : DQ_INTERNAL;
+}
+
 /* Reads the batch replies of a split call ('ok' / 'DQ_<CODE> <state>' per
  * item) into items; the items of a shard whose call failed get its status.
  * Returns DQ_OK, or the worst failure. */
@@ -114,9 +122,7 @@ static dq_status read_split_items(dq_store *s, const by_shard *g, store_item *it
             it->status = st;
             if (st != DQ_OK)
                 continue;
-            size_t len;
-            const char *v = reply_str(reply_at(r, j - from), &len);
-            it->status = v ? store_error_status(v, len, it->state, sizeof it->state) : DQ_INTERNAL;
+            read_item(reply_at(r, j - from), it);
         }
         store_reply_free(r);
         if (worse(st, result) != result) {
@@ -262,18 +268,30 @@ static void read_popped(const store_reply *e, store_job *j)
     j->state = "reserved";
 }
 
-dq_status store_pop(dq_store *s, int shard, const char *const *topics, size_t ntopics, int count,
-                    store_jobs *out, store_error *err)
+dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *out,
+                    store_error *err)
 {
     store_begin(s, SCRIPT_POP, shard);
-    store_arg_int(s, count);
-    for (size_t i = 0; i < ntopics; i++)
-        store_arg_str(s, topics[i]);
+    store_arg_str(s, q->allow);
+    store_arg_int(s, q->count);
+    store_arg_int(s, (int64_t)q->nfinish);
+    for (size_t i = 0; i < q->nfinish; i++)
+        store_arg_str(s, q->finish[i]);
+    for (size_t i = 0; i < q->ntopics; i++)
+        store_arg_str(s, q->topics[i]);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
+    for (size_t i = 0; i < q->nfinish; i++) {
+        store_item *it = &q->finished[i];
+        it->state[0] = '\0';
+        it->status = st;
+        if (st != DQ_OK)
+            continue;
+        read_item(reply_at(reply_at(r, 0), i), it);
+    }
     if (st != DQ_OK)
         return st;
-    for (size_t i = 0; i < reply_len(r); i++) {
+    for (size_t i = 1; i < reply_len(r); i++) {
         store_job *j = next_job(out);
         read_popped(reply_at(r, i), j);
         j->shard = shard;

@@ -79,10 +79,23 @@ dq_status store_layout_check(const dq_config *cfg, char *why, size_t whylen);
  * tell which jobs it concerns when other shards' calls worked). */
 dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
                     const char *const *ids, size_t n, store_item *items, store_error *err);
-/* Reserves up to count ready jobs of one shard, from the topics in order,
- * and appends them to out (zeroed by the caller before its first use). */
-dq_status store_pop(dq_store *s, int shard, const char *const *topics, size_t ntopics, int count,
-                    store_jobs *out, store_error *err);
+/* A pop: what to take, and (finish-and-pop) the jobs to finish first. */
+typedef struct {
+    const char *const *topics;
+    size_t ntopics;
+    int count;
+    const char *allow;          /* topic limit for the ids finished */
+    const char *const *finish;  /* ids to finish before taking jobs */
+    size_t nfinish;
+    store_item *finished;       /* nfinish outcomes, as store_remove's */
+} store_pop_req;
+
+/* Finishes q's ids, then reserves up to q->count ready jobs of one shard,
+ * from the topics in order, in one atomic call, and appends them to out
+ * (zeroed by the caller before its first use). When the call fails, every
+ * finish outcome has its status. */
+dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *out,
+                    store_error *err);
 /* Ready jobs per shard and topic: counts[shard * ntopics + t], -1 where the
  * shard did not answer. DQ_OK if at least one shard answered. */
 dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntopics,

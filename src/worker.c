@@ -61,6 +61,7 @@ typedef struct conn {
     int gone;           /* the client left while the request was parked */
     int has_req;        /* req holds a parsed request */
     dq_request req;
+    dq_progress progress; /* what req has done across its runs */
     dq_buf body;        /* the request body; req points into it */
     int64_t started_ms; /* monotonic ms the request arrived */
     int parked_before;
@@ -162,13 +163,20 @@ static void arm(conn *c)
     arm_fd(EPOLL_CTL_MOD, fcgi_conn_fd(c->fc), EPOLLIN | EPOLLRDHUP, tag_of(c));
 }
 
-/* Closes the connection and frees its slot; its request, if any, ends. */
-static void conn_close(conn *c)
+/* The request on c, if any, ends. */
+static void request_end(conn *c)
 {
     if (c->has_req) {
         request_free(&c->req);
+        handle_progress_free(&c->progress);
         c->has_req = 0;
     }
+}
+
+/* Closes the connection and frees its slot; its request, if any, ends. */
+static void conn_close(conn *c)
+{
+    request_end(c);
     fcgi_conn_free(c->fc);
     c->fc = NULL;
     buf_trim(&c->body, 0);
@@ -270,10 +278,7 @@ static void finish(thread_state *t, conn *c, dq_command cmd, dq_status st, int i
 {
     fcgi_respond(c->fc, st, is_text, &t->out);
     metrics_observe(cmd, st, (double)(util_mono_ms() - c->started_ms) / 1000.0);
-    if (c->has_req) {
-        request_free(&c->req);
-        c->has_req = 0;
-    }
+    request_end(c);
     buf_trim(&c->body, BUF_KEEP);
     buf_trim(&t->out, BUF_KEEP);
     json_doc_trim(&t->doc);
@@ -363,7 +368,7 @@ static void serve(thread_state *t, conn *c)
     t->h.authorization = fcgi_param(c->fc, "HTTP_AUTHORIZATION");
     t->h.started_ms = c->started_ms;
     t->h.stopping = notify_stopping();
-    dq_response res = handle_request(&t->h, &c->req, &t->out);
+    dq_response res = handle_request(&t->h, &c->req, &c->progress, &t->out);
     if (res.wait) {
         park(c, gen);
         return;

@@ -354,6 +354,25 @@ local function remove_job(id, j, kind)
     redis.call('DEL', job_key(id), body_key(id))
 end
 
+-- Removes the jobs named by argv[from..to], each in its own right: one item
+-- per id, 'ok' or 'DQ_NOT_FOUND' (no such job, or not the caller's topic:
+-- the two answer alike, so a token limited to topics cannot learn which
+-- other ids exist). limit_topics() must have run.
+local function remove_ids(argv, kind, from, to)
+    local out = {}
+    for i = from, to do
+        local id = argv[i]
+        local j = redis.call('HMGET', job_key(id), 's', 't', 'k', 'u')
+        if not j[1] or not allowed(j[2]) then
+            out[#out + 1] = 'DQ_NOT_FOUND'
+        else
+            remove_job(id, j, kind)
+            out[#out + 1] = 'ok'
+        end
+    end
+    return out
+end
+
 -- The wait after delivery number n failed: step n of the backoff steps
 -- ("15000,180000"), the last one repeating.
 local function backoff_step(bo, n)

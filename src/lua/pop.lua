@@ -1,13 +1,18 @@
--- pop: reserves up to `count` ready jobs, taking from the topics in order
--- (a paused topic gives none).
--- KEYS: P. ARGV: count, topic1, topic2, ...
--- Returns a list of {id, topic, body, attempts, ttr_ms}.
-local want = tonumber(ARGV[1])
+-- pop: finishes the jobs a consumer is done with (finish-and-pop), then
+-- reserves up to `count` ready jobs, taking from the topics in order (a
+-- paused topic gives none).
+-- KEYS: P. ARGV: allow, count, nfinish, nfinish ids, topic1, topic2, ...
+-- Returns {finish items (see remove_ids), {id, topic, body, attempts,
+-- ttr_ms}, ...}: the finish items first, then the jobs.
+limit_topics(ARGV[1])
+local want = tonumber(ARGV[2])
+local nfinish = tonumber(ARGV[3])
+local finished = remove_ids(ARGV, 'finished', 4, 3 + nfinish)
 local now = now_ms()
 local out = {}
 local body_keys = {} -- read with one MGET at the end
 
-for ti = 2, #ARGV do
+for ti = 4 + nfinish, #ARGV do
     local topic = ARGV[ti]
     local taken = {}
     if not paused(topic) then
@@ -32,4 +37,5 @@ if #out > 0 then
     local bodies = redis.call('MGET', unpack(body_keys))
     for i, job in ipairs(out) do job[3] = bodies[i] end
 end
+table.insert(out, 1, finished)
 return out

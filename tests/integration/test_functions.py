@@ -75,7 +75,12 @@ class Functions(unittest.TestCase):
                          sum(jid.encode()) % BUCKETS, backoff, url, timeout)
 
     def pop(self, *topics, count=1):
-        return self.call("pop", count, *topics)
+        return self.pop_finish([], *topics, count=count)[1]
+
+    def pop_finish(self, finish, *topics, count=1, allow=""):
+        """(the outcome of each id finished, the jobs popped)"""
+        got = self.call("pop", allow, count, len(finish), *finish, *topics)
+        return got[0], got[1:]
 
     def job(self, jid):
         flat = self.redis("HGETALL", P + ":j:" + jid)
@@ -169,6 +174,27 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("ZSCORE", P + ":b:" + j["k"], "p0"), j["d"].encode())
         self.assertEqual(self.stats("one")["reserved"], 5)
         self.assertEqual(self.stats("one")["popped"], 5)
+
+    def test_pop_finishes_first(self):
+        """finish-and-pop: the named jobs are finished in the same call that
+        takes the next ones; an unknown id, or one outside the caller's
+        topics, is not_found and changes nothing."""
+        self.add("f1", topic="one")
+        self.add("f2", topic="one")
+        self.add("secret", topic="mail.x")
+        self.pop("one")
+        self.pop("mail.x")
+        done, got = self.pop_finish(["f1", "nope", "secret"], "one", allow="one")
+        self.assertEqual(done, [b"ok", b"DQ_NOT_FOUND", b"DQ_NOT_FOUND"])
+        self.assertEqual([g[0] for g in got], [b"f2"])
+        self.assertEqual(self.redis("EXISTS", P + ":j:f1"), 0)
+        self.assertEqual(self.job("secret")["s"], "reserved", "another topic's job is untouched")
+        self.assertEqual(self.stats("one")["finished"], 1)
+        self.assertEqual(self.stats("one")["reserved"], 1)
+        # The job just taken can be finished by the next call, which finds none.
+        done, got = self.pop_finish(["f2"], "one")
+        self.assertEqual((done, got), ([b"ok"], []))
+        self.assertEqual(self.stats("one")["jobs"], 0)
 
     # ---------------------------------------------------------- remove
 
@@ -651,8 +677,8 @@ class Functions(unittest.TestCase):
                     jid = "c%d-%d" % (k, i)
                     r("FCALL", name("add"), 1, P, "", BUCKETS, SHARDS, 1, jid, "crash", "1", 5000, -1,
                       (0, 1, 50)[i % 3], -1, i % BUCKETS, "", "", 0)
-                    got = r("FCALL", name("pop"), 1, P, 2, "crash")
-                    for g in got[:1]:
+                    got = r("FCALL", name("pop"), 1, P, "", 2, 0, "crash")
+                    for g in got[1:2]:
                         r("FCALL", name("remove"), 1, P, "", "finished", g[0])
                     if i % 7 == 0:
                         r("FCALL", name("move"), 1, P, i % BUCKETS, 100)

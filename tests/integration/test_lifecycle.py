@@ -290,5 +290,81 @@ class LifecycleTest(DeploymentTestCase):
         self.assertLessEqual(dt, 1.5)
 
 
+    # ------------------------------------------------------------ finish-and-pop
+
+    def test_finish_and_pop(self):
+        """pop with finish: the jobs named are finished before the next is
+        taken, in one request; each id has its outcome, in request order."""
+        t = unique("fap")
+        ids = [self.add(t, {"n": i}) for i in range(3)]
+        r = self.pop(t)
+        self.assertEqual(r["id"], ids[0])
+        self.assertNotIn("finished", r, "a pop without finish answers as before")
+        r = self.pop(t, finish=ids[0])
+        self.assertEqual((r["id"], r["value"]), (ids[1], {"n": 1}))
+        self.assertEqual(r["finished"], [{"id": ids[0], "success": True}])
+        st, g = self.c.req("get", id=ids[0])
+        self.assertError(st, g, 404, "not_found")
+        # a list, with an unknown id and one already finished; count form
+        r = self.pop(t, finish=[ids[1], "fap-nope", ids[0]], count=5)
+        self.assertEqual([j["id"] for j in r["jobs"]], [ids[2]])
+        self.assertEqual([(f["id"], f["success"], f.get("code")) for f in r["finished"]],
+                         [(ids[1], True, None), ("fap-nope", False, "not_found"),
+                          (ids[0], False, "not_found")])
+        # the last one, with nothing left to take
+        r = self.pop(t, finish=[ids[2]])
+        self.assertEqual((r["id"], r["value"], r["finished"]),
+                         (None, None, [{"id": ids[2], "success": True}]))
+        s = self.stats(t)
+        self.assertEqual((s["finished"], s["reserved"], s["ready"]), (3, 0, 0))
+
+    def test_finish_and_pop_bad_finish_changes_nothing(self):
+        t = unique("fapbad")
+        jid = self.add(t, "x")
+        self.assertEqual(self.pop(t)["id"], jid)
+        other = self.add(t, "y")
+        for bad, rule in ((5, "must be an id or an array"), ([], "array of 1 to 1000 ids"),
+                          ([jid, 7], "'finish[1]' must be a string"),
+                          ([jid, "a b"], "'finish[1]' must be 1 to 256 characters"),
+                          ("", "'finish' must be 1 to 256 characters"),
+                          ([jid] * 1001, "array of 1 to 1000 ids")):
+            st, r = self.c.req("pop", topic=t, finish=bad)
+            self.assertError(st, r, 400, "bad_request")
+            self.assertIn(rule, r["error"])
+        self.assertEqual(self.get(jid)["state"], "reserved")
+        self.assertEqual(self.get(other)["state"], "ready")
+
+    def test_finish_and_pop_long_poll(self):
+        """With a timeout, the finish happens at once; the answer, with its
+        outcome, comes with the next job."""
+        t = unique("faplp")
+        jid = self.add(t, "first")
+        self.assertEqual(self.pop(t)["id"], jid)
+        out = {}
+
+        def waiter():
+            conn = self.c.new_http()
+            out["res"] = self.c.req("pop", conn=conn, topic=t, timeout=5, finish=jid)
+            conn.close()
+
+        th = threading.Thread(target=waiter)
+        th.start()
+        deadline = time.monotonic() + 3 * SLOW
+        while time.monotonic() < deadline:
+            st, g = self.c.req("get", id=jid)
+            if st == 404:
+                break
+            time.sleep(0.02)
+        self.assertEqual(st, 404, "the finish waited for the long-poll to end")
+        self.assertNotIn("res", out)
+        nxt = self.add(t, "second")
+        th.join(10)
+        self.assertFalse(th.is_alive())
+        st, r = out["res"]
+        self.assertOk(st, r)
+        self.assertEqual((r["id"], r["value"]), (nxt, "second"))
+        self.assertEqual(r["finished"], [{"id": jid, "success": True}])
+        self.assertEqual(self.stats(t)["finished"], 1, "finished once, not on every wake-up")
+
 if __name__ == "__main__":
     main()
