@@ -486,7 +486,7 @@ def w3(s, P, outdir):
     t = s.timers[0].pid
     c0 = cpu_seconds(t)
     r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"], spread=P["w3_spread"],
-                delay_min=2, ttr=60, topic="w3", tag="l",
+                delay_min=2, ttr=60, topic="w3", tag="l", finish_and_pop=True,
                 lateness_out=os.path.join(outdir, "lateness-delayq.txt"))
     late_figs("delayq", r)
     fig("w3.delayq.timer_cpu_s", cpu_seconds(t) - c0, "CPU-s")

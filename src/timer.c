@@ -1,4 +1,5 @@
 /* timer: bucket ownership and moving due jobs, in every shard. */
+#define _GNU_SOURCE /* ppoll */
 #include "timer.h"
 
 #include <inttypes.h>
@@ -206,8 +207,10 @@ static int64_t move_due(timer_state *t, int64_t until)
         }
         if (n == 0)
             break;
+        int64_t sent_us = util_mono_us();
         store_move_many(t->cmd, t->moves, n, t->cfg->timer_batch);
-        int64_t mono = util_mono_ms();
+        /* Redis read its clock about halfway through the round trip. */
+        int64_t mono = (sent_us + util_mono_us()) / 2000;
         for (size_t m = 0; m < n; m++) {
             const store_move_call *c = &t->moves[m];
             size_t i = at(t, c->shard, c->bucket);
@@ -417,12 +420,15 @@ int timer_run(const dq_config *cfg, int stop_fd)
         int64_t wake = fire_schedules(&t, move_due(&t, next_maintain));
         if (!store_sub_open_now(t.sub) && wake > util_mono_ms() + RETRY_MS)
             wake = util_mono_ms() + RETRY_MS; /* retry the subscription soon */
-        int64_t timeout = wake - util_mono_ms();
-        if (timeout < 0)
-            timeout = 0;
+        /* Sleep to the microsecond the due millisecond starts: a whole-ms
+         * timeout would add up to 1 ms to every job's lateness. */
+        int64_t timeout_us = wake * 1000 - util_mono_us();
+        if (timeout_us < 0)
+            timeout_us = 0;
+        struct timespec ts = {timeout_us / 1000000, (timeout_us % 1000000) * 1000};
         fds[0] = (struct pollfd){stop_fd, POLLIN, 0};
         int nfds = 1 + store_sub_fds(t.sub, fds + 1, MAX_FDS - 1);
-        if (poll(fds, (nfds_t)nfds, (int)timeout) < 0)
+        if (ppoll(fds, (nfds_t)nfds, &ts, NULL) < 0)
             continue;
         if (fds[0].revents)
             break;

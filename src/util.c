@@ -17,6 +17,13 @@ int64_t util_mono_ms(void)
     return clock_ms(CLOCK_MONOTONIC);
 }
 
+int64_t util_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int64_t util_wall_ms(void)
 {
     return clock_ms(CLOCK_REALTIME);

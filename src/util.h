@@ -9,6 +9,7 @@
 /* Monotonic milliseconds, for timeouts and backoff (never for due times:
  * those come from Redis' clock). */
 int64_t util_mono_ms(void);
+int64_t util_mono_us(void); /* the same clock in microseconds */
 /* Unix milliseconds from this host's clock, for checks with years of slack
  * (an `at` too far ahead); due times come from Redis' clock. */
 int64_t util_wall_ms(void);
