@@ -16,12 +16,13 @@ import threading
 import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union)
+from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union,
+                    overload)
 
 from .errors import (Conflict, ConnectFailed, ConnectionLost, DelayqError, ServerError,
                      error_for)
 
-__all__ = ["Client", "Job", "JobInfo", "Result", "DEFAULT_URL", "Topics", "Seconds", "When"]
+__all__ = ["Client", "Job", "JobInfo", "Result", "DEFAULT_URL", "Topics", "Seconds", "When", "Ids"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 USER_AGENT = "delayq-python/0.1.0"
@@ -32,6 +33,11 @@ Topics = Union[str, Sequence[str]]
 Seconds = Union[int, float, timedelta]
 #: A point in time: Unix seconds or a datetime (a naive one is local time).
 When = Union[int, float, datetime]
+#: One job id, or several (any iterable of ids).
+Ids = Union[str, Iterable[str]]
+
+#: The most ids one request may finish (batch finish, pop's `finish`).
+MAX_IDS = 1000
 
 # Commands whose resend cannot change anything beyond what the first send
 # did, and whose answer means the same either way: after a keep-alive
@@ -151,9 +157,24 @@ def _job(d: Mapping[str, Any]) -> Job:
                ttr=d["ttr"])
 
 
-def _results(answer: Mapping[str, Any]) -> List[Result]:
+def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
     return [Result(id=r.get("id"), success=bool(r.get("success")), code=r.get("code"),
-                   error=r.get("error")) for r in answer.get("results", [])]
+                   error=r.get("error")) for r in answer.get(key, [])]
+
+
+def _finish_field(finish: Ids) -> Union[str, List[str]]:
+    """pop's `finish` as sent: a str stays one id, anything else is a list."""
+    if isinstance(finish, str):
+        return finish
+    return list(finish)
+
+
+def _finished(answer: Mapping[str, Any]) -> List[Result]:
+    """The `finished` outcomes of a pop that carried `finish`."""
+    if not isinstance(answer.get("finished"), list):
+        raise ServerError("the server's pop answer has no 'finished' list although 'finish' "
+                          "was sent", code="internal", status=200, response=dict(answer))
+    return _results(answer, "finished")
 
 
 def _dropped(sock: socket.socket) -> bool:
@@ -265,28 +286,74 @@ class Client:
             return []
         return _results(self._call("add", {"jobs": batch}))
 
-    def pop(self, topics: Topics, timeout: Seconds = 0) -> Optional[Job]:
+    @overload
+    def pop(self, topics: Topics, timeout: Seconds = 0, *, finish: None = None) -> Optional[Job]:
+        ...
+
+    @overload
+    def pop(self, topics: Topics, timeout: Seconds = 0, *,
+            finish: Ids) -> Tuple[Optional[Job], List[Result]]:
+        ...
+
+    def pop(self, topics: Topics, timeout: Seconds = 0, *, finish: Optional[Ids] = None
+            ) -> Union[Optional[Job], Tuple[Optional[Job], List[Result]]]:
         """Reserves the next ready job of the first non-empty topic, waiting
-        up to `timeout` seconds (0..60) for one; None when there is none."""
+        up to `timeout` seconds (0..60) for one; None when there is none.
+
+        finish: an id, or 1..1000 ids, of jobs to finish in the same request
+        before the pop (finish-and-pop: a consumer loop costs one request
+        per job). Then the answer is a tuple (job or None, [Result, ...]):
+        one Result per id, in order, as finish_many gives them; a
+        `not_found` one means the job was gone (its TTR passed and it was
+        delivered again, or it was deleted). The finish happens at once,
+        before a long-poll waits. An empty list sends no `finish` and gives
+        (job, []). A server without finish-and-pop raises BadRequest
+        naming the field 'finish'; a 503 or 504 finished nothing, or it is
+        unknown what, like any command.
+        """
         fields = _topic_fields(topics)
         wait = _seconds(timeout)
         if wait:
             fields["timeout"] = wait
+        ids = None if finish is None else _finish_field(finish)
+        if ids:
+            fields["finish"] = ids
         answer = self._call("pop", fields, wait=wait)
-        if answer.get("id") is None:
-            return None
-        return _job(answer)
+        job = None if answer.get("id") is None else _job(answer)
+        if ids is None:
+            return job
+        return job, (_finished(answer) if ids else [])
 
-    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0) -> List[Job]:
+    @overload
+    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0, *,
+                 finish: None = None) -> List[Job]:
+        ...
+
+    @overload
+    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0, *,
+                 finish: Ids) -> Tuple[List[Job], List[Result]]:
+        ...
+
+    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0, *,
+                 finish: Optional[Ids] = None
+                 ) -> Union[List[Job], Tuple[List[Job], List[Result]]]:
         """Reserves up to `count` (1..100) jobs, from the first topic first;
-        waits up to `timeout` seconds for the first one."""
+        waits up to `timeout` seconds for the first one.
+
+        finish: as for pop; the answer is then (jobs, [Result, ...])."""
         fields = _topic_fields(topics)
         fields["count"] = count
         wait = _seconds(timeout)
         if wait:
             fields["timeout"] = wait
+        ids = None if finish is None else _finish_field(finish)
+        if ids:
+            fields["finish"] = ids
         answer = self._call("pop", fields, wait=wait)
-        return [_job(j) for j in answer.get("jobs", [])]
+        jobs = [_job(j) for j in answer.get("jobs", [])]
+        if ids is None:
+            return jobs
+        return jobs, (_finished(answer) if ids else [])
 
     def finish(self, id: str) -> None:
         """Removes a job (done), whatever its state. NotFound if unknown."""

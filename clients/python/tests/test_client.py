@@ -183,6 +183,88 @@ class Commands(Base):
         self.assertEqual(c.get(ids1[1]).state, "reserved")
         c.finish_many(ids1 + ids2)
 
+    def test_finish_and_pop(self):
+        c = self.client
+        t = unique("fap")
+        a, b, d = c.add(t, "a"), c.add(t, "b"), c.add(t, "d")
+        self.assertEqual(c.pop(t).id, a)
+        # the previous job is finished and the next one comes, in one request
+        job, finished = c.pop(t, finish=a)
+        self.assertEqual(job.id, b)
+        self.assertEqual(finished, [Result(id=a, success=True)])
+        self.assertGone(a)
+        self.assertEqual(c.get(b).state, "reserved")
+        # pop_many: an entry per id in request order, a known and an unknown one
+        unknown = unique("nope")
+        jobs, finished = c.pop_many([t], 5, finish=[b, unknown])
+        self.assertEqual([j.id for j in jobs], [d])
+        self.assertEqual(len(finished), 2)
+        self.assertEqual(finished[0], Result(id=b, success=True))
+        self.assertEqual((finished[1].id, finished[1].success, finished[1].code),
+                         (unknown, False, "not_found"))
+        self.assertIsInstance(finished[1].error, str)
+        self.assertIsInstance(finished[1].exception(), NotFound)
+        self.assertGone(b)
+        # nothing left: an empty pop still answers the finishes (a generator is fine)
+        job, finished = c.pop(t, finish=iter([d]))
+        self.assertIsNone(job)
+        self.assertEqual(finished, [Result(id=d, success=True)])
+        jobs, finished = c.pop_many(t, 2, finish=[d])
+        self.assertEqual((jobs, [(r.id, r.code) for r in finished]), ([], [(d, "not_found")]))
+        # an empty list sends no `finish`: the answer is still a pair
+        self.assertEqual(c.pop(t, finish=[]), (None, []))
+        self.assertEqual(c.pop_many(t, 2, finish=()), ([], []))
+        st = c.stats(t)["topics"][t]
+        self.assertEqual((st["popped"], st["finished"], st["reserved"]), (3, 3, 0))
+
+    def test_finish_and_pop_bad_finish_does_nothing(self):
+        c = self.client
+        t = unique("fap-bad")
+        a = c.add(t, "a")
+        b = c.add(t, "b")
+        self.assertEqual(c.pop(t).id, a)
+        for bad in ("bad id", [a, "bad id"], ["x"] * 1001):
+            with self.assertRaises(BadRequest) as cm:
+                c.pop(t, finish=bad)
+            self.assertRegex(cm.exception.message, r"field 'finish(\[\d+\])?'")
+        # neither finished nor popped
+        self.assertEqual(c.get(a).state, "reserved")
+        self.assertEqual(c.get(b).state, "ready")
+        c.delete_many([a, b])
+
+    def test_finish_and_pop_long_poll_finishes_at_once(self):
+        c = self.client
+        t = unique("fap-lp")
+        a = c.add(t, "a")
+        self.assertEqual(c.pop(t).id, a)
+        other = Client(URL, token=TOKEN)
+        self.addCleanup(other.close)
+        seen = {}
+
+        def producer():
+            # the finish is done before the long-poll waits
+            wait_for(lambda: other.stats(t)["topics"][t]["finished"] == 1, 5, "the finish")
+            try:
+                other.get(a)
+            except NotFound:
+                seen["gone"] = True
+            other.add(t, "b", id=t + "-b")
+
+        th = threading.Thread(target=producer)
+        th.start()
+        t0 = time.monotonic()
+        job, finished = c.pop(t, timeout=20, finish=a)
+        th.join(10)
+        self.assertLess(time.monotonic() - t0, 5 * SLOW)
+        self.assertIs(seen.get("gone"), True, "the finish waited for the long-poll")
+        self.assertEqual(job.id, t + "-b")
+        self.assertEqual(finished, [Result(id=a, success=True)])
+        # a long-poll that times out answers the finishes too
+        t0 = time.monotonic()
+        self.assertEqual(c.pop(t, timeout=0.3, finish=job.id),
+                         (None, [Result(id=job.id, success=True)]))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.25)
+
     def test_long_poll_times_out_and_wakes(self):
         c = self.client
         t = unique("poll")
@@ -817,6 +899,29 @@ class Transport(unittest.TestCase):
         self.assertEqual([p for _, p in s.paths()], ["/health", "/health", "/add", "/add"])
         with self.assertRaises(Conflict):
             c.add("t", 1, id="k1")  # a first send answered 409 is a real conflict
+
+    def test_pop_finish_field(self):
+        empty = b'{"success":true,"id":null,"value":null,"finished":[]}'
+        s = self.serve(lambda c, n, m, p, b: (200, empty, False))
+        c = Client(s.url)
+        self.assertEqual(c.pop("t", finish="j1"), (None, []))
+        c.pop(["t", "u"], timeout=2, finish=["a", "b"])
+        self.assertEqual(c.pop_many("t", 3, finish=("c",)), ([], []))
+        self.assertEqual(c.pop("t", finish=[]), (None, []))
+        self.assertIsNone(c.pop("t", finish=None))
+        self.assertEqual([json.loads(r["body"].decode()) for _, r in s.requests], [
+            {"topic": "t", "finish": "j1"},
+            {"topics": ["t", "u"], "timeout": 2, "finish": ["a", "b"]},
+            {"topic": "t", "count": 3, "finish": ["c"]},
+            {"topic": "t"},
+            {"topic": "t"},
+        ])
+
+    def test_pop_finish_answer_without_finished(self):
+        s = self.serve(lambda c, n, m, p, b: (200, POPPED, False))
+        with self.assertRaises(ServerError) as cm:
+            Client(s.url).pop("t", finish="j0")
+        self.assertIn("'finished'", cm.exception.message)
 
     def test_http_timeout_covers_the_long_poll(self):
         s = self.serve(lambda c, n, m, p, b: (200, 0.8, False))
