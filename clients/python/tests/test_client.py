@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -510,6 +511,25 @@ def wait_for(pred, timeout, what):
         time.sleep(0.02)
 
 
+def request_counts():
+    """delayq_requests_total of the deployment's one delayq-fcgi, by
+    (command, code)."""
+    with Client(URL, token=TOKEN) as c:
+        text = c.metrics()
+    counts = {}
+    for cmd, code, v in re.findall(r'^delayq_requests_total\{command="([^"]*)",code="([^"]*)"\} '
+                                   r'([0-9.e+]+)$', text, re.M):
+        counts[(cmd, code)] = counts.get((cmd, code), 0) + int(float(v))
+    return counts
+
+
+def requests_between(before, after, command, code=None):
+    """How many `command` requests (with `code`, or any) were answered
+    between two request_counts()."""
+    return sum(n - before.get(k, 0) for k, n in after.items()
+               if k[0] == command and (code is None or k[1] == code))
+
+
 class Workers(Base):
     def start(self, worker):
         th = threading.Thread(target=worker.run, daemon=True)
@@ -615,6 +635,105 @@ class Workers(Base):
         self.assertTrue(w.run_once())
         self.assertEqual([j.id for j in got], [t + "-1"])
         self.assertGone(t + "-1")
+
+    def test_one_request_per_job(self):
+        # N jobs: N pops, each carrying the previous job's finish, and one
+        # finish of the last job when run() returns; a Worker that finished
+        # each job with a request of its own would make N finishes.
+        t = unique("w-fap")
+        n = 5
+        ids = [self.client.add(t, i) for i in range(n)]
+        seen, previous = [], []
+
+        def handler(job):
+            if seen:  # the pop that brought this job finished the one before
+                try:
+                    previous.append(self.client.get(seen[-1]).state)
+                except NotFound:
+                    previous.append("gone")
+            seen.append(job.id)
+            if len(seen) == n:
+                w.stop()
+
+        w = Worker(Client(URL, token=TOKEN), t, handler, poll_timeout=1, handle_signals=False)
+        self.addCleanup(w.client.close)
+        before = request_counts()
+        with self.assertLogs("delayq.worker", "DEBUG") as logs:
+            w.run()
+        after = request_counts()
+        self.assertEqual(seen, ids)
+        self.assertEqual(previous, ["gone"] * (n - 1))
+        self.assertEqual(requests_between(before, after, "pop"), n)
+        self.assertEqual(requests_between(before, after, "finish"), 1,
+                         "one finish: the last job's, sent when run() returned")
+        self.assertEqual(requests_between(before, after, "finish", "ok"), 1)
+        for id in ids:
+            self.assertGone(id)
+        st = self.client.stats(t)["topics"][t]
+        self.assertEqual((st["finished"], st["reserved"], st["popped"]), (n, 0, n))
+        for id in ids:
+            self.assertIn("DEBUG:delayq.worker:job %s finished (attempt 1)" % id, logs.output)
+        self.assertEqual([l for l in logs.output if not l.startswith(("DEBUG", "INFO"))], [])
+
+    def test_stop_while_polling_flushes_the_carried_finish(self):
+        # The finish rides on the next long-poll and is done at once, before
+        # the wait; stop() cuts that poll short, so the worker cannot know
+        # and finishes again on its own: not_found, which is no news.
+        t = unique("w-stop")
+        handled = []
+        w = Worker(Client(URL, token=TOKEN), t, lambda job: handled.append(job.id),
+                   poll_timeout=10)
+        with self.assertLogs("delayq.worker", "DEBUG") as logs:
+            th = self.start(w)
+            id = self.client.add(t, "x")
+            wait_for(lambda: self.client.stats(t)["topics"][t]["finished"] == 1, 5, "the finish")
+            self.assertGone(id)
+            before = request_counts()
+            time.sleep(0.2)
+            self.assertTrue(th.is_alive(), "the worker is not in its long-poll")
+            w.stop()
+            th.join(10)
+            self.assertFalse(th.is_alive())
+        after = request_counts()
+        self.assertEqual(handled, [id])
+        self.assertEqual(requests_between(before, after, "finish", "not_found"), 1)
+        self.assertEqual(requests_between(before, after, "finish"), 1)
+        self.assertIn("DEBUG:delayq.worker:job %s was finished already (by a request whose "
+                      "answer was lost)" % id, logs.output)
+        self.assertEqual([l for l in logs.output if l.startswith(("WARNING", "ERROR"))], [])
+        self.assertEqual(self.client.stats(t)["topics"][t]["reserved"], 0)
+
+    def test_carried_finish_survives_an_outage(self):
+        # The handler makes Redis read-only (a replica of a dead primary):
+        # the next pops, carrying the finish, answer 503 and changed
+        # nothing; once Redis takes writes again, a pop carries it again and
+        # it is done, with no finish request of its own.
+        t = unique("w-outage")
+        dead = str(free_port())
+
+        def handler(job):
+            DEPLOYMENT.redis("REPLICAOF", "127.0.0.1", dead)
+
+        self.addCleanup(DEPLOYMENT.redis, "REPLICAOF", "NO", "ONE")
+        w = Worker(Client(URL, token=TOKEN), t, handler, poll_timeout=1, error_pause=0.05)
+        id = self.client.add(t, "x")
+        before = request_counts()
+        with self.assertLogs("delayq.worker", "DEBUG") as logs:
+            self.start(w)
+            wait_for(lambda: sum("pop failed" in l for l in logs.output) >= 2, 15, "2 failed pops")
+            self.assertEqual(self.client.get(id).state, "reserved")  # reads still work
+            DEPLOYMENT.redis("REPLICAOF", "NO", "ONE")
+            done = "DEBUG:delayq.worker:job %s finished (attempt 1)" % id
+            wait_for(lambda: done in logs.output, 15, "the answer of the pop that finished it")
+            w.stop()
+        after = request_counts()
+        self.assertGone(id)
+        self.assertGreaterEqual(requests_between(before, after, "pop", "unavailable"), 2)
+        self.assertEqual(requests_between(before, after, "finish"), 0)
+        failed = [l for l in logs.output if "pop failed" in l]
+        self.assertTrue(all(l.startswith("WARNING:") and "unavailable" in l for l in failed),
+                        failed)
+        self.assertFalse([l for l in logs.output if "gone" in l or l.startswith("ERROR")])
 
     def test_poll_errors_pause_and_continue(self):
         w = Worker(Client("http://127.0.0.1:%d" % free_port()), "t", lambda j: None,
@@ -922,6 +1041,84 @@ class Transport(unittest.TestCase):
         with self.assertRaises(ServerError) as cm:
             Client(s.url).pop("t", finish="j0")
         self.assertIn("'finished'", cm.exception.message)
+
+    def run_worker(self, script, handler=lambda job: None, until=None):
+        """A Worker against a scripted server, until `until(requests)` holds
+        (or the handler stops it); returns the requests as (path, fields)
+        and the log lines."""
+        s = self.serve(script)
+        w = Worker(Client(s.url), "t", handler, poll_timeout=1, error_pause=0.01,
+                   handle_signals=False)
+        self.worker = w
+        th = threading.Thread(target=w.run, daemon=True)
+        with self.assertLogs("delayq.worker", "DEBUG") as logs:
+            th.start()
+            if until is not None:
+                wait_for(lambda: until(s.requests), 10, "the requests")
+                w.stop()
+            th.join(10)
+        self.assertFalse(th.is_alive())
+        return ([(r["path"], json.loads(r["body"].decode()) if r["body"] else None)
+                 for _, r in s.requests], logs.output)
+
+    def test_worker_carries_the_finish_again_after_504_and_503(self):
+        answers = [
+            (200, POPPED),  # j1
+            (504, b'{"success":false,"code":"timeout","error":"no answer from redis"}'),
+            (503, b'{"success":false,"code":"unavailable","error":"redis is down"}'),
+            (200, b'{"success":true,"id":null,"value":null,"finished":[{"id":"j1",'
+                  b'"success":false,"code":"not_found","error":"no job with this id"}]}'),
+        ]
+        pops = []
+
+        def script(c, n, m, p, b):
+            if p != "/pop":
+                return (200, OK, False)
+            pops.append(p)
+            if len(pops) <= len(answers):
+                return answers[len(pops) - 1] + (False,)
+            return (200, 0.05, False)  # empty, carrying nothing
+
+        reqs, logs = self.run_worker(script, until=lambda r: len(pops) >= 6)
+        self.assertEqual([p for p, _ in reqs], ["/pop"] * len(reqs), "a request other than pop")
+        self.assertEqual([f.get("finish") for _, f in reqs[:6]],
+                         [None, ["j1"], ["j1"], ["j1"], None, None])
+        self.assertEqual(len([l for l in logs if "pop failed" in l]), 2, logs)
+        # the finish after the 504 may have been done: its not_found is no news
+        self.assertIn("DEBUG:delayq.worker:job j1 was finished already (by a request whose "
+                      "answer was lost)", logs)
+        self.assertFalse([l for l in logs if "gone" in l], logs)
+
+    def test_worker_with_a_server_without_finish_and_pop(self):
+        refused = (400, b'{"success":false,"code":"bad_request",'
+                        b'"error":"field \'finish\' is not a field of pop"}', False)
+        jobs = [POPPED, POPPED.replace(b'"j1"', b'"j2"')]
+
+        def script(c, n, m, p, b):
+            fields = json.loads(b.decode())
+            if p == "/finish":
+                return (200, json.dumps({"success": True, "id": fields["id"]}).encode(), False)
+            if "finish" in fields:
+                return refused
+            return (200, jobs.pop(0), False) if jobs else (200, 0.05, False)
+
+        handled = []
+
+        def handler(job):
+            handled.append(job.id)
+            if len(handled) == 2:
+                self.worker.stop()
+
+        reqs, logs = self.run_worker(script, handler)
+        self.assertEqual(handled, ["j1", "j2"])
+        self.assertEqual(reqs, [("/pop", {"topic": "t", "timeout": 1}),
+                                ("/pop", {"topic": "t", "timeout": 1, "finish": ["j1"]}),
+                                ("/finish", {"id": "j1"}),
+                                ("/pop", {"topic": "t", "timeout": 1}),
+                                ("/finish", {"id": "j2"})])
+        self.assertEqual([l for l in logs if l.startswith("WARNING")], [
+            "WARNING:delayq.worker:the server does not take finish on pop (field 'finish' is not "
+            "a field of pop); finishing each job with a request of its own"])
 
     def test_http_timeout_covers_the_long_poll(self):
         s = self.serve(lambda c, n, m, p, b: (200, 0.8, False))
