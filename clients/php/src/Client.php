@@ -207,15 +207,29 @@ final class Client
      * several topics (an array, or "a,b"), jobs come from the first non-empty
      * one in order. The job is reserved: finish it within its TTR.
      *
+     * $finish (finish-and-pop): an id, or a list of 1..1000 ids, of jobs to
+     * finish in the same request before the pop, so that a consumer loop
+     * costs one request per job. The finish happens at once, before a
+     * long-poll waits. $finished then receives one result per id, in
+     * order, shaped as finishMany()'s: ['id' => .., 'success' => true] or
+     * ['id' => .., 'success' => false, 'code' => 'not_found', 'error' => ..]
+     * (not_found: the job was gone, e.g. its TTR had passed and it was
+     * delivered again); without $finish (or with []) it receives []. A
+     * server without finish-and-pop throws BadRequestException naming the
+     * field 'finish'; an UnavailableException finished nothing, a
+     * TimeoutException may have finished them or not.
+     *
      * @param string|list<string> $topics
+     * @param string|list<string>|null $finish
+     * @param list<array{id:string,success:bool,code?:string,error?:string}>|null $finished
      */
-    public function pop($topics, float $timeout = 0.0): ?Job
+    public function pop($topics, float $timeout = 0.0, $finish = null, ?array &$finished = null): ?Job
     {
         $fields = self::topicFields($topics);
         if ($timeout > 0) {
             $fields['timeout'] = $timeout;
         }
-        $answer = $this->call('pop', $fields, $timeout);
+        $answer = $this->popCall($fields, $timeout, $finish, $finished);
         if (!isset($answer['id'])) {
             return null;
         }
@@ -224,18 +238,21 @@ final class Client
 
     /**
      * Takes up to $count (1..100) ready jobs, waiting up to $timeout seconds
-     * for the first one; returns [] when there is none.
+     * for the first one; returns [] when there is none. $finish and
+     * $finished: as for pop().
      *
      * @param string|list<string> $topics
+     * @param string|list<string>|null $finish
+     * @param list<array{id:string,success:bool,code?:string,error?:string}>|null $finished
      * @return list<Job>
      */
-    public function popMany($topics, int $count, float $timeout = 0.0): array
+    public function popMany($topics, int $count, float $timeout = 0.0, $finish = null, ?array &$finished = null): array
     {
         $fields = self::topicFields($topics) + ['count' => $count];
         if ($timeout > 0) {
             $fields['timeout'] = $timeout;
         }
-        $answer = $this->call('pop', $fields, $timeout);
+        $answer = $this->popCall($fields, $timeout, $finish, $finished);
         $jobs = [];
         foreach ($answer['jobs'] ?? [] as $one) {
             $jobs[] = Job::fromArray($one);
@@ -496,6 +513,41 @@ final class Client
             return ['topic' => $topics];
         }
         throw new \InvalidArgumentException('topics must be a string ("a" or "a,b") or an array of strings');
+    }
+
+    /**
+     * A pop with the optional 'finish' field; $finished gets the answer's
+     * 'finished' list ([] when nothing was to be finished).
+     *
+     * @param array<string,mixed> $fields
+     * @param string|list<string>|null $finish
+     * @param list<array{id:string,success:bool,code?:string,error?:string}>|null $finished
+     * @return array<string,mixed>
+     */
+    private function popCall(array $fields, float $timeout, $finish, ?array &$finished): array
+    {
+        $finished = [];
+        if (is_array($finish)) {
+            $finish = array_values($finish);
+        } elseif ($finish !== null && !is_string($finish)) {
+            throw new \InvalidArgumentException('finish must be a job id, a list of ids, or null');
+        }
+        if ($finish !== null && $finish !== []) {
+            $fields['finish'] = $finish;
+        }
+        $answer = $this->call('pop', $fields, $timeout);
+        if (isset($fields['finish'])) {
+            if (!isset($answer['finished']) || !is_array($answer['finished'])) {
+                throw new ServerException(
+                    "the server's pop answer has no 'finished' list although 'finish' was sent",
+                    'server_error',
+                    200,
+                    $answer
+                );
+            }
+            $finished = $answer['finished'];
+        }
+        return $answer;
     }
 
     /** @return resource|\CurlHandle */

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Delayq\Tests;
 
+use Delayq\BadRequestException;
 use Delayq\Client;
 use Delayq\Job;
 use Delayq\NotFoundException;
@@ -303,6 +304,91 @@ final class ClientTest extends DelayqTestCase
             return $j->getId();
         }, array_merge($jobs, $one));
         $this->assertSame([true, true, true, true, true], array_column($this->client->finishMany($ids), 'success'));
+    }
+
+    public function testFinishAndPop(): void
+    {
+        $topic = self::unique('fap');
+        $a = $this->client->add($topic, 'a');
+        $b = $this->client->add($topic, 'b');
+        $d = $this->client->add($topic, 'd');
+        $this->assertSame($a, $this->client->pop($topic)->getId());
+
+        // the previous job is finished and the next one comes, in one request
+        $job = $this->client->pop($topic, 0, $a, $finished);
+        $this->assertSame($b, $job->getId());
+        $this->assertSame([['id' => $a, 'success' => true]], $finished);
+        $this->assertSame('reserved', $this->client->get($b)['state']);
+        try {
+            $this->client->get($a);
+            $this->fail("$a was not finished");
+        } catch (NotFoundException $e) {
+        }
+
+        // popMany: an entry per id in request order, a known and an unknown one
+        $unknown = self::unique('nope');
+        $jobs = $this->client->popMany([$topic], 5, 0, [$b, $unknown], $finished);
+        $this->assertSame([$d], array_map(static function (Job $j): string {
+            return $j->getId();
+        }, $jobs));
+        $this->assertCount(2, $finished);
+        $this->assertSame(['id' => $b, 'success' => true], $finished[0]);
+        $this->assertSame([$unknown, false, 'not_found'], [$finished[1]['id'], $finished[1]['success'], $finished[1]['code']]);
+        $this->assertIsString($finished[1]['error']);
+
+        // nothing left: an empty pop still answers the finishes
+        $this->assertNull($this->client->pop($topic, 0, [$d], $finished));
+        $this->assertSame([['id' => $d, 'success' => true]], $finished);
+        $this->assertSame([], $this->client->popMany($topic, 2, 0, $d, $finished));
+        $this->assertSame([[$d, 'not_found']], [[$finished[0]['id'], $finished[0]['code']]]);
+        $stats = $this->client->stats($topic)['topics'][$topic];
+        $this->assertSame([3, 3, 0], [$stats['popped'], $stats['finished'], $stats['reserved']]);
+    }
+
+    public function testFinishAndPopBadFinishDoesNothing(): void
+    {
+        $topic = self::unique('fap');
+        $a = $this->client->add($topic, 'a');
+        $b = $this->client->add($topic, 'b');
+        $this->assertSame($a, $this->client->pop($topic)->getId());
+        foreach (['bad id', [$a, 'bad id'], array_fill(0, 1001, 'x')] as $bad) {
+            try {
+                $this->client->pop($topic, 0, $bad);
+                $this->fail('no exception for ' . json_encode($bad));
+            } catch (BadRequestException $e) {
+                $this->assertMatchesRegularExpression("/field 'finish(\\[\\d+\\])?'/", $e->getMessage());
+            }
+        }
+        // neither finished nor popped
+        $this->assertSame('reserved', $this->client->get($a)['state']);
+        $this->assertSame('ready', $this->client->get($b)['state']);
+        $this->client->deleteMany([$a, $b]);
+    }
+
+    public function testFinishAndPopWithALongPoll(): void
+    {
+        $topic = self::unique('fap');
+        $a = $this->client->add($topic, 'a');
+        $this->assertSame($a, $this->client->pop($topic)->getId());
+        // a job added meanwhile wakes it, and the answer has the finish
+        $id = self::unique('wake');
+        [$proc, , $err] = self::spawnPhp(__DIR__ . '/fixtures/add_later.php', [
+            self::url(), (string) self::token(), $topic, $id, '0.5',
+        ]);
+        $t = microtime(true);
+        $job = $this->client->pop($topic, 10, $a, $finished);
+        $elapsed = microtime(true) - $t;
+        $this->assertSame(0, self::waitExit($proc, 5), (string) stream_get_contents($err));
+        proc_close($proc);
+        $this->assertNotNull($job, 'the long-poll returned empty');
+        $this->assertSame($id, $job->getId());
+        $this->assertSame([['id' => $a, 'success' => true]], $finished);
+        $this->assertLessThan(3.0, $elapsed);
+        // a long-poll that times out answers the finishes too
+        $t = microtime(true);
+        $this->assertSame([], $this->client->popMany($topic, 3, 0.3, $id, $finished));
+        $this->assertGreaterThanOrEqual(0.25, microtime(true) - $t);
+        $this->assertSame([['id' => $id, 'success' => true]], $finished);
     }
 
     public function testLongPollTimesOutEmpty(): void
