@@ -16,8 +16,8 @@ import threading
 import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union,
-                    overload)
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union, overload)
 
 from .errors import (Conflict, ConnectFailed, ConnectionLost, DelayqError, ServerError,
                      error_for)
@@ -42,7 +42,8 @@ MAX_IDS = 1000
 # Commands whose resend cannot change anything beyond what the first send
 # did, and whose answer means the same either way: after a keep-alive
 # connection was dropped under a request, these are sent once more.
-_RESEND_SAFE = frozenset(["get", "stats", "touch", "health", "metrics"])
+_RESEND_SAFE = frozenset(["get", "jobs", "stats", "touch", "pause", "resume", "health",
+                          "metrics"])
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,12 @@ def _job(d: Mapping[str, Any]) -> Job:
 def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
     return [Result(id=r.get("id"), success=bool(r.get("success")), code=r.get("code"),
                    error=r.get("error")) for r in answer.get(key, [])]
+
+
+def _job_info(a: Mapping[str, Any]) -> JobInfo:
+    return JobInfo(id=a["id"], topic=a["topic"], state=a["state"], body=a.get("value"),
+                   due=a.get("due"), ttr=a["ttr"], attempts=a["attempts"],
+                   retries=a.get("retries"), created=a["created"])
 
 
 def _finish_field(finish: Ids) -> Union[str, List[str]]:
@@ -379,10 +386,32 @@ class Client:
 
     def get(self, id: str) -> JobInfo:
         """What the server knows about a live job. NotFound if none."""
-        a = self._call("get", {"id": id})
-        return JobInfo(id=a["id"], topic=a["topic"], state=a["state"], body=a.get("value"),
-                       due=a.get("due"), ttr=a["ttr"], attempts=a["attempts"],
-                       retries=a.get("retries"), created=a["created"])
+        return _job_info(self._call("get", {"id": id}))
+
+    def jobs(self, topic: str, state: str, limit: Optional[int] = None,
+             cursor: Optional[str] = None) -> Tuple[List[JobInfo], Optional[str]]:
+        """One page of the topic's jobs in `state` ("delay", "ready",
+        "reserved" or "buried"): ([JobInfo, ...], cursor). `delay` and
+        `reserved` come by due time, `ready` in pop order, `buried` in bury
+        order; `limit` 1..1000 (server default 50). cursor is None on the
+        last page, else pass it back for the next one."""
+        fields: Dict[str, Any] = {"topic": topic, "state": state}
+        if limit is not None:
+            fields["limit"] = limit
+        if cursor is not None:
+            fields["cursor"] = cursor
+        answer = self._call("jobs", fields)
+        return [_job_info(j) for j in answer.get("jobs", [])], answer.get("cursor")
+
+    def iter_jobs(self, topic: str, state: str, page: int = 100) -> Iterator[JobInfo]:
+        """Every job of the topic in `state`, a page of `page` at a time
+        (jobs: each job that stays in the state throughout comes once)."""
+        cursor: Optional[str] = None
+        while True:
+            jobs, cursor = self.jobs(topic, state, limit=page, cursor=cursor)
+            yield from jobs
+            if cursor is None:
+                return
 
     def touch(self, id: str) -> int:
         """Restarts a reserved job's TTR clock; returns the new deadline in
@@ -403,6 +432,35 @@ class Client:
     def kick(self, topic: str, count: int = 1) -> int:
         """Makes up to `count` buried jobs of the topic ready; returns how many."""
         return int(self._call("kick", {"topic": topic, "count": count})["kicked"])
+
+    def reschedule(self, id: str, delay: Optional[Seconds] = None,
+                   at: Optional[When] = None) -> Tuple[str, Optional[int]]:
+        """Gives a delayed, ready or buried job a new due time: `delay`
+        seconds from now, or `at` (one of them); returns (state, due):
+        ("delay", Unix ms) or ("ready", None) when the time is now or past. A
+        buried job gets its retries afresh. Conflict if the job is reserved,
+        NotFound if unknown."""
+        if (delay is None) == (at is None):
+            raise ValueError("reschedule needs delay or at (one of them)")
+        fields: Dict[str, Any] = {"id": id}
+        if delay is not None:
+            fields["delay"] = _seconds(delay)
+        if at is not None:
+            fields["at"] = _unix(at)
+        answer = self._call("reschedule", fields)
+        due = answer.get("due")
+        return str(answer["state"]), None if due is None else int(due)
+
+    def pause(self, topic: str) -> None:
+        """Pauses a topic: pop takes nothing from it (long-polls keep
+        waiting) and no callback of it is sent; due jobs still become ready,
+        producers are not affected. Idempotent."""
+        self._call("pause", {"topic": topic})
+
+    def resume(self, topic: str) -> None:
+        """Lets a paused topic's jobs be popped and sent again; waiting
+        long-polls get them at once. Idempotent."""
+        self._call("resume", {"topic": topic})
 
     # ------------------------------------------------------------ periodic jobs
 

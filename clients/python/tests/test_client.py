@@ -330,6 +330,79 @@ class Commands(Base):
                 unknown(unique("nope"))
         c.delete_many([id, b, r])
 
+    def test_jobs_listing(self):
+        c = self.client
+        t = unique("list")
+        ids = [c.add(t, {"n": i}, id="%s-%d" % (t, i), delay=100 + i, ttr=7) for i in range(5)]
+        jobs, cursor = c.jobs(t, "delay", limit=2)
+        self.assertEqual([j.id for j in jobs], ids[:2])
+        self.assertIsInstance(jobs[0], JobInfo)
+        self.assertEqual((jobs[0].topic, jobs[0].state, jobs[0].body, jobs[0].ttr),
+                         (t, "delay", {"n": 0}, 7))
+        self.assertAlmostEqual(jobs[1].due / 1000.0, time.time() + 101, delta=5)
+        self.assertIsInstance(cursor, str)
+        jobs, cursor = c.jobs(t, "delay", limit=2, cursor=cursor)
+        self.assertEqual([j.id for j in jobs], ids[2:4])
+        jobs, cursor = c.jobs(t, "delay", limit=2, cursor=cursor)
+        self.assertEqual(([j.id for j in jobs], cursor), (ids[4:], None))
+        self.assertEqual([j.id for j in c.iter_jobs(t, "delay", page=2)], ids)
+        self.assertEqual([j.id for j in c.jobs(t, "delay")[0]], ids)  # server default 50
+        self.assertEqual(c.jobs(t, "ready"), ([], None))
+        self.assertEqual(list(c.iter_jobs(t, "buried")), [])
+        with self.assertRaises(BadRequest) as cm:
+            c.jobs(t, "done")
+        self.assertIn("state", cm.exception.message)
+        c.delete_many(ids)
+
+    def test_reschedule(self):
+        c = self.client
+        t = unique("resched")
+        id = c.add(t, "x", delay=100)
+        state, due = c.reschedule(id, delay=3600)
+        self.assertEqual(state, "delay")
+        self.assertAlmostEqual(due / 1000.0, time.time() + 3600, delta=5)
+        self.assertEqual(c.get(id).due, due)
+        at = time.time() + 60
+        state, due = c.reschedule(id, at=datetime.fromtimestamp(at))
+        self.assertEqual(state, "delay")
+        self.assertAlmostEqual(due / 1000.0, at, delta=1)
+        self.assertEqual(c.reschedule(id, delay=timedelta(0)), ("ready", None))
+        self.assertEqual(c.pop(t).id, id)
+        with self.assertRaises(Conflict):
+            c.reschedule(id, delay=5)  # reserved
+        c.bury(id)
+        self.assertEqual(c.reschedule(id, at=0), ("ready", None))  # a buried job too
+        self.assertEqual(c.get(id).state, "ready")
+        with self.assertRaises(NotFound):
+            c.reschedule(unique("nope"), delay=1)
+        for bad in ({}, {"delay": 1, "at": 5}):
+            with self.assertRaises(ValueError):
+                c.reschedule(id, **bad)
+        c.delete(id)
+
+    def test_pause_resume(self):
+        c = self.client
+        t = unique("pause")
+        self.assertIsNone(c.pause(t))
+        self.assertIsNone(c.pause(t))  # idempotent
+        id = c.add(t, "x")
+        self.assertIs(c.stats(t)["topics"][t]["paused"], True)
+        self.assertIsNone(c.pop(t))
+        other = Client(URL, token=TOKEN)
+        self.addCleanup(other.close)
+        timer = threading.Timer(0.5, lambda: other.resume(t))
+        timer.start()
+        self.addCleanup(timer.cancel)
+        t0 = time.monotonic()
+        job = c.pop(t, timeout=20)  # keeps waiting while paused; resume wakes it
+        waited = time.monotonic() - t0
+        self.assertEqual(job.id, id)
+        self.assertGreaterEqual(waited, 0.4)
+        self.assertLess(waited, 3 * SLOW)
+        self.assertIs(c.stats(t)["topics"][t]["paused"], False)
+        self.assertIsNone(c.resume(t))
+        c.finish(id)
+
     def test_batches(self):
         c = self.client
         t = unique("batch")
@@ -988,13 +1061,19 @@ class Transport(unittest.TestCase):
         fresh()
         self.assertEqual(c.stats(), {"id": "j1"})
         self.assertEqual([p for _, p in s.paths()], ["/stats", "/stats"])
+        for call, path in ((lambda: c.jobs("t", "ready"), "/jobs"),
+                           (lambda: c.pause("t"), "/pause"), (lambda: c.resume("t"), "/resume")):
+            fresh()
+            call()
+            self.assertEqual([p for _, p in s.paths()], [path, path])
         # add with an explicit id: resent (and a 409 then means it took)
         fresh()
         self.assertEqual(c.add("t", 1, id="j1"), "j1")
         self.assertEqual([p for _, p in s.paths()], ["/add", "/add"])
-        # pop, add without id, finish, release: never sent twice
+        # pop, add without id, finish, release, reschedule: never sent twice
         for call in (lambda: c.pop("t"), lambda: c.add("t", 1), lambda: c.finish("j1"),
-                     lambda: c.release("j1"), lambda: c.kick("t")):
+                     lambda: c.release("j1"), lambda: c.kick("t"),
+                     lambda: c.pop("t", finish="j0"), lambda: c.reschedule("j1", delay=1)):
             fresh()
             with self.assertRaises(ConnectionLost) as cm:
                 call()
