@@ -338,6 +338,70 @@ final class Client
         return (int) $this->call('kick', ['topic' => $topic, 'count' => $count])['kicked'];
     }
 
+    /**
+     * Gives a delayed, ready or buried job a new due time: $when is
+     * ['delay' => seconds from now] or ['at' => Unix seconds]. Returns
+     * ['id' => .., 'state' => 'delay', 'due' => Unix ms], or 'state' =>
+     * 'ready' and 'due' => null when the time is now or past. A buried job
+     * gets its retries afresh. Reserved: ConflictException; unknown:
+     * NotFoundException.
+     *
+     * @param array{delay?:float|int,at?:float|int} $when
+     * @return array{id:string,state:string,due:int|null}
+     */
+    public function reschedule(string $id, array $when): array
+    {
+        if (count($when) !== 1 || array_diff(array_keys($when), ['delay', 'at'])) {
+            throw new \InvalidArgumentException("reschedule needs ['delay' => seconds] or ['at' => Unix seconds] (one of them)");
+        }
+        $answer = $this->call('reschedule', ['id' => $id] + $when);
+        unset($answer['success']);
+        return $answer;
+    }
+
+    /**
+     * One page of the topic's jobs in $state ('delay', 'ready', 'reserved'
+     * or 'buried'): ['jobs' => [each as get() shows it], 'cursor' => the
+     * next page's cursor, null on the last]. 'delay' and 'reserved' come by
+     * due time, 'ready' in pop order, 'buried' in bury order; $limit
+     * 1..1000 (server default 50).
+     *
+     * @return array{jobs:list<array<string,mixed>>,cursor:string|null}
+     */
+    public function jobs(string $topic, string $state, ?int $limit = null, ?string $cursor = null): array
+    {
+        $fields = ['topic' => $topic, 'state' => $state];
+        if ($limit !== null) {
+            $fields['limit'] = $limit;
+        }
+        if ($cursor !== null) {
+            $fields['cursor'] = $cursor;
+        }
+        $answer = $this->call('jobs', $fields);
+        $jobs = [];
+        foreach ($answer['jobs'] ?? [] as $job) {
+            unset($job['success']);
+            $jobs[] = $job;
+        }
+        return ['jobs' => $jobs, 'cursor' => $answer['cursor'] ?? null];
+    }
+
+    /**
+     * Pauses a topic: pop takes nothing from it (long-polls keep waiting)
+     * and no callback of it is sent; due jobs still become ready, producers
+     * are not affected. Idempotent.
+     */
+    public function pause(string $topic): void
+    {
+        $this->call('pause', ['topic' => $topic]);
+    }
+
+    /** Lets a paused topic's jobs be popped and sent again; waiting long-polls get them at once. */
+    public function resume(string $topic): void
+    {
+        $this->call('resume', ['topic' => $topic]);
+    }
+
     // ------------------------------------------------------------ periodic jobs
 
     /**

@@ -6,6 +6,7 @@ namespace Delayq\Tests;
 
 use Delayq\BadRequestException;
 use Delayq\Client;
+use Delayq\ConflictException;
 use Delayq\Job;
 use Delayq\NotFoundException;
 
@@ -488,6 +489,82 @@ final class ClientTest extends DelayqTestCase
         $this->assertSame(0, $this->client->kick($topic));
         $this->assertSame($id2, $this->client->pop($topic)->getId());
         $this->client->finishMany([$id, $id2]);
+    }
+
+    public function testJobsListing(): void
+    {
+        $topic = self::unique('list');
+        $ids = [];
+        foreach (range(0, 4) as $i) {
+            $ids[] = $this->client->add($topic, ['n' => $i], ['id' => "$topic-$i", 'delay' => 100 + $i, 'ttr' => 7]);
+        }
+        $page = $this->client->jobs($topic, 'delay', 2);
+        $this->assertSame(array_slice($ids, 0, 2), array_column($page['jobs'], 'id'));
+        $first = $page['jobs'][0];
+        $this->assertSame([$topic, 'delay', ['n' => 0], 7], [$first['topic'], $first['state'], $first['value'], $first['ttr']]);
+        $this->assertArrayNotHasKey('success', $first);
+        $this->assertEqualsWithDelta(microtime(true) * 1000 + 101000, $page['jobs'][1]['due'], 5000);
+        $this->assertIsString($page['cursor']);
+        $page = $this->client->jobs($topic, 'delay', 2, $page['cursor']);
+        $this->assertSame(array_slice($ids, 2, 2), array_column($page['jobs'], 'id'));
+        $page = $this->client->jobs($topic, 'delay', 2, $page['cursor']);
+        $this->assertSame([array_slice($ids, 4), null], [array_column($page['jobs'], 'id'), $page['cursor']]);
+        $this->assertSame($ids, array_column($this->client->jobs($topic, 'delay')['jobs'], 'id'));
+        $this->assertSame(['jobs' => [], 'cursor' => null], $this->client->jobs($topic, 'ready'));
+        try {
+            $this->client->jobs($topic, 'done');
+            $this->fail('no exception for state done');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString('state', $e->getMessage());
+        }
+        $this->client->deleteMany($ids);
+    }
+
+    public function testReschedule(): void
+    {
+        $topic = self::unique('resched');
+        $id = $this->client->add($topic, 'x', ['delay' => 100]);
+        $r = $this->client->reschedule($id, ['delay' => 3600]);
+        $this->assertSame([$id, 'delay'], [$r['id'], $r['state']]);
+        $this->assertEqualsWithDelta(microtime(true) * 1000 + 3600000, $r['due'], 5000);
+        $this->assertSame($r['due'], $this->client->get($id)['due']);
+        $at = time() + 60;
+        $this->assertEqualsWithDelta($at * 1000, $this->client->reschedule($id, ['at' => $at])['due'], 1000);
+        $this->assertSame(['id' => $id, 'state' => 'ready', 'due' => null], $this->client->reschedule($id, ['delay' => 0]));
+        $this->assertSame($id, $this->client->pop($topic)->getId());
+        try {
+            $this->client->reschedule($id, ['delay' => 5]);
+            $this->fail('a reserved job was rescheduled');
+        } catch (ConflictException $e) {
+        }
+        $this->client->bury($id);
+        $this->assertSame('ready', $this->client->reschedule($id, ['at' => 0])['state'], 'a buried job too');
+        foreach ([[], ['delay' => 1, 'at' => 5], ['dealy' => 1]] as $bad) {
+            try {
+                $this->client->reschedule($id, $bad);
+                $this->fail('no exception for ' . json_encode($bad));
+            } catch (\InvalidArgumentException $e) {
+            }
+        }
+        $this->client->delete($id);
+        $this->expectException(NotFoundException::class);
+        $this->client->reschedule($id, ['delay' => 1]);
+    }
+
+    public function testPauseResume(): void
+    {
+        $topic = self::unique('pause');
+        $this->client->pause($topic);
+        $this->client->pause($topic);  // idempotent
+        $id = $this->client->add($topic, 'x');
+        $this->assertTrue($this->client->stats($topic)['topics'][$topic]['paused']);
+        $this->assertNull($this->client->pop($topic, 0.3), 'popped from a paused topic');
+        $this->assertSame('ready', $this->client->get($id)['state']);
+        $this->client->resume($topic);
+        $this->assertFalse($this->client->stats($topic)['topics'][$topic]['paused']);
+        $this->assertSame($id, $this->client->pop($topic)->getId());
+        $this->client->resume($topic);
+        $this->client->finish($id);
     }
 
     public function testReleaseAfterLastRetryBuries(): void

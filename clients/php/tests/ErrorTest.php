@@ -351,6 +351,10 @@ final class ErrorTest extends DelayqTestCase
         $finished = ['stale'];
         $this->assertSame('{"topic":"a"}', $client->pop('a', 0, [], $finished)->getId());
         $this->assertSame([], $finished);
+        $this->assertSame('{"topic":"t","state":"ready","limit":5}', $client->jobs('t', 'ready', 5)['jobs'][0]['id']);
+        $this->assertSame('{"topic":"t","state":"buried","cursor":"c1"}', $client->jobs('t', 'buried', null, 'c1')['jobs'][0]['id']);
+        $this->assertSame('{"id":"x","delay":1.5}', $client->reschedule('x', ['delay' => 1.5])['id']);
+        $this->assertSame('{"id":"x","at":1767225600}', $client->reschedule('x', ['at' => 1767225600])['id']);
         $this->assertSame('{"ids":["x","y"]}', $client->call('finish', ['ids' => ['x', 'y']])['id']);
         $this->assertSame('{"topic":"a","count":1}', $client->call('kick', ['topic' => 'a', 'count' => 1])['id']);
         $this->assertSame('{}', $client->call('stats')['id']);
