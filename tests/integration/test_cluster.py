@@ -27,6 +27,33 @@ class ClusterTestCase(DeploymentTestCase):
     def node_id(self, server):
         return self.cluster.client(server.port)("CLUSTER", "MYID").decode()
 
+    def start_moving(self, shard):
+        """Starts moving the shard's slot to another master, by hand as
+        redis-cli does it; move_keys() moves some keys, end_moving() the rest
+        and hands the slot over."""
+        slot = key_slot(self.c.tag(shard))
+        source = self.shard_master(shard)
+        target = next(m for m in self.cluster.masters() if m is not source)
+        mv = dict(shard=shard, slot=slot, target=target, dst_id=self.node_id(target),
+                  src=self.cluster.client(source.port), dst=self.cluster.client(target.port))
+        mv["dst"]("CLUSTER", "SETSLOT", slot, "IMPORTING", self.node_id(source))
+        mv["src"]("CLUSTER", "SETSLOT", slot, "MIGRATING", mv["dst_id"])
+        return mv
+
+    def move_keys(self, mv, n):
+        """Moves up to n keys of the slot; False when none were left."""
+        keys = mv["src"]("CLUSTER", "GETKEYSINSLOT", mv["slot"], n)
+        if keys:
+            mv["src"]("MIGRATE", "127.0.0.1", mv["target"].port, "", 0, 5000, "KEYS", *keys)
+        return bool(keys)
+
+    def end_moving(self, mv):
+        while self.move_keys(mv, 100):
+            pass
+        for c in (mv["src"], mv["dst"]):
+            c("CLUSTER", "SETSLOT", mv["slot"], "NODE", mv["dst_id"])
+        self.cluster.wait_ok()
+
 
 class Spread(ClusterTestCase):
     def test_hot_topic_lands_on_every_master(self):
@@ -98,6 +125,44 @@ class Spread(ClusterTestCase):
         st, s = self.c.req("stats", topic=t)
         self.assertEqual((s["topics"][t]["buried"], s["topics"][t]["ready"]), (3, 17))
 
+    def test_finish_and_pop_across_shards(self):
+        """pop with finish on several shards: each id is finished in its own
+        shard; a shard that cannot be reached (its slot half moved) answers
+        'unavailable' for its ids while the others are finished and a job
+        is popped."""
+        t = unique("fap")
+        ids = {}
+        for k in range(200):
+            jid = "%s-%d" % (t, k)
+            ids.setdefault(self.c.shard_of(jid), []).append(jid)
+        ids = {shard: got[:2] for shard, got in ids.items()}
+        self.assertEqual(len(ids), self.c.shards)
+        every = [i for got in ids.values() for i in got]
+        self.assertOk(*self.c.req("add", jobs=[{"topic": t, "id": i, "body": 1} for i in every]))
+        st, r = self.c.req("pop", topic=t, count=len(every))
+        self.assertEqual(sorted(j["id"] for j in r["jobs"]), sorted(every))
+        mine = [got[0] for got in ids.values()]
+        st, r = self.c.req("pop", topic=t, finish=mine)
+        self.assertOk(st, r)
+        self.assertEqual(r["finished"], [{"id": i, "success": True} for i in mine])
+        self.assertIsNone(r["id"], "every job is reserved")
+        # one shard half moved: its calls answer 503; the others go on
+        self.assertOk(*self.c.req("add", topic=t, id=t + "-next", body=2))
+        shard = next(k for k in ids if k != self.c.shard_of(t + "-next"))
+        mv = self.start_moving(shard)
+        try:
+            self.move_keys(mv, 1)
+            rest = [got[1] for got in ids.values()]
+            st, r = self.c.req("pop", topic=t, finish=rest)
+            self.assertOk(st, r)
+            want = [(i, "unavailable" if self.c.shard_of(i) == shard else None) for i in rest]
+            self.assertEqual([(f["id"], f.get("code")) for f in r["finished"]], want)
+            self.assertEqual(r["id"], t + "-next")
+        finally:
+            self.end_moving(mv)
+        st, r = self.c.req("get", id=ids[shard][1])
+        self.assertEqual(r["state"], "reserved", "the unreachable shard's job was not finished")
+
     def test_another_layout_does_not_start(self):
         d = self.c
         log = d.path("misfit-timer.log")
@@ -153,24 +218,12 @@ class SlotMigration(ClusterTestCase):
         ids = [i for i in ("%s-%d" % (t, k) for k in range(400)) if self.c.shard_of(i) == shard]
         st, r = self.c.req("add", jobs=[{"topic": t, "id": i, "body": i} for i in ids])
         self.assertOk(st, r)
-        slot = key_slot(self.c.tag(shard))
-        source = self.shard_master(shard)
-        target = next(m for m in self.cluster.masters() if m is not source)
-        src, dst = self.cluster.client(source.port), self.cluster.client(target.port)
-        src_id, dst_id = self.node_id(source), self.node_id(target)
-        dst("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
-        src("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        mv = self.start_moving(shard)
         answers = []
-        while True:
-            keys = src("CLUSTER", "GETKEYSINSLOT", slot, 5)
-            if not keys:
-                break
-            src("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+        while self.move_keys(mv, 5):
             st, r = self.c.req("get", id=ids[len(answers) % len(ids)])
             answers.append(st)
-        for c in (src, dst):
-            c("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
-        self.cluster.wait_ok()
+        self.end_moving(mv)
         print("answers while the shard was split: %s" %
               {st: answers.count(st) for st in set(answers)})
         self.assertEqual(set(answers), {503}, "a call ran on half a shard")

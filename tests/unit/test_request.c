@@ -928,6 +928,34 @@ static void test_pop_topic(void **state)
     free(list);
 }
 
+static void test_pop_finish(void **state)
+{
+    (void)state;
+    OK_POST("/pop", "{\"topic\":\"t\",\"finish\":\"job-1\"}");
+    assert_int_equal(req.nids, 1);
+    assert_string_equal(req.ids[0], "job-1");
+    assert_int_equal(req.batch, 0);
+    OK_POST("/pop", "{\"topic\":\"t\",\"finish\":[\"a\",\"b\\u0063\"],\"count\":2}");
+    assert_int_equal(req.nids, 2);
+    assert_string_equal(req.ids[1], "bc");
+    assert_int_equal(req.count, 2);
+    OK_POST("/pop", "{\"topic\":\"t\"}");
+    assert_int_equal(req.nids, 0);
+
+    BAD_POST("/pop", "{\"topic\":\"t\",\"finish\":7}", "'finish'", "an id or an array");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"finish\":null}", "'finish'", "an id or an array");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"finish\":[]}", "'finish'", "1 to 1000 ids");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"finish\":\"\"}", "'finish'", "1 to 256");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"finish\":[\"a\",{}]}", "'finish[1]'", "string");
+    BAD_POST("/pop", "{\"topic\":\"t\",\"finish\":[\"a\",\"b c\"]}", "'finish[1]'");
+    BAD_POST("/finish", "{\"id\":\"x\",\"finish\":\"a\"}", "'finish' is not a field of finish");
+    char *ids = topic_list(1001, ",", "\"");
+    char *b = fmt("{\"topic\":\"t\",\"finish\":[%s]}", ids);
+    BAD_POST("/pop", b, "'finish'", "1 to 1000 ids");
+    free(b);
+    free(ids);
+}
+
 static void test_pop_topics_array(void **state)
 {
     (void)state;
@@ -1371,6 +1399,7 @@ int main(void)
         T(test_add_batch_errors),
         T(test_pop_topic),
         T(test_pop_topics_array),
+        T(test_pop_finish),
         T(test_pop_timeout_count),
         T(test_finish_delete),
         T(test_single_id_commands),
