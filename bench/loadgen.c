@@ -8,7 +8,9 @@
  * Modes (--mode):
  *   add        POST /add, one job per request or --batch jobs per request
  *   drain      POST /pop (--count, no timeout) then POST /finish ({"id"} or
- *              {"ids":[...]}) until --jobs received or pops come back empty
+ *              {"ids":[...]}) until --jobs received or pops come back empty;
+ *              with --finish-and-pop the ids ride on the next pop ("finish")
+ *              and there are no finish requests but a last one
  *   late       producers (--producers conns) add --jobs jobs paced evenly over
  *              --spread seconds, each with delay --delay-min; the other
  *              connections long-poll pop (timeout 1) + finish and record
@@ -52,6 +54,7 @@ static struct {
     int batch;
     int count;
     int batch_finish;
+    int finish_and_pop; /* drain/late: the next pop finishes the last jobs */
     double delay_min, delay_max;
     int ttr;
     int body_size;
@@ -312,10 +315,33 @@ static int build_add(conn *c)
     return 1;
 }
 
+/* The pending ids as a JSON array, into tmp; they are no longer pending. */
+static void take_finish_ids(conn *c)
+{
+    sb_add(&tmp, "[", 1);
+    char *s = c->finish_ids.p;
+    for (int k = 0; k < c->nfinish; k++) {
+        size_t l = strlen(s);
+        if (k)
+            sb_add(&tmp, ",", 1);
+        sb_add(&tmp, "\"", 1);
+        sb_add(&tmp, s, l);
+        sb_add(&tmp, "\"", 1);
+        s += l + 1;
+    }
+    sb_add(&tmp, "]", 1);
+    c->nfinish = 0;
+    c->finish_ids.len = 0;
+}
+
 static void build_pop(conn *c, double timeout)
 {
     tmp.len = 0;
     sb_printf(&tmp, "{\"topic\":\"%s\"", opt.topic);
+    if (opt.finish_and_pop && c->nfinish > 0) {
+        sb_add(&tmp, ",\"finish\":", 10);
+        take_finish_ids(c);
+    }
     if (opt.count > 0)
         sb_printf(&tmp, ",\"count\":%d", opt.count);
     if (timeout > 0)
@@ -335,20 +361,9 @@ static int build_finish(conn *c)
     c->w.len = 0;
     tmp.len = 0;
     if (opt.batch_finish && c->nfinish > 1) {
-        sb_add(&tmp, "{\"ids\":[", 8);
-        char *s = c->finish_ids.p;
-        for (int k = 0; k < c->nfinish; k++) {
-            size_t l = strlen(s);
-            if (k)
-                sb_add(&tmp, ",", 1);
-            sb_add(&tmp, "\"", 1);
-            sb_add(&tmp, s, l);
-            sb_add(&tmp, "\"", 1);
-            s += l + 1;
-        }
-        sb_add(&tmp, "]}", 2);
-        c->nfinish = 0;
-        c->finish_ids.len = 0;
+        sb_add(&tmp, "{\"ids\":", 7);
+        take_finish_ids(c);
+        sb_add(&tmp, "}", 1);
     } else {
         /* the last id of the list */
         char *s = c->finish_ids.p, *last = s;
@@ -397,6 +412,9 @@ static int parse_late_bodies(const char *s, size_t n)
     int got = 0;
     const char *end = s + n;
     const char *p = s;
+    const char *finished = memmem(s, n, "\"finished\":", 11); /* ids of jobs finished, not taken */
+    if (finished)
+        end = finished;
     while (p < end && (p = memmem(p, (size_t)(end - p), "{\"d\":", 5)) != NULL) {
         char *q;
         double d = strtod(p + 5, &q);
@@ -422,6 +440,15 @@ static double late_send_time(long i)
 
 static int waiting_producers;
 
+/* Whether c's pending ids go in a finish request now: always, unless they
+ * ride on the next pop; then only once no pop follows. */
+static int finish_now(void)
+{
+    if (!opt.finish_and_pop)
+        return 1;
+    return jobs_done >= opt.jobs || consumers_stop;
+}
+
 /* Starts the next request of c, or marks it done / waiting. */
 static void next_request(conn *c)
 {
@@ -439,7 +466,7 @@ static void next_request(conn *c)
         c->step = S_REQ;
         break;
     case M_DRAIN:
-        if (build_finish(c)) {
+        if (finish_now() && build_finish(c)) {
             c->step = S_FINISH;
         } else if (jobs_done >= opt.jobs) {
             c->step = S_DONE;
@@ -472,7 +499,7 @@ static void next_request(conn *c)
         __attribute__((fallthrough));
     case M_LATE:
         if (c->role == R_CONSUMER) {
-            if (build_finish(c)) {
+            if (finish_now() && build_finish(c)) {
                 c->step = S_FINISH;
             } else if (jobs_done >= opt.jobs || consumers_stop) {
                 c->step = S_DONE;
@@ -547,6 +574,9 @@ static int collect_ids(conn *c, const char *s, size_t n)
     int got = 0;
     const char *end = s + n;
     const char *p = s;
+    const char *finished = memmem(s, n, "\"finished\":", 11); /* ids of jobs finished, not taken */
+    if (finished)
+        end = finished;
     while (p < end && (p = memmem(p, (size_t)(end - p), "\"id\":\"", 6)) != NULL) {
         p += 6;
         const char *q = memchr(p, '"', (size_t)(end - p));
@@ -793,7 +823,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: loadgen --mode add|drain|late|fixed|bs-put|bs-drain|bs-late --port P\n"
-            "  [--conns N] [--jobs N] [--batch B] [--count C] [--batch-finish]\n"
+            "  [--conns N] [--jobs N] [--batch B] [--count C] [--batch-finish] [--finish-and-pop]\n"
             "  [--delay-min S] [--delay-max S] [--ttr S] [--body-size B] [--topic T] [--tag T]\n"
             "  [--producers N] [--spread S] [--grace S] [--max-seconds S]\n"
             "  [--method GET|POST] [--path P] [--body JSON] [--lateness-out FILE] [--at UNIX_S]\n");
@@ -810,7 +840,7 @@ int main(int argc, char **argv)
         {"tag", 1, 0, 'g'},        {"producers", 1, 0, 'P'},    {"spread", 1, 0, 'S'},
         {"grace", 1, 0, 'G'},      {"max-seconds", 1, 0, 'X'},  {"method", 1, 0, 'M'},
         {"path", 1, 0, 'u'},       {"body", 1, 0, 'B'},         {"lateness-out", 1, 0, 'L'},
-        {"at", 1, 0, 'A'},
+        {"at", 1, 0, 'A'},         {"finish-and-pop", 0, 0, 'J'},
         {0, 0, 0, 0}};
     const char *mode = NULL;
     int ch;
@@ -823,6 +853,7 @@ int main(int argc, char **argv)
         case 'b': opt.batch = atoi(optarg); break;
         case 'C': opt.count = atoi(optarg); break;
         case 'F': opt.batch_finish = 1; break;
+        case 'J': opt.finish_and_pop = 1; break;
         case 'd': opt.delay_min = atof(optarg); break;
         case 'D': opt.delay_max = atof(optarg); break;
         case 't': opt.ttr = atoi(optarg); break;

@@ -456,6 +456,16 @@ def w2(s, P):
     fig("w2.delayq.drain.req_s", r["req_per_s"], "req/s")
     check_errors(r, "w2 single")
     s.flush()
+    # finish-and-pop: each pop finishes the job before it, one request per job
+    preload_ready(s, n, "w2", "f")
+    r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2", finish_and_pop=True)
+    fig("w2.delayq.drain_fap.jobs_s", r["jobs_per_s"], "jobs/s")
+    fig("w2.delayq.drain_fap.req_s", r["req_per_s"], "req/s")
+    check_errors(r, "w2 finish-and-pop")
+    if s.stat("w2", "reserved") or s.stat("w2", "ready"):
+        note("WARNING: finish-and-pop drain left jobs: reserved %d, ready %d"
+             % (s.stat("w2", "reserved"), s.stat("w2", "ready")))
+    s.flush()
     preload_ready(s, n, "w2", "q")
     r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2", count=100, batch_finish=True)
     fig("w2.delayq.drain_count100.jobs_s", r["jobs_per_s"], "jobs/s")
@@ -1249,6 +1259,7 @@ def ratios():
     ratio("ratio.w1_single_to_ceiling", "w1.delayq.add.jobs_s", "ceiling.evalsha.req_s")
     ratio("ratio.w2_single_to_ceiling", "w2.delayq.drain.jobs_s", "ceiling.evalsha.req_s")
     ratio("ratio.w2_single_req_to_ceiling", "w2.delayq.drain.req_s", "ceiling.evalsha.req_s")
+    ratio("ratio.w2_fap_to_ceiling", "w2.delayq.drain_fap.jobs_s", "ceiling.evalsha.req_s")
     ratio("ratio.ceiling_to_static", "ceiling.evalsha.req_s", "ceiling.static200.req_s")
     for peer in ("beanstalkd", "beanstalkd_binlog", "bullmq"):
         ratio("ratio.w1_single_to_%s" % peer, "w1.delayq.add.jobs_s", "w1.%s.add.jobs_s" % peer)
@@ -1256,6 +1267,7 @@ def ratios():
         ratio("ratio.w2_single_to_%s" % peer, "w2.delayq.drain.jobs_s", "w2.%s.drain.jobs_s" % peer)
         ratio("ratio.w2_batch_to_%s" % peer, "w2.delayq.drain_count100.jobs_s",
               "w2.%s.drain.jobs_s" % peer)
+        ratio("ratio.w2_fap_to_%s" % peer, "w2.delayq.drain_fap.jobs_s", "w2.%s.drain.jobs_s" % peer)
         ratio("ratio.w3_p99_to_%s" % peer, "w3.delayq.late_p99_ms", "w3.%s.late_p99_ms" % peer)
     ratio("ratio.w3_timer_cpu_to_beanstalkd", "w3.delayq.timer_cpu_s", "w3.beanstalkd.server_cpu_s")
     ratio("ratio.w5_two_timers_to_one", "w5.delayq.timers2.jobs_s", "w5.delayq.timers1.jobs_s")

@@ -10,6 +10,7 @@ typedef struct {
     char listen[256];
     int workers;
     int threads;
+    int group_commit; /* single-job requests per grouped call (1: none) */
     int max_connections;
     int backlog;
     char redis_host[256];

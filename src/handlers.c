@@ -131,7 +131,9 @@ static dq_response handle_add(call_ctx *c)
         }
     }
     store_error err;
-    dq_status st = store_add(c->h->store, c->allow, req->jobs, ids, req->njobs, items, &err);
+    dq_status st = req->batch ? store_add(c->h->store, c->allow, req->jobs, ids, req->njobs, items, &err)
+                              : group_add(c->h->group, c->h->store, c->allow, &req->jobs[0], ids[0],
+                                          &items[0], &err);
     dq_response res = answer(DQ_OK);
     if (st == DQ_MISCONFIGURED) {
         res = misconfigured(c, &err);
@@ -205,7 +207,10 @@ static dq_status pop_once(call_ctx *c, store_jobs *jobs, store_error *err)
         q.nfinish = req->nids;
         q.finished = pg->finished;
     }
-    dq_status st = shard_pop(c->h->store, c->h->hints, &q, jobs, err);
+    /* Single-job pops of one shard share calls (group commit). */
+    dq_status st = store_shards(c->h->store) == 1 && q.count == 1
+                       ? group_pop(c->h->group, c->h->store, &q, jobs, err)
+                       : shard_pop(c->h->store, c->h->hints, &q, jobs, err);
     if (q.nfinish > 0 && (st == DQ_OK || partly_done(pg->finished, req->nids)))
         pg->finish_done = 1;
     /* Finishes that took effect are answered even when no shard could then
@@ -258,8 +263,11 @@ static dq_response handle_remove(call_ctx *c)
     if (!items)
         abort();
     store_error err;
-    dq_status st = store_remove(c->h->store, c->allow, req->cmd == CMD_FINISH, req->ids, req->nids,
-                                items, &err);
+    int finished = req->cmd == CMD_FINISH;
+    dq_status st = req->batch ? store_remove(c->h->store, c->allow, finished, req->ids, req->nids,
+                                             items, &err)
+                              : group_remove(c->h->group, c->h->store, c->allow, finished,
+                                             req->ids[0], &items[0], &err);
     dq_response res = answer(DQ_OK);
     if (st != DQ_OK && !(req->batch && partly_done(items, req->nids))) {
         res = store_failure(c, st, &err);

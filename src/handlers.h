@@ -9,6 +9,7 @@
 #include "auth.h"
 #include "buf.h"
 #include "config.h"
+#include "group.h"
 #include "request.h"
 #include "shard_hints.h"
 #include "status.h"
@@ -20,6 +21,7 @@ typedef struct {
     dq_store *store;           /* the calling thread's Redis connection */
     const dq_auth *auth;       /* NULL: auth is off */
     shard_hints *hints;        /* where ready jobs are (NULL with one shard) */
+    dq_group *group;           /* the process's group commit of single-job requests */
     const char *authorization; /* this request's Authorization header, or NULL */
     int64_t started_ms;        /* monotonic ms when the request arrived */
     int stopping;              /* the worker is stopping: long-polls answer now */

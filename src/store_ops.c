@@ -203,6 +203,9 @@ void store_jobs_free(store_jobs *j)
 {
     free(j->jobs);
     free_kept_replies(j->replies, j->nreplies);
+    for (size_t i = 0; i < j->ncopies; i++)
+        free(j->copies[i]);
+    free(j->copies);
     memset(j, 0, sizeof *j);
 }
 
@@ -217,6 +220,27 @@ static store_job *next_job(store_jobs *j)
     store_job *job = &j->jobs[j->n++];
     memset(job, 0, sizeof *job);
     return job;
+}
+
+void store_jobs_copy(store_jobs *j, const store_job *job)
+{
+    char *p = malloc(job->id_len + job->topic_len + job->body_len + 3);
+    j->copies = realloc(j->copies, (j->ncopies + 1) * sizeof *j->copies);
+    if (!p || !j->copies)
+        abort();
+    j->copies[j->ncopies++] = p;
+    store_job *to = next_job(j);
+    *to = *job;
+    const char **field[] = {&to->id, &to->topic, &to->body};
+    const size_t len[] = {job->id_len, job->topic_len, job->body_len};
+    for (int f = 0; f < 3; f++) {
+        if (!*field[f])
+            continue;
+        memcpy(p, *field[f], len[f]);
+        p[len[f]] = '\0';
+        *field[f] = p;
+        p += len[f] + 1;
+    }
 }
 
 dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,

@@ -63,9 +63,14 @@ typedef struct {
     size_t n, cap;
     store_reply **replies;
     size_t nreplies;
+    char **copies; /* strings of jobs copied in by store_jobs_copy */
+    size_t ncopies;
 } store_jobs;
 
 void store_jobs_free(store_jobs *j);
+/* Appends a popped job (id, topic, body, attempts, ttr) with its own copy
+ * of its strings, so that it outlives the reply it came from. */
+void store_jobs_copy(store_jobs *j, const store_job *job);
 
 /* The recorded layout of a deployment, checked when a process starts: the
  * bucket and shard counts its Redis records must be the configured ones,

@@ -88,6 +88,7 @@ static struct {
     dq_auth *auth;
     dq_allow *push_allow; /* where callbacks may go, checked at add */
     shard_hints *hints; /* several shards: where ready jobs are */
+    dq_group *group;    /* group commit of single-job requests */
     int listen_fd, ep, woken_fd, deadline_fd;
     pthread_mutex_t lock; /* everything below, and every conn's state */
     conn **slots;
@@ -513,6 +514,7 @@ static int start_threads(const dq_config *cfg)
         t->h.store = store_new(cfg);
         t->h.auth = W.auth;
         t->h.hints = W.hints;
+        t->h.group = W.group;
         json_doc_init(&t->doc);
         buf_init(&t->out);
         if (!t->h.store || pthread_create(&tid, NULL, thread_main, t) != 0)
@@ -592,7 +594,8 @@ int worker_run(const dq_config *cfg, int listen_fd)
         return 1;
     }
     notify_init(deadline_moved);
-    if (cfg->shards > 1 && !(W.hints = hints_new(cfg->shards, HINT_TOPICS))) {
+    if (!(W.group = group_new(cfg->group_commit)) ||
+        (cfg->shards > 1 && !(W.hints = hints_new(cfg->shards, HINT_TOPICS)))) {
         log_error("out of memory");
         return 1;
     }

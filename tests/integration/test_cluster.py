@@ -27,13 +27,13 @@ class ClusterTestCase(DeploymentTestCase):
     def node_id(self, server):
         return self.cluster.client(server.port)("CLUSTER", "MYID").decode()
 
-    def start_moving(self, shard):
-        """Starts moving the shard's slot to another master, by hand as
-        redis-cli does it; move_keys() moves some keys, end_moving() the rest
-        and hands the slot over."""
+    def start_moving(self, shard, target=None):
+        """Starts moving the shard's slot to another master (target, or the
+        first other one), by hand as redis-cli does it; move_keys() moves
+        some keys, end_moving() the rest and hands the slot over."""
         slot = key_slot(self.c.tag(shard))
         source = self.shard_master(shard)
-        target = next(m for m in self.cluster.masters() if m is not source)
+        target = target or next(m for m in self.cluster.masters() if m is not source)
         mv = dict(shard=shard, slot=slot, target=target, dst_id=self.node_id(target),
                   src=self.cluster.client(source.port), dst=self.cluster.client(target.port))
         mv["dst"]("CLUSTER", "SETSLOT", slot, "IMPORTING", self.node_id(source))
@@ -149,6 +149,7 @@ class Spread(ClusterTestCase):
         # one shard half moved: its calls answer 503; the others go on
         self.assertOk(*self.c.req("add", topic=t, id=t + "-next", body=2))
         shard = next(k for k in ids if k != self.c.shard_of(t + "-next"))
+        home = self.shard_master(shard)
         mv = self.start_moving(shard)
         try:
             self.move_keys(mv, 1)
@@ -160,6 +161,9 @@ class Spread(ClusterTestCase):
             self.assertEqual(r["id"], t + "-next")
         finally:
             self.end_moving(mv)
+            # back where it was: the other tests of the class count on two
+            # shards per master
+            self.end_moving(self.start_moving(shard, target=home))
         st, r = self.c.req("get", id=ids[shard][1])
         self.assertEqual(r["state"], "reserved", "the unreachable shard's job was not finished")
 

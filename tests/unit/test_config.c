@@ -172,7 +172,7 @@ static void test_key_table(void **state)
 {
     (void)state;
     static const char *const expected[] = {
-        "listen", "workers", "threads", "max_connections", "backlog", "redis_host", "redis_port",
+        "listen", "workers", "threads", "group_commit", "max_connections", "backlog", "redis_host", "redis_port",
         "redis_socket", "redis_username", "redis_password", "redis_db",
         "redis_connect_timeout_ms", "redis_timeout_ms", "redis_cluster", "redis_sentinels",
         "redis_sentinel_master", "redis_sentinel_username", "redis_sentinel_password",
