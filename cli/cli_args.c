@@ -26,6 +26,7 @@ static const char *const field_flags[CLI_F_COUNT_OF] = {
     [CLI_F_STATE] = "state",
     [CLI_F_LIMIT] = "limit",
     [CLI_F_CURSOR] = "cursor",
+    [CLI_F_FINISH] = "finish",
     [CLI_F_BODY] = "body",
     [CLI_F_BODY_STRING] = "body-string",
     [CLI_F_BODY_FILE] = "body-file",

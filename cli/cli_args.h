@@ -27,6 +27,7 @@ typedef enum {
     CLI_F_STATE,
     CLI_F_LIMIT,
     CLI_F_CURSOR,
+    CLI_F_FINISH,
     CLI_F_BODY,
     CLI_F_BODY_STRING,
     CLI_F_BODY_FILE,

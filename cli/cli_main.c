@@ -91,11 +91,13 @@ static const cli_command commands[] = {
      "  --body-file PATH      the body as JSON read from a file (- reads stdin)\n"
      "  --body-string-file PATH  the body as a string read from a file, verbatim (- reads stdin)\n"
      "One body flag is required.\n"},
-    {"pop", 0, B(TOPIC) | B(TIMEOUT) | B(COUNT), B(TOPIC), OUT_POP, NULL,
+    {"pop", 0, B(TOPIC) | B(TIMEOUT) | B(COUNT) | B(FINISH), B(TOPIC), OUT_POP, "finished",
      "take ready jobs; prints id, topic, attempts, ttr and value, or \"no job\"",
      "  --topic T[,T2...]     topic(s) to take from, first non-empty first (required)\n"
      "  --timeout SECONDS     wait up to this long for a job (0..60; default 0)\n"
-     "  --count N             take up to N jobs (1..100)\n"},
+     "  --count N             take up to N jobs (1..100)\n"
+     "  --finish ID[,ID...]   first finish these jobs, in the same request (at once, before\n"
+     "                        the wait); one line each; exit status of the first that failed\n"},
     {"finish", 0, B(ID) | B(IDS), 0, OUT_REMOVE, "finished", "finish (remove) jobs",
      "  --id ID               the job\n"
      "  --ids ID,ID...        several jobs; exit status of the first that failed\n"},
@@ -270,8 +272,10 @@ static int print_human(const cli_command *c, const cli_json *answer)
         cli_out_id(stdout, ans, NULL);
         break;
     case OUT_POP:
+        /* The finishes happened first: their lines come first. */
+        failed = cli_out_finished(stdout, ans, c->verb);
         cli_out_pop(stdout, answer);
-        break;
+        return failed ? exit_for(failed, 0) : EXIT_OK;
     case OUT_REMOVE:
         if (json_object_object_get_ex(ans, "results", NULL)) {
             failed = cli_out_results(stdout, ans, c->verb);
@@ -325,11 +329,13 @@ static int print_human(const cli_command *c, const cli_json *answer)
     return EXIT_OK;
 }
 
-/* The exit status of a batch answer printed with --json. */
+/* The exit status of a batch answer printed with --json: that of the first
+ * failed item of "results" (a batch) or "finished" (a pop with --finish). */
 static int batch_status(json_object *ans)
 {
     json_object *results;
-    if (!json_object_object_get_ex(ans, "results", &results) ||
+    if ((!json_object_object_get_ex(ans, "results", &results) &&
+         !json_object_object_get_ex(ans, "finished", &results)) ||
         !json_object_is_type(results, json_type_array))
         return EXIT_OK;
     for (size_t i = 0; i < json_object_array_length(results); i++) {

@@ -125,10 +125,11 @@ void cli_out_get(FILE *out, const cli_json *answer)
     print_value(out, answer, -1);
 }
 
-const char *cli_out_results(FILE *out, json_object *ans, const char *verb)
+/* One line per item of a batch-shaped list (the answer's member `key`). */
+static const char *print_results(FILE *out, json_object *ans, const char *key, const char *verb)
 {
     const char *first_failure = NULL;
-    json_object *results = field(ans, "results");
+    json_object *results = field(ans, key);
     size_t n = json_object_is_type(results, json_type_array) ? json_object_array_length(results) : 0;
     for (size_t i = 0; i < n; i++) {
         json_object *r = json_object_array_get_idx(results, i);
@@ -143,6 +144,16 @@ const char *cli_out_results(FILE *out, json_object *ans, const char *verb)
             first_failure = code;
     }
     return first_failure;
+}
+
+const char *cli_out_results(FILE *out, json_object *ans, const char *verb)
+{
+    return print_results(out, ans, "results", verb);
+}
+
+const char *cli_out_finished(FILE *out, json_object *ans, const char *verb)
+{
+    return print_results(out, ans, "finished", verb);
 }
 
 void cli_out_touch(FILE *out, json_object *ans)

@@ -19,6 +19,9 @@ void cli_out_get(FILE *out, const cli_json *answer);
 /* A batch answer ("results"): one line per id. Returns the code of the first
  * item that failed (borrowed from ans), or NULL when all succeeded. */
 const char *cli_out_results(FILE *out, json_object *ans, const char *verb);
+/* The same for the "finished" list of a pop that carried finish (nothing
+ * when the answer has none). */
+const char *cli_out_finished(FILE *out, json_object *ans, const char *verb);
 void cli_out_touch(FILE *out, json_object *ans);
 void cli_out_release(FILE *out, json_object *ans);
 /* "paused T" or "resumed T". */

@@ -26,7 +26,7 @@ static const char *const field_names[CLI_F_COUNT_OF] = {
     [CLI_F_START] = "start",   [CLI_F_END] = "end",
     [CLI_F_PREVIEW] = "preview", [CLI_F_BODY] = "body",
     [CLI_F_STATE] = "state",     [CLI_F_LIMIT] = "limit",
-    [CLI_F_CURSOR] = "cursor",
+    [CLI_F_CURSOR] = "cursor",  [CLI_F_FINISH] = "finish",
     [CLI_F_BODY_STRING] = "body", [CLI_F_BODY_FILE] = "body",
     [CLI_F_BODY_STRING_FILE] = "body",
 };
@@ -221,6 +221,14 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
             break;
         case CLI_F_IDS:
             rc = put_list_of(out, f, a->value[f], put_string, err, errlen);
+            break;
+        case CLI_F_FINISH:
+            /* One id as a string, a comma list as an array: the two forms
+             * of pop's finish. */
+            if (strchr(a->value[f], ','))
+                rc = put_list_of(out, f, a->value[f], put_string, err, errlen);
+            else
+                rc = put_string(out, f, a->value[f], strlen(a->value[f]), err, errlen);
             break;
         case CLI_F_DELAY:
         case CLI_F_AT:

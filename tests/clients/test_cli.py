@@ -224,6 +224,51 @@ class CliTest(DeploymentTestCase):
         r = self.cli("--json", "pop", "--topic", t2, "--count", "1")
         self.assertEqual(json.loads(r[1]), {"success": True, "jobs": []})
 
+    def test_pop_finish(self):
+        topic = unique("fap")
+        a, b, d = self.add(topic, "1"), self.add(topic, "2"), self.add(topic, "3")
+        self.assertEqual(fields(self.cli("pop", "--topic", topic)[1])["id"], a)
+        # the previous job is finished and the next one taken, in one request
+        r = self.cli("pop", "--topic", topic, "--finish", a)
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "finished %s\nid        %s\ntopic     %s\nattempts  1\nttr       60\n"
+                               "value     2\n" % (a, b, topic))
+        self.assertExit(self.cli("get", "--id", a), EXIT["not_found"])
+        # a list with an unknown id: a line per id, in order, then the jobs;
+        # the exit status is that of the first that failed (as finish --ids)
+        missing = unique("missing")
+        r = self.cli("pop", "--topic", topic, "--count", "5", "--finish", "%s,%s" % (b, missing))
+        self.assertExit(r, EXIT["not_found"])
+        lines = r[1].splitlines()
+        self.assertEqual(lines[0], "finished %s" % b)
+        self.assertTrue(lines[1].startswith("failed %s: " % missing), lines)
+        self.assertTrue(lines[1].endswith("(not_found)"), lines)
+        self.assertEqual(fields("\n".join(lines[2:]))["id"], d)
+        self.assertEqual(self.c.get("/get?id=" + d)[1]["state"], "reserved")
+        # --json: the answer as it came, and the same exit status
+        r = self.cli("--json", "pop", "--topic", topic, "--finish", "%s,%s" % (d, missing))
+        self.assertExit(r, EXIT["not_found"])
+        ans = json.loads(r[1])
+        self.assertEqual((ans["id"], [(f["id"], f["success"]) for f in ans["finished"]]),
+                         (None, [(d, True), (missing, False)]))
+        # a long-poll finishes first and answers the outcome with its (empty) pop
+        e = self.add(topic, "4")
+        self.assertEqual(fields(self.cli("pop", "--topic", topic)[1])["id"], e)
+        t0 = time.monotonic()
+        r = self.cli("--json", "pop", "--topic", topic, "--timeout", "0.5", "--finish", e)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.4)
+        self.assertExit(r, 0)
+        self.assertEqual(json.loads(r[1]), {"success": True, "id": None, "value": None,
+                                            "finished": [{"id": e, "success": True}]})
+        st = self.c.get("/stats?topic=" + topic)[1]["topics"][topic]
+        self.assertEqual((st["popped"], st["finished"], st["reserved"]), (4, 4, 0))
+        # a bad id: 400 naming the field, nothing done
+        f = self.add(topic, "5")
+        r = self.cli("pop", "--topic", topic, "--finish", "bad id")
+        self.assertExit(r, EXIT["bad_request"])
+        self.assertIn("'finish'", r[2])
+        self.assertEqual(self.c.get("/get?id=" + f)[1]["state"], "ready")
+
     # ------------------------------------------------------------ the other commands
 
     def test_get_touch_release_bury_kick_delete(self):
@@ -501,6 +546,8 @@ class CliTest(DeploymentTestCase):
             ["add", "--topic", "t", "--body", "1", "--delay", "soon"],
             ["add", "--topic", "t", "--body-file", "/nonexistent/file"],
             ["pop", "--topic", "t", "--ttr", "5"],          # flag not for pop
+            ["finish", "--finish", "a"],                    # --finish is pop's
+            ["pop", "--topic", "t", "--finish", "a", "--finish", "b"],
             ["pop"],
             ["finish"],
             ["finish", "--id", "a", "--ids", "a,b"],
@@ -682,6 +729,19 @@ class CliFakeServerTest(unittest.TestCase):
         # a failure without a code: the HTTP status decides
         self.answer("/stats", 504, {"success": False, "error": "slow"})
         self.assertEqual(run_cli("stats", url=self.fake.url)[0], EXIT["timeout"])
+
+    def test_pop_finish_requests(self):
+        self.answer("/pop", 200, {"success": True, "jobs": [], "finished": [
+            {"id": "x", "success": True},
+            {"id": "y", "success": False, "code": "timeout", "error": "its shard did not answer"}]})
+        r = run_cli("pop", "--topic", "t", "--finish", "x", url=self.fake.url)
+        r2 = run_cli("pop", "--topic", "t", "--count", "2", "--finish", "x,y", url=self.fake.url)
+        bodies = [json.loads(b) for _, _, _, b in self.fake.requests]
+        self.assertEqual(bodies, [{"topic": "t", "finish": "x"},
+                                  {"topic": "t", "count": 2, "finish": ["x", "y"]}])
+        self.assertEqual(r2[1], "finished x\nfailed y: its shard did not answer (timeout)\nno job\n")
+        self.assertEqual(r2[0], EXIT["timeout"])
+        self.assertEqual(r[0], EXIT["timeout"])
 
     def test_requests_sent(self):
         self.answer("/add", 200, {"success": True, "id": "j1"})

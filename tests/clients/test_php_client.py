@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The PHP client (clients/php) against a real deployment (dqtest.Deployment,
-with bearer-token auth on): runs its PHPUnit suite with DELAYQ_URL and
-DELAYQ_TOKEN set, then stops the deployment's Redis and runs the suite's
-redis-down group (every command a 503 UnavailableException).
+with bearer-token auth on): runs its PHPUnit suite with DELAYQ_URL,
+DELAYQ_TOKEN and DELAYQ_TEST_REDIS (its Redis' host:port) set, then stops
+the deployment's Redis and runs the suite's redis-down group (every command
+a 503 UnavailableException).
 
 php-cli (>= 7.4, with curl and json) and phpunit are required: without them
 this test fails, it does not skip.
@@ -89,6 +90,8 @@ def main():
             env.pop("DELAYQ_REDIS_DOWN", None)
             env["DELAYQ_URL"] = "http://127.0.0.1:%d" % c.http_port
             env["DELAYQ_TOKEN"] = TOKEN
+            # the Redis of the deployment, for the tests that make it read-only
+            env["DELAYQ_TEST_REDIS"] = "127.0.0.1:%d" % c.redis_port
             rc = run_phpunit(phpunit, [], env, "suite")
             c.stop_redis()
             env["DELAYQ_REDIS_DOWN"] = "1"

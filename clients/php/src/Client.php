@@ -207,15 +207,29 @@ final class Client
      * several topics (an array, or "a,b"), jobs come from the first non-empty
      * one in order. The job is reserved: finish it within its TTR.
      *
+     * $finish (finish-and-pop): an id, or a list of 1..1000 ids, of jobs to
+     * finish in the same request before the pop, so that a consumer loop
+     * costs one request per job. The finish happens at once, before a
+     * long-poll waits. $finished then receives one result per id, in
+     * order, shaped as finishMany()'s: ['id' => .., 'success' => true] or
+     * ['id' => .., 'success' => false, 'code' => 'not_found', 'error' => ..]
+     * (not_found: the job was gone, e.g. its TTR had passed and it was
+     * delivered again); without $finish (or with []) it receives []. A
+     * server without finish-and-pop throws BadRequestException naming the
+     * field 'finish'; an UnavailableException finished nothing, a
+     * TimeoutException may have finished them or not.
+     *
      * @param string|list<string> $topics
+     * @param string|list<string>|null $finish
+     * @param list<array{id:string,success:bool,code?:string,error?:string}>|null $finished
      */
-    public function pop($topics, float $timeout = 0.0): ?Job
+    public function pop($topics, float $timeout = 0.0, $finish = null, ?array &$finished = null): ?Job
     {
         $fields = self::topicFields($topics);
         if ($timeout > 0) {
             $fields['timeout'] = $timeout;
         }
-        $answer = $this->call('pop', $fields, $timeout);
+        $answer = $this->popCall($fields, $timeout, $finish, $finished);
         if (!isset($answer['id'])) {
             return null;
         }
@@ -224,18 +238,21 @@ final class Client
 
     /**
      * Takes up to $count (1..100) ready jobs, waiting up to $timeout seconds
-     * for the first one; returns [] when there is none.
+     * for the first one; returns [] when there is none. $finish and
+     * $finished: as for pop().
      *
      * @param string|list<string> $topics
+     * @param string|list<string>|null $finish
+     * @param list<array{id:string,success:bool,code?:string,error?:string}>|null $finished
      * @return list<Job>
      */
-    public function popMany($topics, int $count, float $timeout = 0.0): array
+    public function popMany($topics, int $count, float $timeout = 0.0, $finish = null, ?array &$finished = null): array
     {
         $fields = self::topicFields($topics) + ['count' => $count];
         if ($timeout > 0) {
             $fields['timeout'] = $timeout;
         }
-        $answer = $this->call('pop', $fields, $timeout);
+        $answer = $this->popCall($fields, $timeout, $finish, $finished);
         $jobs = [];
         foreach ($answer['jobs'] ?? [] as $one) {
             $jobs[] = Job::fromArray($one);
@@ -319,6 +336,70 @@ final class Client
     public function kick(string $topic, int $count = 1): int
     {
         return (int) $this->call('kick', ['topic' => $topic, 'count' => $count])['kicked'];
+    }
+
+    /**
+     * Gives a delayed, ready or buried job a new due time: $when is
+     * ['delay' => seconds from now] or ['at' => Unix seconds]. Returns
+     * ['id' => .., 'state' => 'delay', 'due' => Unix ms], or 'state' =>
+     * 'ready' and 'due' => null when the time is now or past. A buried job
+     * gets its retries afresh. Reserved: ConflictException; unknown:
+     * NotFoundException.
+     *
+     * @param array{delay?:float|int,at?:float|int} $when
+     * @return array{id:string,state:string,due:int|null}
+     */
+    public function reschedule(string $id, array $when): array
+    {
+        if (count($when) !== 1 || array_diff(array_keys($when), ['delay', 'at'])) {
+            throw new \InvalidArgumentException("reschedule needs ['delay' => seconds] or ['at' => Unix seconds] (one of them)");
+        }
+        $answer = $this->call('reschedule', ['id' => $id] + $when);
+        unset($answer['success']);
+        return $answer;
+    }
+
+    /**
+     * One page of the topic's jobs in $state ('delay', 'ready', 'reserved'
+     * or 'buried'): ['jobs' => [each as get() shows it], 'cursor' => the
+     * next page's cursor, null on the last]. 'delay' and 'reserved' come by
+     * due time, 'ready' in pop order, 'buried' in bury order; $limit
+     * 1..1000 (server default 50).
+     *
+     * @return array{jobs:list<array<string,mixed>>,cursor:string|null}
+     */
+    public function jobs(string $topic, string $state, ?int $limit = null, ?string $cursor = null): array
+    {
+        $fields = ['topic' => $topic, 'state' => $state];
+        if ($limit !== null) {
+            $fields['limit'] = $limit;
+        }
+        if ($cursor !== null) {
+            $fields['cursor'] = $cursor;
+        }
+        $answer = $this->call('jobs', $fields);
+        $jobs = [];
+        foreach ($answer['jobs'] ?? [] as $job) {
+            unset($job['success']);
+            $jobs[] = $job;
+        }
+        return ['jobs' => $jobs, 'cursor' => $answer['cursor'] ?? null];
+    }
+
+    /**
+     * Pauses a topic: pop takes nothing from it (long-polls keep waiting)
+     * and no callback of it is sent; due jobs still become ready, producers
+     * are not affected. Idempotent.
+     */
+    public function pause(string $topic): void
+    {
+        $this->call('pause', ['topic' => $topic]);
+    }
+
+    /** Lets a paused topic's jobs be popped and sent again; waiting long-polls get them at once. */
+    public function resume(string $topic): void
+    {
+        $this->call('resume', ['topic' => $topic]);
     }
 
     // ------------------------------------------------------------ periodic jobs
@@ -496,6 +577,41 @@ final class Client
             return ['topic' => $topics];
         }
         throw new \InvalidArgumentException('topics must be a string ("a" or "a,b") or an array of strings');
+    }
+
+    /**
+     * A pop with the optional 'finish' field; $finished gets the answer's
+     * 'finished' list ([] when nothing was to be finished).
+     *
+     * @param array<string,mixed> $fields
+     * @param string|list<string>|null $finish
+     * @param list<array{id:string,success:bool,code?:string,error?:string}>|null $finished
+     * @return array<string,mixed>
+     */
+    private function popCall(array $fields, float $timeout, $finish, ?array &$finished): array
+    {
+        $finished = [];
+        if (is_array($finish)) {
+            $finish = array_values($finish);
+        } elseif ($finish !== null && !is_string($finish)) {
+            throw new \InvalidArgumentException('finish must be a job id, a list of ids, or null');
+        }
+        if ($finish !== null && $finish !== []) {
+            $fields['finish'] = $finish;
+        }
+        $answer = $this->call('pop', $fields, $timeout);
+        if (isset($fields['finish'])) {
+            if (!isset($answer['finished']) || !is_array($answer['finished'])) {
+                throw new ServerException(
+                    "the server's pop answer has no 'finished' list although 'finish' was sent",
+                    'server_error',
+                    200,
+                    $answer
+                );
+            }
+            $finished = $answer['finished'];
+        }
+        return $answer;
     }
 
     /** @return resource|\CurlHandle */

@@ -13,7 +13,11 @@ namespace Delayq;
  *     });       // throw: the job is released, ready again after a backoff
  *     $worker->run();
  *
- * - The handler returns normally: the job is finished.
+ * - The handler returns normally: the job is finished. In run(), that finish
+ *   rides on the next pop (finish-and-pop: one request per job, not two);
+ *   when run() returns, a finish still pending is sent on its own first. A
+ *   server without finish-and-pop (a 400 naming 'finish') gets a separate
+ *   finish per job instead, after one warning.
  * - The handler throws (any Throwable): the job is released with a delay
  *   taken from 'backoff' by its attempts (backoff[attempts - 1], the last
  *   entry repeating), so it is tried again later; or buried once
@@ -62,6 +66,17 @@ final class Worker
     private $handled = 0;
     /** @var int */
     private $handledAtRun = 0;
+    /**
+     * Jobs handled and not yet finished, by id, in order: their finish rides
+     * on the next pop. The flag says a request that may have finished the
+     * job already went out (a 504, a lost connection), so a not_found for
+     * it is no news.
+     *
+     * @var array<string,array{0:Job,1:bool}>
+     */
+    private $pending = [];
+    /** @var bool false once the server refused 'finish' on pop (an older server) */
+    private $carry = true;
 
     /**
      * @param string|list<string> $topics topics in priority order (array, or "a,b")
@@ -125,7 +140,9 @@ final class Worker
      * Handles jobs until stop(), max_jobs, or SIGTERM/SIGINT; returns the
      * number of jobs handled by this call. A request to delayq that fails
      * (delayq or Redis down) is logged and retried after 'error_pause'
-     * seconds; any other exception (a bad token, a bad topic) ends the loop.
+     * seconds, carrying the pending finish again; any other exception (a
+     * bad token, a bad topic) ends the loop. Either way a finish still
+     * pending is sent before run() returns.
      */
     public function run(): int
     {
@@ -135,7 +152,7 @@ final class Worker
         try {
             while (!$this->stopping && !$this->reachedMax()) {
                 try {
-                    $this->runOnce();
+                    $this->step();
                 } catch (ServerException $e) {
                     $this->log('error', 'delayq request failed: {error}; retrying in {pause} s', [
                         'error' => $e->getMessage(),
@@ -146,6 +163,7 @@ final class Worker
                 }
             }
         } finally {
+            $this->flush();
             $restore();
         }
         return $this->handled - $before;
@@ -153,35 +171,19 @@ final class Worker
 
     /**
      * One pop (waiting up to 'timeout' seconds) and, if a job came, its
-     * handling. Returns true when a job was handled. Request failures
+     * handling; a job the handler completed is finished before this returns
+     * (a request of its own: finish-and-pop needs a next pop, which only
+     * run() makes). Returns true when a job was handled. Request failures
      * propagate as DelayqException; handler failures do not (the job is
      * released).
      */
     public function runOnce(): bool
     {
-        if ($this->stopping) {
-            return false;
-        }
-        // stop() (from a signal handler) abandons the long-poll: curl asks
-        // the check many times a second and right after a signal.
-        $this->client->setAbortCheck(function (): bool {
-            return $this->stopping;
-        });
         try {
-            $job = $this->client->pop($this->topics, $this->timeout);
-        } catch (ConnectionLostException $e) {
-            if ($this->stopping && $e->getCurlErrno() === self::CURLE_ABORTED_BY_CALLBACK) {
-                return false;
-            }
-            throw $e;
+            return $this->step();
         } finally {
-            $this->client->setAbortCheck(null);
+            $this->flush();
         }
-        if ($job === null) {
-            return false;
-        }
-        $this->handle($job);
-        return true;
     }
 
     /**
@@ -211,31 +213,171 @@ final class Worker
         return $this->backoff[$i];
     }
 
-    private function handle(Job $job): void
+    /**
+     * One pop, carrying the pending finishes, and the handling of the job
+     * it brought; a completed job's finish is left pending.
+     */
+    private function step(): bool
+    {
+        if ($this->stopping) {
+            return false;
+        }
+        $carried = $this->carry ? array_map('strval', array_slice(array_keys($this->pending), 0, 1000)) : [];
+        $finished = [];
+        $refused = null;
+        // stop() (from a signal handler) abandons the long-poll: curl asks
+        // the check many times a second and right after a signal.
+        $this->client->setAbortCheck(function (): bool {
+            return $this->stopping;
+        });
+        try {
+            $job = $this->client->pop($this->topics, $this->timeout, $carried ?: null, $finished);
+        } catch (ConnectionLostException $e) {
+            $this->maybeFinished($carried);  // sent: the outcome is unknown
+            if ($this->stopping && $e->getCurlErrno() === self::CURLE_ABORTED_BY_CALLBACK) {
+                return false;
+            }
+            throw $e;
+        } catch (UnavailableException $e) {
+            throw $e;  // nothing was done: carried again as it is
+        } catch (ServerException $e) {
+            $this->maybeFinished($carried);  // a 504: unknown
+            throw $e;
+        } catch (BadRequestException $e) {
+            if (!$carried || strpos($e->getMessage(), "'finish'") === false) {
+                throw $e;
+            }
+            $refused = $e;
+            $job = null;
+        } finally {
+            $this->client->setAbortCheck(null);
+        }
+        if ($refused !== null) {
+            $this->log('warning', 'the server does not take finish on pop ({reason}); finishing each '
+                . 'job with a request of its own', ['reason' => $refused->getMessage(), 'exception' => $refused]);
+            $this->carry = false;
+            $this->flush();
+            return false;
+        }
+        $this->settle($carried, $finished);
+        if ($job === null) {
+            return false;
+        }
+        $this->handle($job, $this->carry);
+        return true;
+    }
+
+    private function handle(Job $job, bool $carry): void
     {
         $this->handled++;
-        $context = [
+        try {
+            ($this->handler)($job, $this->client);
+        } catch (\Throwable $e) {
+            $this->failed($job, $e, self::context($job));
+            return;
+        }
+        if ($carry) {
+            $this->pending[$job->getId()] = [$job, false];
+        } else {
+            $this->finish($job, false);
+        }
+    }
+
+    /** @param list<string> $ids */
+    private function maybeFinished(array $ids): void
+    {
+        foreach ($ids as $id) {
+            $this->pending[$id][1] = true;
+        }
+    }
+
+    /**
+     * Takes the 'finished' outcomes of a pop that carried $carried.
+     *
+     * @param list<string> $carried
+     * @param list<array{id:string,success:bool,code?:string,error?:string}> $finished
+     */
+    private function settle(array $carried, array $finished): void
+    {
+        $outcome = [];
+        foreach ($finished as $r) {
+            $outcome[(string) ($r['id'] ?? '')] = $r;
+        }
+        foreach ($carried as $id) {
+            [$job, $maybeDone] = $this->pending[$id];
+            $context = self::context($job);
+            $r = $outcome[$id] ?? null;
+            $code = $r === null ? null : ($r['code'] ?? null);
+            if ($code === 'unavailable' || $code === 'timeout') {
+                // That id's shard failed (several shards): carried again.
+                $this->pending[$id][1] = $maybeDone || $code === 'timeout';
+                $this->log('warning', 'finishing job {id} failed: {reason}; trying again with the next pop',
+                    $context + ['reason' => ($r['error'] ?? '?') . " ($code)"]);
+                continue;
+            }
+            unset($this->pending[$id]);
+            if ($r === null) {
+                $this->log('error', 'the server did not say whether job {id} was finished; it will be '
+                    . 'delivered again after its TTR if it was not', $context);
+            } elseif (($r['success'] ?? false) === true) {
+                $this->log('info', 'job {id} finished (attempt {attempts})', $context);
+            } elseif ($code === 'not_found') {
+                $this->gone($context, $maybeDone);
+            } else {
+                $this->log('error', 'finishing job {id} failed: {reason}; it will be delivered again after '
+                    . 'its TTR', $context + ['reason' => ($r['error'] ?? '?') . ' (' . ($code ?? '?') . ')']);
+            }
+        }
+    }
+
+    /** Sends the pending finishes, each with a request of its own. */
+    private function flush(): void
+    {
+        foreach ($this->pending as $id => [$job, $maybeDone]) {
+            unset($this->pending[$id]);
+            try {
+                $this->finish($job, $maybeDone);
+            } catch (DelayqException $e) {
+                $this->log('error', 'finishing job {id} failed: {reason}; it will be delivered again after '
+                    . 'its TTR', self::context($job) + ['reason' => $e->getMessage(), 'exception' => $e]);
+            }
+        }
+    }
+
+    private function finish(Job $job, bool $maybeDone): void
+    {
+        $context = self::context($job);
+        try {
+            $this->client->finish($job->getId());
+            $this->log('info', 'job {id} finished (attempt {attempts})', $context);
+        } catch (NotFoundException $gone) {
+            $this->gone($context, $maybeDone);
+        } catch (ServerException $e) {
+            $this->log('error', 'finishing job {id} failed: {reason}; it will be delivered again after '
+                . 'its TTR', $context + ['reason' => $e->getMessage(), 'exception' => $e]);
+        }
+    }
+
+    /** @param array<string,mixed> $context */
+    private function gone(array $context, bool $maybeDone): void
+    {
+        if ($maybeDone) {
+            $this->log('info', 'job {id} was finished already (by a request whose answer was lost)', $context);
+            return;
+        }
+        $this->log('warning', 'job {id} was gone before it could be finished (deleted, or its TTR '
+            . 'of {ttr} s had passed and another delivery finished it)', $context);
+    }
+
+    /** @return array<string,mixed> */
+    private static function context(Job $job): array
+    {
+        return [
             'id' => $job->getId(),
             'topic' => $job->getTopic(),
             'attempts' => $job->getAttempts(),
             'ttr' => $job->getTtr(),
         ];
-        try {
-            ($this->handler)($job, $this->client);
-        } catch (\Throwable $e) {
-            $this->failed($job, $e, $context);
-            return;
-        }
-        try {
-            $this->client->finish($job->getId());
-            $this->log('info', 'job {id} finished (attempt {attempts})', $context);
-        } catch (NotFoundException $gone) {
-            $this->log('warning', 'job {id} was gone before it could be finished (deleted, or its TTR '
-                . 'of {ttr} s had passed and another delivery finished it)', $context);
-        } catch (ServerException $e) {
-            $this->log('error', 'finishing job {id} failed: {reason}; it will be delivered again after '
-                . 'its TTR', $context + ['reason' => $e->getMessage(), 'exception' => $e]);
-        }
     }
 
     /**

@@ -4,7 +4,9 @@ declare(strict_types=1);
 
 namespace Delayq\Tests;
 
+use Delayq\BadRequestException;
 use Delayq\Client;
+use Delayq\ConflictException;
 use Delayq\Job;
 use Delayq\NotFoundException;
 
@@ -305,6 +307,91 @@ final class ClientTest extends DelayqTestCase
         $this->assertSame([true, true, true, true, true], array_column($this->client->finishMany($ids), 'success'));
     }
 
+    public function testFinishAndPop(): void
+    {
+        $topic = self::unique('fap');
+        $a = $this->client->add($topic, 'a');
+        $b = $this->client->add($topic, 'b');
+        $d = $this->client->add($topic, 'd');
+        $this->assertSame($a, $this->client->pop($topic)->getId());
+
+        // the previous job is finished and the next one comes, in one request
+        $job = $this->client->pop($topic, 0, $a, $finished);
+        $this->assertSame($b, $job->getId());
+        $this->assertSame([['id' => $a, 'success' => true]], $finished);
+        $this->assertSame('reserved', $this->client->get($b)['state']);
+        try {
+            $this->client->get($a);
+            $this->fail("$a was not finished");
+        } catch (NotFoundException $e) {
+        }
+
+        // popMany: an entry per id in request order, a known and an unknown one
+        $unknown = self::unique('nope');
+        $jobs = $this->client->popMany([$topic], 5, 0, [$b, $unknown], $finished);
+        $this->assertSame([$d], array_map(static function (Job $j): string {
+            return $j->getId();
+        }, $jobs));
+        $this->assertCount(2, $finished);
+        $this->assertSame(['id' => $b, 'success' => true], $finished[0]);
+        $this->assertSame([$unknown, false, 'not_found'], [$finished[1]['id'], $finished[1]['success'], $finished[1]['code']]);
+        $this->assertIsString($finished[1]['error']);
+
+        // nothing left: an empty pop still answers the finishes
+        $this->assertNull($this->client->pop($topic, 0, [$d], $finished));
+        $this->assertSame([['id' => $d, 'success' => true]], $finished);
+        $this->assertSame([], $this->client->popMany($topic, 2, 0, $d, $finished));
+        $this->assertSame([[$d, 'not_found']], [[$finished[0]['id'], $finished[0]['code']]]);
+        $stats = $this->client->stats($topic)['topics'][$topic];
+        $this->assertSame([3, 3, 0], [$stats['popped'], $stats['finished'], $stats['reserved']]);
+    }
+
+    public function testFinishAndPopBadFinishDoesNothing(): void
+    {
+        $topic = self::unique('fap');
+        $a = $this->client->add($topic, 'a');
+        $b = $this->client->add($topic, 'b');
+        $this->assertSame($a, $this->client->pop($topic)->getId());
+        foreach (['bad id', [$a, 'bad id'], array_fill(0, 1001, 'x')] as $bad) {
+            try {
+                $this->client->pop($topic, 0, $bad);
+                $this->fail('no exception for ' . json_encode($bad));
+            } catch (BadRequestException $e) {
+                $this->assertMatchesRegularExpression("/field 'finish(\\[\\d+\\])?'/", $e->getMessage());
+            }
+        }
+        // neither finished nor popped
+        $this->assertSame('reserved', $this->client->get($a)['state']);
+        $this->assertSame('ready', $this->client->get($b)['state']);
+        $this->client->deleteMany([$a, $b]);
+    }
+
+    public function testFinishAndPopWithALongPoll(): void
+    {
+        $topic = self::unique('fap');
+        $a = $this->client->add($topic, 'a');
+        $this->assertSame($a, $this->client->pop($topic)->getId());
+        // a job added meanwhile wakes it, and the answer has the finish
+        $id = self::unique('wake');
+        [$proc, , $err] = self::spawnPhp(__DIR__ . '/fixtures/add_later.php', [
+            self::url(), (string) self::token(), $topic, $id, '0.5',
+        ]);
+        $t = microtime(true);
+        $job = $this->client->pop($topic, 10, $a, $finished);
+        $elapsed = microtime(true) - $t;
+        $this->assertSame(0, self::waitExit($proc, 5), (string) stream_get_contents($err));
+        proc_close($proc);
+        $this->assertNotNull($job, 'the long-poll returned empty');
+        $this->assertSame($id, $job->getId());
+        $this->assertSame([['id' => $a, 'success' => true]], $finished);
+        $this->assertLessThan(3.0, $elapsed);
+        // a long-poll that times out answers the finishes too
+        $t = microtime(true);
+        $this->assertSame([], $this->client->popMany($topic, 3, 0.3, $id, $finished));
+        $this->assertGreaterThanOrEqual(0.25, microtime(true) - $t);
+        $this->assertSame([['id' => $id, 'success' => true]], $finished);
+    }
+
     public function testLongPollTimesOutEmpty(): void
     {
         $topic = self::unique('empty');
@@ -402,6 +489,82 @@ final class ClientTest extends DelayqTestCase
         $this->assertSame(0, $this->client->kick($topic));
         $this->assertSame($id2, $this->client->pop($topic)->getId());
         $this->client->finishMany([$id, $id2]);
+    }
+
+    public function testJobsListing(): void
+    {
+        $topic = self::unique('list');
+        $ids = [];
+        foreach (range(0, 4) as $i) {
+            $ids[] = $this->client->add($topic, ['n' => $i], ['id' => "$topic-$i", 'delay' => 100 + $i, 'ttr' => 7]);
+        }
+        $page = $this->client->jobs($topic, 'delay', 2);
+        $this->assertSame(array_slice($ids, 0, 2), array_column($page['jobs'], 'id'));
+        $first = $page['jobs'][0];
+        $this->assertSame([$topic, 'delay', ['n' => 0], 7], [$first['topic'], $first['state'], $first['value'], $first['ttr']]);
+        $this->assertArrayNotHasKey('success', $first);
+        $this->assertEqualsWithDelta(microtime(true) * 1000 + 101000, $page['jobs'][1]['due'], 5000);
+        $this->assertIsString($page['cursor']);
+        $page = $this->client->jobs($topic, 'delay', 2, $page['cursor']);
+        $this->assertSame(array_slice($ids, 2, 2), array_column($page['jobs'], 'id'));
+        $page = $this->client->jobs($topic, 'delay', 2, $page['cursor']);
+        $this->assertSame([array_slice($ids, 4), null], [array_column($page['jobs'], 'id'), $page['cursor']]);
+        $this->assertSame($ids, array_column($this->client->jobs($topic, 'delay')['jobs'], 'id'));
+        $this->assertSame(['jobs' => [], 'cursor' => null], $this->client->jobs($topic, 'ready'));
+        try {
+            $this->client->jobs($topic, 'done');
+            $this->fail('no exception for state done');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString('state', $e->getMessage());
+        }
+        $this->client->deleteMany($ids);
+    }
+
+    public function testReschedule(): void
+    {
+        $topic = self::unique('resched');
+        $id = $this->client->add($topic, 'x', ['delay' => 100]);
+        $r = $this->client->reschedule($id, ['delay' => 3600]);
+        $this->assertSame([$id, 'delay'], [$r['id'], $r['state']]);
+        $this->assertEqualsWithDelta(microtime(true) * 1000 + 3600000, $r['due'], 5000);
+        $this->assertSame($r['due'], $this->client->get($id)['due']);
+        $at = time() + 60;
+        $this->assertEqualsWithDelta($at * 1000, $this->client->reschedule($id, ['at' => $at])['due'], 1000);
+        $this->assertSame(['id' => $id, 'state' => 'ready', 'due' => null], $this->client->reschedule($id, ['delay' => 0]));
+        $this->assertSame($id, $this->client->pop($topic)->getId());
+        try {
+            $this->client->reschedule($id, ['delay' => 5]);
+            $this->fail('a reserved job was rescheduled');
+        } catch (ConflictException $e) {
+        }
+        $this->client->bury($id);
+        $this->assertSame('ready', $this->client->reschedule($id, ['at' => 0])['state'], 'a buried job too');
+        foreach ([[], ['delay' => 1, 'at' => 5], ['dealy' => 1]] as $bad) {
+            try {
+                $this->client->reschedule($id, $bad);
+                $this->fail('no exception for ' . json_encode($bad));
+            } catch (\InvalidArgumentException $e) {
+            }
+        }
+        $this->client->delete($id);
+        $this->expectException(NotFoundException::class);
+        $this->client->reschedule($id, ['delay' => 1]);
+    }
+
+    public function testPauseResume(): void
+    {
+        $topic = self::unique('pause');
+        $this->client->pause($topic);
+        $this->client->pause($topic);  // idempotent
+        $id = $this->client->add($topic, 'x');
+        $this->assertTrue($this->client->stats($topic)['topics'][$topic]['paused']);
+        $this->assertNull($this->client->pop($topic, 0.3), 'popped from a paused topic');
+        $this->assertSame('ready', $this->client->get($id)['state']);
+        $this->client->resume($topic);
+        $this->assertFalse($this->client->stats($topic)['topics'][$topic]['paused']);
+        $this->assertSame($id, $this->client->pop($topic)->getId());
+        $this->client->resume($topic);
+        $this->client->finish($id);
     }
 
     public function testReleaseAfterLastRetryBuries(): void

@@ -24,43 +24,9 @@ use Delayq\UnavailableException;
  */
 final class ErrorTest extends DelayqTestCase
 {
-    /** @var resource|null */
-    private static $fake;
-    /** @var string */
-    private static $fakeUrl = '';
-
-    public static function setUpBeforeClass(): void
-    {
-        $port = self::deadPort();
-        $cmd = [PHP_BINARY, '-S', "127.0.0.1:$port", __DIR__ . '/fixtures/fake_server.php'];
-        $spec = [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']];
-        // One process (no PHP_CLI_SERVER_WORKERS): proc_terminate() ends it all.
-        self::$fake = proc_open($cmd, $spec, $pipes);
-        self::$fakeUrl = "http://127.0.0.1:$port";
-        $deadline = microtime(true) + 10;
-        while (microtime(true) < $deadline) {
-            $s = @stream_socket_client("tcp://127.0.0.1:$port", $errno, $errstr, 0.2);
-            if ($s) {
-                fclose($s);
-                return;
-            }
-            usleep(20000);
-        }
-        self::fail("php -S did not start on port $port");
-    }
-
-    public static function tearDownAfterClass(): void
-    {
-        if (self::$fake) {
-            proc_terminate(self::$fake);
-            proc_close(self::$fake);
-            self::$fake = null;
-        }
-    }
-
     private function fake(string $route, array $options = []): Client
     {
-        return new Client(self::$fakeUrl . $route, $options);
+        return new Client(self::fakeServerUrl() . $route, $options);
     }
 
     /**
@@ -333,6 +299,16 @@ final class ErrorTest extends DelayqTestCase
         $this->assertNull($this->fake('/sleep/600', ['timeout' => 0.3])->pop('t', 2));
     }
 
+    public function testPopFinishAnswerWithoutFinished(): void
+    {
+        // a pop that carried 'finish' must answer 'finished'
+        $e = $this->assertThrows(ServerException::class, 'server_error', 200, function () {
+            $this->fake('/sleep/0')->pop('t', 0, 'j1');
+        }, 'no finished');
+        $this->assertStringContainsString("'finished'", $e->getMessage());
+        $this->assertNull($this->fake('/sleep/0')->pop('t'), 'without finish none is needed');
+    }
+
     public function testRequestShape(): void
     {
         $client = $this->fake('/echo', ['token' => 'tok-123', 'user_agent' => 'shop/1.0']);
@@ -365,11 +341,25 @@ final class ErrorTest extends DelayqTestCase
         $this->assertSame('{"topic":"a,b","timeout":1.5}', $client->pop('a,b', 1.5)->getId());
         $this->assertSame('{"topics":["a","b"],"count":3,"timeout":0.5}', $client->popMany(['a', 'b'], 3, 0.5)[0]->getId());
         $this->assertSame('{"topic":"a","count":1}', $client->popMany('a', 1)[0]->getId());
+        // finish-and-pop: one id as a string, several as a list, [] as nothing
+        $finished = null;
+        $this->assertSame('{"topic":"a","finish":"j1"}', $client->pop('a', 0, 'j1', $finished)->getId());
+        $this->assertSame([], $finished);
+        $this->assertSame('{"topics":["a","b"],"count":2,"timeout":1.0,"finish":["x","y"]}',
+            $client->popMany(['a', 'b'], 2, 1.0, ['x', 'y'], $finished)[0]->getId());
+        $this->assertSame('{"topic":"a","finish":["z"]}', $client->pop('a', 0, [3 => 'z'])->getId());
+        $finished = ['stale'];
+        $this->assertSame('{"topic":"a"}', $client->pop('a', 0, [], $finished)->getId());
+        $this->assertSame([], $finished);
+        $this->assertSame('{"topic":"t","state":"ready","limit":5}', $client->jobs('t', 'ready', 5)['jobs'][0]['id']);
+        $this->assertSame('{"topic":"t","state":"buried","cursor":"c1"}', $client->jobs('t', 'buried', null, 'c1')['jobs'][0]['id']);
+        $this->assertSame('{"id":"x","delay":1.5}', $client->reschedule('x', ['delay' => 1.5])['id']);
+        $this->assertSame('{"id":"x","at":1767225600}', $client->reschedule('x', ['at' => 1767225600])['id']);
         $this->assertSame('{"ids":["x","y"]}', $client->call('finish', ['ids' => ['x', 'y']])['id']);
         $this->assertSame('{"topic":"a","count":1}', $client->call('kick', ['topic' => 'a', 'count' => 1])['id']);
         $this->assertSame('{}', $client->call('stats')['id']);
         $this->assertSame('{"topic":"a"}', $client->call('stats', ['topic' => 'a'])['id']);
-        $no = new Client(self::$fakeUrl . '/echo');
+        $no = new Client(self::fakeServerUrl() . '/echo');
         $this->assertArrayNotHasKey('authorization', $no->call('stats')['request']['headers']);
     }
 
@@ -395,6 +385,9 @@ final class ErrorTest extends DelayqTestCase
             },
             'topics of the wrong type' => function () {
                 $this->client->pop(42);
+            },
+            'finish of the wrong type' => function () {
+                $this->client->pop('t', 0, 42);
             },
         ];
         foreach ($invalid as $what => $call) {

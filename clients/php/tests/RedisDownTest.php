@@ -49,6 +49,9 @@ final class RedisDownTest extends DelayqTestCase
             'popMany' => function () {
                 $this->client->popMany(['down', 'other'], 5);
             },
+            'pop with finish' => function () {
+                $this->client->pop('down', 0, 'down-1');
+            },
             'finish' => function () {
                 $this->client->finish('down-1');
             },
@@ -63,6 +66,18 @@ final class RedisDownTest extends DelayqTestCase
             },
             'kick' => function () {
                 $this->client->kick('down', 5);
+            },
+            'reschedule' => function () {
+                $this->client->reschedule('down-1', ['delay' => 1]);
+            },
+            'jobs' => function () {
+                $this->client->jobs('down', 'ready');
+            },
+            'pause' => function () {
+                $this->client->pause('down');
+            },
+            'resume' => function () {
+                $this->client->resume('down');
             },
             'stats' => function () {
                 $this->client->stats();

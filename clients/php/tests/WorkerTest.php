@@ -278,6 +278,180 @@ final class WorkerTest extends DelayqTestCase
         }
     }
 
+    /**
+     * N jobs: N pops, each carrying the previous job's finish, and one
+     * finish of the last job when run() returns; a Worker that finished
+     * each job with a request of its own would make N finishes.
+     */
+    public function testOneRequestPerJob(): void
+    {
+        $topic = self::unique('wfap');
+        $n = 5;
+        $ids = [];
+        foreach (range(1, $n) as $i) {
+            $ids[] = $this->client->add($topic, $i);
+        }
+        $seen = [];
+        $previous = [];
+        $observer = self::newClient();
+        $worker = new Worker(self::newClient(), [$topic], function (Job $job) use (&$seen, &$previous, $observer): void {
+            if ($seen) {  // the pop that brought this job finished the one before
+                try {
+                    $previous[] = $observer->get(end($seen))['state'];
+                } catch (NotFoundException $e) {
+                    $previous[] = 'gone';
+                }
+            }
+            $seen[] = $job->getId();
+        }, ['timeout' => 1, 'max_jobs' => $n, 'logger' => $this->logger()]);
+        $before = $this->requestCounts();
+        $this->assertSame($n, $worker->run());
+        $after = $this->requestCounts();
+        $this->assertSame($ids, $seen);
+        $this->assertSame(array_fill(0, $n - 1, 'gone'), $previous);
+        $this->assertSame($n, self::requestsBetween($before, $after, 'pop'));
+        $this->assertSame(1, self::requestsBetween($before, $after, 'finish'), "one finish: the last job's, when run() returned");
+        $this->assertSame(1, self::requestsBetween($before, $after, 'finish', 'ok'));
+        $stats = $this->client->stats($topic)['topics'][$topic];
+        $this->assertSame([$n, 0, $n], [$stats['finished'], $stats['reserved'], $stats['popped']]);
+        $lines = array_map(static function (string $id): array {
+            return ['info', "job $id finished (attempt 1)"];
+        }, $ids);
+        $this->assertSame($lines, $this->logged);
+    }
+
+    /**
+     * The finish rides on the next long-poll and is done at once, before
+     * the wait; SIGTERM cuts that poll short, so the worker cannot know and
+     * finishes again on its own: not_found, which is no news.
+     */
+    public function testSigtermWhilePollingSendsTheCarriedFinishAgain(): void
+    {
+        $this->requirePcntl();
+        $topic = self::unique('sig');
+        [$proc, $out, $err] = self::spawnPhp(__DIR__ . '/fixtures/signal_worker.php', [
+            self::url(), (string) self::token(), $topic, '20',
+        ]);
+        $buf = '';
+        self::readUntil($out, "running\n", 5, $buf);
+        $id = $this->client->add($topic, 'x');
+        self::readUntil($out, "handled $id\n", 5, $buf);
+        $deadline = microtime(true) + 5;
+        while ($this->client->stats($topic)['topics'][$topic]['finished'] !== 1 && microtime(true) < $deadline) {
+            usleep(20000);
+        }
+        $this->assertSame(1, $this->client->stats($topic)['topics'][$topic]['finished'], 'the finish did not ride on the poll');
+        $before = $this->requestCounts();
+        usleep(200000);
+        $status = proc_get_status($proc);
+        $this->assertTrue($status['running'], (string) stream_get_contents($err));
+        posix_kill($status['pid'], SIGTERM);
+        $code = self::waitExit($proc, 5);
+        self::readUntil($out, 'stopped', 1, $buf);
+        proc_close($proc);
+        $after = $this->requestCounts();
+        $this->assertSame(0, $code);
+        $this->assertSame("running\nhandling $id\nhandled $id\nstopped handled=1\n", $buf);
+        $this->assertSame(1, self::requestsBetween($before, $after, 'finish'));
+        $this->assertSame(1, self::requestsBetween($before, $after, 'finish', 'not_found'));
+        $this->assertSame(0, $this->client->stats($topic)['topics'][$topic]['reserved']);
+    }
+
+    /**
+     * The handler makes Redis read-only (a replica of a dead primary): the
+     * next pops, carrying the finish, answer 503 and change nothing; once
+     * Redis takes writes again a pop carries it again and it is done, with
+     * no finish request of its own.
+     */
+    public function testCarriedFinishSurvivesAnOutage(): void
+    {
+        self::redis('PING');  // skips without DELAYQ_TEST_REDIS
+        $topic = self::unique('wout');
+        $id = $this->client->add($topic, 'x');
+        $dead = (string) self::deadPort();
+        $failed = 0;
+        $worker = null;
+        $logger = function (string $level, string $message) use (&$failed, &$worker, $id): void {
+            $this->logged[] = [$level, $message];
+            if (strpos($message, 'delayq request failed') === 0 && ++$failed === 2) {
+                self::redis('REPLICAOF', 'NO', 'ONE');
+            }
+            if ($message === "job $id finished (attempt 1)") {
+                $worker->stop();
+            }
+        };
+        $worker = new Worker(self::newClient(), [$topic], static function () use ($dead): void {
+            self::redis('REPLICAOF', '127.0.0.1', $dead);
+        }, ['timeout' => 1, 'error_pause' => 0.05, 'logger' => $logger]);
+        $before = $this->requestCounts();
+        try {
+            $this->assertSame(1, $worker->run());
+        } finally {
+            self::redis('REPLICAOF', 'NO', 'ONE');
+        }
+        $after = $this->requestCounts();
+        $this->assertGreaterThanOrEqual(2, self::requestsBetween($before, $after, 'pop', 'unavailable'));
+        $this->assertSame(0, self::requestsBetween($before, $after, 'finish'));
+        $this->assertSame(1, $this->client->stats($topic)['topics'][$topic]['finished']);
+        $levels = array_count_values(array_column($this->logged, 0));
+        $this->assertSame(['error' => 2, 'info' => 1], $levels, json_encode($this->logged));
+        $this->assertStringContainsString('Redis', $this->logged[0][1]);
+    }
+
+    public function testCarriesTheFinishAgainAfter504And503(): void
+    {
+        $url = self::fakeSequence(['pop' => [
+            [200, '{"success":true,"id":"j1","topic":"t","value":"v","attempts":1,"ttr":60}'],
+            [504, '{"success":false,"code":"timeout","error":"no answer from redis"}'],
+            [503, '{"success":false,"code":"unavailable","error":"redis is down"}'],
+            [200, '{"success":true,"id":null,"value":null,"finished":[{"id":"j1","success":false,'
+                . '"code":"not_found","error":"no job with this id"}]}'],
+        ]]);
+        $worker = null;
+        $logger = function (string $level, string $message) use (&$worker): void {
+            $this->logged[] = [$level, $message];
+            if (strpos($message, 'finished already') !== false) {
+                $worker->stop();
+            }
+        };
+        $worker = new Worker(new Client($url), ['t'], static function (): void {
+        }, ['timeout' => 1, 'error_pause' => 0.01, 'logger' => $logger]);
+        $this->assertSame(1, $worker->run());
+        $requests = self::seqRequests($url);
+        $this->assertSame(['pop', 'pop', 'pop', 'pop'], array_column($requests, 0));
+        $this->assertSame([null, ['j1'], ['j1'], ['j1']], array_map(static function (array $r) {
+            return $r[1]['finish'] ?? null;
+        }, $requests));
+        $this->assertSame(['error', 'error', 'info'], array_column($this->logged, 0), json_encode($this->logged));
+        // the finish after the 504 may have been done: its not_found is no news
+        $this->assertSame('job j1 was finished already (by a request whose answer was lost)', $this->logged[2][1]);
+    }
+
+    public function testServerWithoutFinishAndPop(): void
+    {
+        $url = self::fakeSequence(['pop' => [
+            [200, '{"success":true,"id":"j1","topic":"t","value":"v","attempts":1,"ttr":60}'],
+            [400, '{"success":false,"code":"bad_request","error":"field \'finish\' is not a field of pop"}'],
+            [200, '{"success":true,"id":"j2","topic":"t","value":"v","attempts":1,"ttr":60}'],
+        ]]);
+        $worker = new Worker(new Client($url), ['t'], static function (): void {
+        }, ['timeout' => 1, 'max_jobs' => 2, 'logger' => $this->logger()]);
+        $this->assertSame(2, $worker->run());
+        $this->assertSame([
+            ['pop', ['topics' => ['t'], 'timeout' => 1.0]],
+            ['pop', ['topics' => ['t'], 'timeout' => 1.0, 'finish' => ['j1']]],
+            ['finish', ['id' => 'j1']],
+            ['pop', ['topics' => ['t'], 'timeout' => 1.0]],
+            ['finish', ['id' => 'j2']],
+        ], self::seqRequests($url));
+        $this->assertSame([
+            ['warning', "the server does not take finish on pop (field 'finish' is not a field of pop); "
+                . 'finishing each job with a request of its own'],
+            ['info', 'job j1 finished (attempt 1)'],
+            ['info', 'job j2 finished (attempt 1)'],
+        ], $this->logged);
+    }
+
     public function testBadOptions(): void
     {
         $noop = static function (): void {

@@ -16,12 +16,13 @@ import threading
 import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union)
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union, overload)
 
 from .errors import (Conflict, ConnectFailed, ConnectionLost, DelayqError, ServerError,
                      error_for)
 
-__all__ = ["Client", "Job", "JobInfo", "Result", "DEFAULT_URL", "Topics", "Seconds", "When"]
+__all__ = ["Client", "Job", "JobInfo", "Result", "DEFAULT_URL", "Topics", "Seconds", "When", "Ids"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 USER_AGENT = "delayq-python/0.1.0"
@@ -32,11 +33,17 @@ Topics = Union[str, Sequence[str]]
 Seconds = Union[int, float, timedelta]
 #: A point in time: Unix seconds or a datetime (a naive one is local time).
 When = Union[int, float, datetime]
+#: One job id, or several (any iterable of ids).
+Ids = Union[str, Iterable[str]]
+
+#: The most ids one request may finish (batch finish, pop's `finish`).
+MAX_IDS = 1000
 
 # Commands whose resend cannot change anything beyond what the first send
 # did, and whose answer means the same either way: after a keep-alive
 # connection was dropped under a request, these are sent once more.
-_RESEND_SAFE = frozenset(["get", "stats", "touch", "health", "metrics"])
+_RESEND_SAFE = frozenset(["get", "jobs", "stats", "touch", "pause", "resume", "health",
+                          "metrics"])
 
 
 @dataclass(frozen=True)
@@ -151,9 +158,30 @@ def _job(d: Mapping[str, Any]) -> Job:
                ttr=d["ttr"])
 
 
-def _results(answer: Mapping[str, Any]) -> List[Result]:
+def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
     return [Result(id=r.get("id"), success=bool(r.get("success")), code=r.get("code"),
-                   error=r.get("error")) for r in answer.get("results", [])]
+                   error=r.get("error")) for r in answer.get(key, [])]
+
+
+def _job_info(a: Mapping[str, Any]) -> JobInfo:
+    return JobInfo(id=a["id"], topic=a["topic"], state=a["state"], body=a.get("value"),
+                   due=a.get("due"), ttr=a["ttr"], attempts=a["attempts"],
+                   retries=a.get("retries"), created=a["created"])
+
+
+def _finish_field(finish: Ids) -> Union[str, List[str]]:
+    """pop's `finish` as sent: a str stays one id, anything else is a list."""
+    if isinstance(finish, str):
+        return finish
+    return list(finish)
+
+
+def _finished(answer: Mapping[str, Any]) -> List[Result]:
+    """The `finished` outcomes of a pop that carried `finish`."""
+    if not isinstance(answer.get("finished"), list):
+        raise ServerError("the server's pop answer has no 'finished' list although 'finish' "
+                          "was sent", code="internal", status=200, response=dict(answer))
+    return _results(answer, "finished")
 
 
 def _dropped(sock: socket.socket) -> bool:
@@ -265,28 +293,74 @@ class Client:
             return []
         return _results(self._call("add", {"jobs": batch}))
 
-    def pop(self, topics: Topics, timeout: Seconds = 0) -> Optional[Job]:
+    @overload
+    def pop(self, topics: Topics, timeout: Seconds = 0, *, finish: None = None) -> Optional[Job]:
+        ...
+
+    @overload
+    def pop(self, topics: Topics, timeout: Seconds = 0, *,
+            finish: Ids) -> Tuple[Optional[Job], List[Result]]:
+        ...
+
+    def pop(self, topics: Topics, timeout: Seconds = 0, *, finish: Optional[Ids] = None
+            ) -> Union[Optional[Job], Tuple[Optional[Job], List[Result]]]:
         """Reserves the next ready job of the first non-empty topic, waiting
-        up to `timeout` seconds (0..60) for one; None when there is none."""
+        up to `timeout` seconds (0..60) for one; None when there is none.
+
+        finish: an id, or 1..1000 ids, of jobs to finish in the same request
+        before the pop (finish-and-pop: a consumer loop costs one request
+        per job). Then the answer is a tuple (job or None, [Result, ...]):
+        one Result per id, in order, as finish_many gives them; a
+        `not_found` one means the job was gone (its TTR passed and it was
+        delivered again, or it was deleted). The finish happens at once,
+        before a long-poll waits. An empty list sends no `finish` and gives
+        (job, []). A server without finish-and-pop raises BadRequest
+        naming the field 'finish'; a 503 or 504 finished nothing, or it is
+        unknown what, like any command.
+        """
         fields = _topic_fields(topics)
         wait = _seconds(timeout)
         if wait:
             fields["timeout"] = wait
+        ids = None if finish is None else _finish_field(finish)
+        if ids:
+            fields["finish"] = ids
         answer = self._call("pop", fields, wait=wait)
-        if answer.get("id") is None:
-            return None
-        return _job(answer)
+        job = None if answer.get("id") is None else _job(answer)
+        if ids is None:
+            return job
+        return job, (_finished(answer) if ids else [])
 
-    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0) -> List[Job]:
+    @overload
+    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0, *,
+                 finish: None = None) -> List[Job]:
+        ...
+
+    @overload
+    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0, *,
+                 finish: Ids) -> Tuple[List[Job], List[Result]]:
+        ...
+
+    def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0, *,
+                 finish: Optional[Ids] = None
+                 ) -> Union[List[Job], Tuple[List[Job], List[Result]]]:
         """Reserves up to `count` (1..100) jobs, from the first topic first;
-        waits up to `timeout` seconds for the first one."""
+        waits up to `timeout` seconds for the first one.
+
+        finish: as for pop; the answer is then (jobs, [Result, ...])."""
         fields = _topic_fields(topics)
         fields["count"] = count
         wait = _seconds(timeout)
         if wait:
             fields["timeout"] = wait
+        ids = None if finish is None else _finish_field(finish)
+        if ids:
+            fields["finish"] = ids
         answer = self._call("pop", fields, wait=wait)
-        return [_job(j) for j in answer.get("jobs", [])]
+        jobs = [_job(j) for j in answer.get("jobs", [])]
+        if ids is None:
+            return jobs
+        return jobs, (_finished(answer) if ids else [])
 
     def finish(self, id: str) -> None:
         """Removes a job (done), whatever its state. NotFound if unknown."""
@@ -312,10 +386,32 @@ class Client:
 
     def get(self, id: str) -> JobInfo:
         """What the server knows about a live job. NotFound if none."""
-        a = self._call("get", {"id": id})
-        return JobInfo(id=a["id"], topic=a["topic"], state=a["state"], body=a.get("value"),
-                       due=a.get("due"), ttr=a["ttr"], attempts=a["attempts"],
-                       retries=a.get("retries"), created=a["created"])
+        return _job_info(self._call("get", {"id": id}))
+
+    def jobs(self, topic: str, state: str, limit: Optional[int] = None,
+             cursor: Optional[str] = None) -> Tuple[List[JobInfo], Optional[str]]:
+        """One page of the topic's jobs in `state` ("delay", "ready",
+        "reserved" or "buried"): ([JobInfo, ...], cursor). `delay` and
+        `reserved` come by due time, `ready` in pop order, `buried` in bury
+        order; `limit` 1..1000 (server default 50). cursor is None on the
+        last page, else pass it back for the next one."""
+        fields: Dict[str, Any] = {"topic": topic, "state": state}
+        if limit is not None:
+            fields["limit"] = limit
+        if cursor is not None:
+            fields["cursor"] = cursor
+        answer = self._call("jobs", fields)
+        return [_job_info(j) for j in answer.get("jobs", [])], answer.get("cursor")
+
+    def iter_jobs(self, topic: str, state: str, page: int = 100) -> Iterator[JobInfo]:
+        """Every job of the topic in `state`, a page of `page` at a time
+        (jobs: each job that stays in the state throughout comes once)."""
+        cursor: Optional[str] = None
+        while True:
+            jobs, cursor = self.jobs(topic, state, limit=page, cursor=cursor)
+            yield from jobs
+            if cursor is None:
+                return
 
     def touch(self, id: str) -> int:
         """Restarts a reserved job's TTR clock; returns the new deadline in
@@ -336,6 +432,35 @@ class Client:
     def kick(self, topic: str, count: int = 1) -> int:
         """Makes up to `count` buried jobs of the topic ready; returns how many."""
         return int(self._call("kick", {"topic": topic, "count": count})["kicked"])
+
+    def reschedule(self, id: str, delay: Optional[Seconds] = None,
+                   at: Optional[When] = None) -> Tuple[str, Optional[int]]:
+        """Gives a delayed, ready or buried job a new due time: `delay`
+        seconds from now, or `at` (one of them); returns (state, due):
+        ("delay", Unix ms) or ("ready", None) when the time is now or past. A
+        buried job gets its retries afresh. Conflict if the job is reserved,
+        NotFound if unknown."""
+        if (delay is None) == (at is None):
+            raise ValueError("reschedule needs delay or at (one of them)")
+        fields: Dict[str, Any] = {"id": id}
+        if delay is not None:
+            fields["delay"] = _seconds(delay)
+        if at is not None:
+            fields["at"] = _unix(at)
+        answer = self._call("reschedule", fields)
+        due = answer.get("due")
+        return str(answer["state"]), None if due is None else int(due)
+
+    def pause(self, topic: str) -> None:
+        """Pauses a topic: pop takes nothing from it (long-polls keep
+        waiting) and no callback of it is sent; due jobs still become ready,
+        producers are not affected. Idempotent."""
+        self._call("pause", {"topic": topic})
+
+    def resume(self, topic: str) -> None:
+        """Lets a paused topic's jobs be popped and sent again; waiting
+        long-polls get them at once. Idempotent."""
+        self._call("resume", {"topic": topic})
 
     # ------------------------------------------------------------ periodic jobs
 

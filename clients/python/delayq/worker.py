@@ -1,5 +1,6 @@
-"""A consumer loop: long-poll, handle, finish; release with a stepped
-backoff when the handler fails; stop cleanly on SIGTERM/SIGINT."""
+"""A consumer loop: long-poll, handle, finish (on the next long-poll:
+finish-and-pop); release with a stepped backoff when the handler fails; stop
+cleanly on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import logging
 import signal
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .client import Client, Job, Topics, _Interrupted
-from .errors import ClientError, Conflict, DelayqError, NotFound, ServerError
+from .client import MAX_IDS, Client, Job, Result, Topics, _Interrupted
+from .errors import (BadRequest, ClientError, Conflict, DelayqError, NotFound, ServerError,
+                     Unavailable)
 
 __all__ = ["Worker", "DEFAULT_BACKOFF"]
 
@@ -23,7 +25,11 @@ Handler = Callable[[Job], Any]
 class Worker:
     """Runs `handler(job)` for every job of `topics`.
 
-    - The handler returns: the job is finished.
+    - The handler returns: the job is finished. In run(), that finish rides
+      on the next long-poll (pop's `finish`: one request per job, not two);
+      when run() returns, a finish still pending is sent on its own first.
+      A server without finish-and-pop (it answers 400 naming 'finish') gets
+      a separate finish per job instead, after one warning.
     - The handler raises: the job is released, due again after the backoff
       step for its attempt (`backoff[job.attempts - 1]`, the last step
       repeating), or buried once `max_attempts` deliveries have failed.
@@ -34,8 +40,11 @@ class Worker:
       own timeout would have ended) is delivered again after its TTR
       (at-least-once).
     - 5xx answers and connection failures while polling are logged and
-      retried after `error_pause` seconds (doubling up to 30 s); a 4xx while
-      polling (bad topic, token refused) is raised from run().
+      retried after `error_pause` seconds (doubling up to 30 s), carrying
+      the pending finish again (after a 504 a repeated finish may answer
+      not_found: harmless, logged at debug level); a 4xx while polling (bad
+      topic, token refused) is raised from run(), after the pending finish
+      was sent.
 
     The worker owns the client's connection while it runs: do not share that
     Client with other threads.
@@ -63,6 +72,13 @@ class Worker:
         self._stopping = False
         self._polling = False
         self._pause = error_pause
+        # Jobs handled and not yet finished, by id, in order: their finish
+        # rides on the next pop. The flag says a request that may have
+        # finished the job already went out (a 504, a lost connection), so
+        # a not_found for it is no news.
+        self._pending: Dict[str, Tuple[Job, bool]] = {}
+        # False once the server refused `finish` on pop (an older server).
+        self._carry = True
 
     # ------------------------------------------------------------ control
 
@@ -92,8 +108,13 @@ class Worker:
         restore = self._install_signals()
         try:
             self.log.info("worker started on %s", self.topics)
-            while not self._stopping:
-                self.run_once()
+            try:
+                while not self._stopping:
+                    self._step()
+            except Exception:
+                self._flush()
+                raise
+            self._flush()
             self.log.info("worker stopped")
         finally:
             for sig, old in restore:
@@ -101,7 +122,25 @@ class Worker:
 
     def run_once(self) -> bool:
         """One long-poll (up to poll_timeout seconds) and, if it brought a
-        job, its handling. Returns True when a job was handled."""
+        job, its handling; a job the handler completed is finished before
+        this returns (a request of its own: finish-and-pop needs a next
+        pop, which only run() makes). Returns True when a job was handled."""
+        try:
+            handled = self._step()
+        except Exception:
+            self._flush()
+            raise
+        self._flush()
+        return handled
+
+    def handle(self, job: Job) -> None:
+        """Runs the handler on a reserved job, then finishes, releases or
+        buries it, each with a request of its own."""
+        self._handle(job, carry=False)
+
+    def _step(self) -> bool:
+        """One long-poll, carrying the pending finishes, and the handling of
+        the job it brought; a completed job's finish is left pending."""
         try:
             job = self._poll()
         except ServerError as e:
@@ -112,29 +151,19 @@ class Worker:
         self._pause = self.error_pause
         if job is None:
             return False
-        self.handle(job)
+        self._handle(job, carry=self._carry)
         return True
 
-    def handle(self, job: Job) -> None:
-        """Runs the handler on a reserved job, then finishes, releases or
-        buries it."""
+    def _handle(self, job: Job, carry: bool) -> None:
         try:
             self.handler(job)
         except Exception as e:  # noqa: BLE001 - any handler failure means "retry later"
             self._failed(job, e)
             return
-        try:
-            self.client.finish(job.id)
-            self.log.debug("job %s finished (attempt %d)", job.id, job.attempts)
-        except NotFound:
-            self.log.warning("job %s was gone before it could be finished (deleted, or "
-                             "its TTR of %s s had passed and another delivery finished it)",
-                             job.id, job.ttr)
-        except ClientError:
-            raise
-        except DelayqError as e:
-            self.log.error("finishing job %s failed: %s; it will be delivered again after "
-                           "its TTR", job.id, e)
+        if carry:
+            self._pending[job.id] = (job, False)
+        else:
+            self._finish(job, False)
 
     # ------------------------------------------------------------ internals
 
@@ -143,17 +172,104 @@ class Worker:
         # _stopping; here _polling is set before _stopping is checked and
         # cleared before the interrupt flag, so a stop either prevents the
         # pop, cuts it short, or comes after it and touches nothing else.
+        carried = list(self._pending)[:MAX_IDS] if self._carry else []
+        finished: List[Result] = []
+        refused: Optional[BadRequest] = None
         self._polling = True
         try:
             if self._stopping:
                 return None
             try:
-                return self.client.pop(self.topics, timeout=self.poll_timeout)
+                if carried:
+                    job, finished = self.client.pop(self.topics, timeout=self.poll_timeout,
+                                                    finish=carried)
+                else:
+                    job = self.client.pop(self.topics, timeout=self.poll_timeout)
             except _Interrupted:
+                self._maybe_finished(carried)
                 return None
+            except Unavailable:
+                raise  # nothing was done: carried again as it is
+            except ServerError:
+                self._maybe_finished(carried)  # a 504, a lost connection: unknown
+                raise
+            except BadRequest as e:
+                if not carried or "'finish'" not in e.message:
+                    raise
+                refused = e
+                job = None
         finally:
             self._polling = False
             self.client._clear_interrupt()
+        if refused is not None:
+            self.log.warning("the server does not take finish on pop (%s); finishing each job "
+                             "with a request of its own", refused.message)
+            self._carry = False
+            self._flush()
+            return None
+        self._settle(carried, finished)
+        return job
+
+    def _maybe_finished(self, ids: List[str]) -> None:
+        for id in ids:
+            job, _ = self._pending[id]
+            self._pending[id] = (job, True)
+
+    def _settle(self, carried: List[str], finished: List[Result]) -> None:
+        """Takes the `finished` outcomes of a pop that carried `carried`."""
+        outcome = {r.id: r for r in finished}
+        for id in carried:
+            job, maybe_done = self._pending[id]
+            r = outcome.get(id)
+            if r is not None and r.code in ("unavailable", "timeout"):
+                # That id's shard failed (several shards): carried again.
+                self._pending[id] = (job, maybe_done or r.code == "timeout")
+                self.log.warning("finishing job %s failed: %s; trying again with the next "
+                                 "pop", id, r.exception())
+                continue
+            del self._pending[id]
+            if r is None:
+                self.log.error("the server did not say whether job %s was finished; it will "
+                               "be delivered again after its TTR if it was not", id)
+            elif r.success:
+                self.log.debug("job %s finished (attempt %d)", id, job.attempts)
+            elif r.code == "not_found":
+                self._gone(job, maybe_done)
+            else:
+                self.log.error("finishing job %s failed: %s; it will be delivered again after "
+                               "its TTR", id, r.exception())
+
+    def _flush(self) -> None:
+        """Sends the pending finishes, each with a request of its own."""
+        while self._pending:
+            id = next(iter(self._pending))
+            job, maybe_done = self._pending.pop(id)
+            try:
+                self._finish(job, maybe_done)
+            except ClientError as e:
+                self.log.error("finishing job %s failed: %s; it will be delivered again after "
+                               "its TTR", id, e)
+
+    def _finish(self, job: Job, maybe_done: bool) -> None:
+        try:
+            self.client.finish(job.id)
+            self.log.debug("job %s finished (attempt %d)", job.id, job.attempts)
+        except NotFound:
+            self._gone(job, maybe_done)
+        except ClientError:
+            raise
+        except DelayqError as e:
+            self.log.error("finishing job %s failed: %s; it will be delivered again after "
+                           "its TTR", job.id, e)
+
+    def _gone(self, job: Job, maybe_done: bool) -> None:
+        if maybe_done:
+            self.log.debug("job %s was finished already (by a request whose answer was lost)",
+                           job.id)
+            return
+        self.log.warning("job %s was gone before it could be finished (deleted, or "
+                         "its TTR of %s s had passed and another delivery finished it)",
+                         job.id, job.ttr)
 
     def _failed(self, job: Job, exc: Exception) -> None:
         what = "%s: %s" % (type(exc).__name__, exc)

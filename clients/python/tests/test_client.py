@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -183,6 +184,88 @@ class Commands(Base):
         self.assertEqual(c.get(ids1[1]).state, "reserved")
         c.finish_many(ids1 + ids2)
 
+    def test_finish_and_pop(self):
+        c = self.client
+        t = unique("fap")
+        a, b, d = c.add(t, "a"), c.add(t, "b"), c.add(t, "d")
+        self.assertEqual(c.pop(t).id, a)
+        # the previous job is finished and the next one comes, in one request
+        job, finished = c.pop(t, finish=a)
+        self.assertEqual(job.id, b)
+        self.assertEqual(finished, [Result(id=a, success=True)])
+        self.assertGone(a)
+        self.assertEqual(c.get(b).state, "reserved")
+        # pop_many: an entry per id in request order, a known and an unknown one
+        unknown = unique("nope")
+        jobs, finished = c.pop_many([t], 5, finish=[b, unknown])
+        self.assertEqual([j.id for j in jobs], [d])
+        self.assertEqual(len(finished), 2)
+        self.assertEqual(finished[0], Result(id=b, success=True))
+        self.assertEqual((finished[1].id, finished[1].success, finished[1].code),
+                         (unknown, False, "not_found"))
+        self.assertIsInstance(finished[1].error, str)
+        self.assertIsInstance(finished[1].exception(), NotFound)
+        self.assertGone(b)
+        # nothing left: an empty pop still answers the finishes (a generator is fine)
+        job, finished = c.pop(t, finish=iter([d]))
+        self.assertIsNone(job)
+        self.assertEqual(finished, [Result(id=d, success=True)])
+        jobs, finished = c.pop_many(t, 2, finish=[d])
+        self.assertEqual((jobs, [(r.id, r.code) for r in finished]), ([], [(d, "not_found")]))
+        # an empty list sends no `finish`: the answer is still a pair
+        self.assertEqual(c.pop(t, finish=[]), (None, []))
+        self.assertEqual(c.pop_many(t, 2, finish=()), ([], []))
+        st = c.stats(t)["topics"][t]
+        self.assertEqual((st["popped"], st["finished"], st["reserved"]), (3, 3, 0))
+
+    def test_finish_and_pop_bad_finish_does_nothing(self):
+        c = self.client
+        t = unique("fap-bad")
+        a = c.add(t, "a")
+        b = c.add(t, "b")
+        self.assertEqual(c.pop(t).id, a)
+        for bad in ("bad id", [a, "bad id"], ["x"] * 1001):
+            with self.assertRaises(BadRequest) as cm:
+                c.pop(t, finish=bad)
+            self.assertRegex(cm.exception.message, r"field 'finish(\[\d+\])?'")
+        # neither finished nor popped
+        self.assertEqual(c.get(a).state, "reserved")
+        self.assertEqual(c.get(b).state, "ready")
+        c.delete_many([a, b])
+
+    def test_finish_and_pop_long_poll_finishes_at_once(self):
+        c = self.client
+        t = unique("fap-lp")
+        a = c.add(t, "a")
+        self.assertEqual(c.pop(t).id, a)
+        other = Client(URL, token=TOKEN)
+        self.addCleanup(other.close)
+        seen = {}
+
+        def producer():
+            # the finish is done before the long-poll waits
+            wait_for(lambda: other.stats(t)["topics"][t]["finished"] == 1, 5, "the finish")
+            try:
+                other.get(a)
+            except NotFound:
+                seen["gone"] = True
+            other.add(t, "b", id=t + "-b")
+
+        th = threading.Thread(target=producer)
+        th.start()
+        t0 = time.monotonic()
+        job, finished = c.pop(t, timeout=20, finish=a)
+        th.join(10)
+        self.assertLess(time.monotonic() - t0, 5 * SLOW)
+        self.assertIs(seen.get("gone"), True, "the finish waited for the long-poll")
+        self.assertEqual(job.id, t + "-b")
+        self.assertEqual(finished, [Result(id=a, success=True)])
+        # a long-poll that times out answers the finishes too
+        t0 = time.monotonic()
+        self.assertEqual(c.pop(t, timeout=0.3, finish=job.id),
+                         (None, [Result(id=job.id, success=True)]))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.25)
+
     def test_long_poll_times_out_and_wakes(self):
         c = self.client
         t = unique("poll")
@@ -246,6 +329,79 @@ class Commands(Base):
             with self.assertRaises(NotFound):
                 unknown(unique("nope"))
         c.delete_many([id, b, r])
+
+    def test_jobs_listing(self):
+        c = self.client
+        t = unique("list")
+        ids = [c.add(t, {"n": i}, id="%s-%d" % (t, i), delay=100 + i, ttr=7) for i in range(5)]
+        jobs, cursor = c.jobs(t, "delay", limit=2)
+        self.assertEqual([j.id for j in jobs], ids[:2])
+        self.assertIsInstance(jobs[0], JobInfo)
+        self.assertEqual((jobs[0].topic, jobs[0].state, jobs[0].body, jobs[0].ttr),
+                         (t, "delay", {"n": 0}, 7))
+        self.assertAlmostEqual(jobs[1].due / 1000.0, time.time() + 101, delta=5)
+        self.assertIsInstance(cursor, str)
+        jobs, cursor = c.jobs(t, "delay", limit=2, cursor=cursor)
+        self.assertEqual([j.id for j in jobs], ids[2:4])
+        jobs, cursor = c.jobs(t, "delay", limit=2, cursor=cursor)
+        self.assertEqual(([j.id for j in jobs], cursor), (ids[4:], None))
+        self.assertEqual([j.id for j in c.iter_jobs(t, "delay", page=2)], ids)
+        self.assertEqual([j.id for j in c.jobs(t, "delay")[0]], ids)  # server default 50
+        self.assertEqual(c.jobs(t, "ready"), ([], None))
+        self.assertEqual(list(c.iter_jobs(t, "buried")), [])
+        with self.assertRaises(BadRequest) as cm:
+            c.jobs(t, "done")
+        self.assertIn("state", cm.exception.message)
+        c.delete_many(ids)
+
+    def test_reschedule(self):
+        c = self.client
+        t = unique("resched")
+        id = c.add(t, "x", delay=100)
+        state, due = c.reschedule(id, delay=3600)
+        self.assertEqual(state, "delay")
+        self.assertAlmostEqual(due / 1000.0, time.time() + 3600, delta=5)
+        self.assertEqual(c.get(id).due, due)
+        at = time.time() + 60
+        state, due = c.reschedule(id, at=datetime.fromtimestamp(at))
+        self.assertEqual(state, "delay")
+        self.assertAlmostEqual(due / 1000.0, at, delta=1)
+        self.assertEqual(c.reschedule(id, delay=timedelta(0)), ("ready", None))
+        self.assertEqual(c.pop(t).id, id)
+        with self.assertRaises(Conflict):
+            c.reschedule(id, delay=5)  # reserved
+        c.bury(id)
+        self.assertEqual(c.reschedule(id, at=0), ("ready", None))  # a buried job too
+        self.assertEqual(c.get(id).state, "ready")
+        with self.assertRaises(NotFound):
+            c.reschedule(unique("nope"), delay=1)
+        for bad in ({}, {"delay": 1, "at": 5}):
+            with self.assertRaises(ValueError):
+                c.reschedule(id, **bad)
+        c.delete(id)
+
+    def test_pause_resume(self):
+        c = self.client
+        t = unique("pause")
+        self.assertIsNone(c.pause(t))
+        self.assertIsNone(c.pause(t))  # idempotent
+        id = c.add(t, "x")
+        self.assertIs(c.stats(t)["topics"][t]["paused"], True)
+        self.assertIsNone(c.pop(t))
+        other = Client(URL, token=TOKEN)
+        self.addCleanup(other.close)
+        timer = threading.Timer(0.5, lambda: other.resume(t))
+        timer.start()
+        self.addCleanup(timer.cancel)
+        t0 = time.monotonic()
+        job = c.pop(t, timeout=20)  # keeps waiting while paused; resume wakes it
+        waited = time.monotonic() - t0
+        self.assertEqual(job.id, id)
+        self.assertGreaterEqual(waited, 0.4)
+        self.assertLess(waited, 3 * SLOW)
+        self.assertIs(c.stats(t)["topics"][t]["paused"], False)
+        self.assertIsNone(c.resume(t))
+        c.finish(id)
 
     def test_batches(self):
         c = self.client
@@ -428,6 +584,25 @@ def wait_for(pred, timeout, what):
         time.sleep(0.02)
 
 
+def request_counts():
+    """delayq_requests_total of the deployment's one delayq-fcgi, by
+    (command, code)."""
+    with Client(URL, token=TOKEN) as c:
+        text = c.metrics()
+    counts = {}
+    for cmd, code, v in re.findall(r'^delayq_requests_total\{command="([^"]*)",code="([^"]*)"\} '
+                                   r'([0-9.e+]+)$', text, re.M):
+        counts[(cmd, code)] = counts.get((cmd, code), 0) + int(float(v))
+    return counts
+
+
+def requests_between(before, after, command, code=None):
+    """How many `command` requests (with `code`, or any) were answered
+    between two request_counts()."""
+    return sum(n - before.get(k, 0) for k, n in after.items()
+               if k[0] == command and (code is None or k[1] == code))
+
+
 class Workers(Base):
     def start(self, worker):
         th = threading.Thread(target=worker.run, daemon=True)
@@ -533,6 +708,105 @@ class Workers(Base):
         self.assertTrue(w.run_once())
         self.assertEqual([j.id for j in got], [t + "-1"])
         self.assertGone(t + "-1")
+
+    def test_one_request_per_job(self):
+        # N jobs: N pops, each carrying the previous job's finish, and one
+        # finish of the last job when run() returns; a Worker that finished
+        # each job with a request of its own would make N finishes.
+        t = unique("w-fap")
+        n = 5
+        ids = [self.client.add(t, i) for i in range(n)]
+        seen, previous = [], []
+
+        def handler(job):
+            if seen:  # the pop that brought this job finished the one before
+                try:
+                    previous.append(self.client.get(seen[-1]).state)
+                except NotFound:
+                    previous.append("gone")
+            seen.append(job.id)
+            if len(seen) == n:
+                w.stop()
+
+        w = Worker(Client(URL, token=TOKEN), t, handler, poll_timeout=1, handle_signals=False)
+        self.addCleanup(w.client.close)
+        before = request_counts()
+        with self.assertLogs("delayq.worker", "DEBUG") as logs:
+            w.run()
+        after = request_counts()
+        self.assertEqual(seen, ids)
+        self.assertEqual(previous, ["gone"] * (n - 1))
+        self.assertEqual(requests_between(before, after, "pop"), n)
+        self.assertEqual(requests_between(before, after, "finish"), 1,
+                         "one finish: the last job's, sent when run() returned")
+        self.assertEqual(requests_between(before, after, "finish", "ok"), 1)
+        for id in ids:
+            self.assertGone(id)
+        st = self.client.stats(t)["topics"][t]
+        self.assertEqual((st["finished"], st["reserved"], st["popped"]), (n, 0, n))
+        for id in ids:
+            self.assertIn("DEBUG:delayq.worker:job %s finished (attempt 1)" % id, logs.output)
+        self.assertEqual([l for l in logs.output if not l.startswith(("DEBUG", "INFO"))], [])
+
+    def test_stop_while_polling_flushes_the_carried_finish(self):
+        # The finish rides on the next long-poll and is done at once, before
+        # the wait; stop() cuts that poll short, so the worker cannot know
+        # and finishes again on its own: not_found, which is no news.
+        t = unique("w-stop")
+        handled = []
+        w = Worker(Client(URL, token=TOKEN), t, lambda job: handled.append(job.id),
+                   poll_timeout=10)
+        with self.assertLogs("delayq.worker", "DEBUG") as logs:
+            th = self.start(w)
+            id = self.client.add(t, "x")
+            wait_for(lambda: self.client.stats(t)["topics"][t]["finished"] == 1, 5, "the finish")
+            self.assertGone(id)
+            before = request_counts()
+            time.sleep(0.2)
+            self.assertTrue(th.is_alive(), "the worker is not in its long-poll")
+            w.stop()
+            th.join(10)
+            self.assertFalse(th.is_alive())
+        after = request_counts()
+        self.assertEqual(handled, [id])
+        self.assertEqual(requests_between(before, after, "finish", "not_found"), 1)
+        self.assertEqual(requests_between(before, after, "finish"), 1)
+        self.assertIn("DEBUG:delayq.worker:job %s was finished already (by a request whose "
+                      "answer was lost)" % id, logs.output)
+        self.assertEqual([l for l in logs.output if l.startswith(("WARNING", "ERROR"))], [])
+        self.assertEqual(self.client.stats(t)["topics"][t]["reserved"], 0)
+
+    def test_carried_finish_survives_an_outage(self):
+        # The handler makes Redis read-only (a replica of a dead primary):
+        # the next pops, carrying the finish, answer 503 and changed
+        # nothing; once Redis takes writes again, a pop carries it again and
+        # it is done, with no finish request of its own.
+        t = unique("w-outage")
+        dead = str(free_port())
+
+        def handler(job):
+            DEPLOYMENT.redis("REPLICAOF", "127.0.0.1", dead)
+
+        self.addCleanup(DEPLOYMENT.redis, "REPLICAOF", "NO", "ONE")
+        w = Worker(Client(URL, token=TOKEN), t, handler, poll_timeout=1, error_pause=0.05)
+        id = self.client.add(t, "x")
+        before = request_counts()
+        with self.assertLogs("delayq.worker", "DEBUG") as logs:
+            self.start(w)
+            wait_for(lambda: sum("pop failed" in l for l in logs.output) >= 2, 15, "2 failed pops")
+            self.assertEqual(self.client.get(id).state, "reserved")  # reads still work
+            DEPLOYMENT.redis("REPLICAOF", "NO", "ONE")
+            done = "DEBUG:delayq.worker:job %s finished (attempt 1)" % id
+            wait_for(lambda: done in logs.output, 15, "the answer of the pop that finished it")
+            w.stop()
+        after = request_counts()
+        self.assertGone(id)
+        self.assertGreaterEqual(requests_between(before, after, "pop", "unavailable"), 2)
+        self.assertEqual(requests_between(before, after, "finish"), 0)
+        failed = [l for l in logs.output if "pop failed" in l]
+        self.assertTrue(all(l.startswith("WARNING:") and "unavailable" in l for l in failed),
+                        failed)
+        self.assertFalse([l for l in logs.output if "gone" in l or l.startswith("ERROR")])
 
     def test_poll_errors_pause_and_continue(self):
         w = Worker(Client("http://127.0.0.1:%d" % free_port()), "t", lambda j: None,
@@ -787,13 +1061,19 @@ class Transport(unittest.TestCase):
         fresh()
         self.assertEqual(c.stats(), {"id": "j1"})
         self.assertEqual([p for _, p in s.paths()], ["/stats", "/stats"])
+        for call, path in ((lambda: c.jobs("t", "ready"), "/jobs"),
+                           (lambda: c.pause("t"), "/pause"), (lambda: c.resume("t"), "/resume")):
+            fresh()
+            call()
+            self.assertEqual([p for _, p in s.paths()], [path, path])
         # add with an explicit id: resent (and a 409 then means it took)
         fresh()
         self.assertEqual(c.add("t", 1, id="j1"), "j1")
         self.assertEqual([p for _, p in s.paths()], ["/add", "/add"])
-        # pop, add without id, finish, release: never sent twice
+        # pop, add without id, finish, release, reschedule: never sent twice
         for call in (lambda: c.pop("t"), lambda: c.add("t", 1), lambda: c.finish("j1"),
-                     lambda: c.release("j1"), lambda: c.kick("t")):
+                     lambda: c.release("j1"), lambda: c.kick("t"),
+                     lambda: c.pop("t", finish="j0"), lambda: c.reschedule("j1", delay=1)):
             fresh()
             with self.assertRaises(ConnectionLost) as cm:
                 call()
@@ -817,6 +1097,107 @@ class Transport(unittest.TestCase):
         self.assertEqual([p for _, p in s.paths()], ["/health", "/health", "/add", "/add"])
         with self.assertRaises(Conflict):
             c.add("t", 1, id="k1")  # a first send answered 409 is a real conflict
+
+    def test_pop_finish_field(self):
+        empty = b'{"success":true,"id":null,"value":null,"finished":[]}'
+        s = self.serve(lambda c, n, m, p, b: (200, empty, False))
+        c = Client(s.url)
+        self.assertEqual(c.pop("t", finish="j1"), (None, []))
+        c.pop(["t", "u"], timeout=2, finish=["a", "b"])
+        self.assertEqual(c.pop_many("t", 3, finish=("c",)), ([], []))
+        self.assertEqual(c.pop("t", finish=[]), (None, []))
+        self.assertIsNone(c.pop("t", finish=None))
+        self.assertEqual([json.loads(r["body"].decode()) for _, r in s.requests], [
+            {"topic": "t", "finish": "j1"},
+            {"topics": ["t", "u"], "timeout": 2, "finish": ["a", "b"]},
+            {"topic": "t", "count": 3, "finish": ["c"]},
+            {"topic": "t"},
+            {"topic": "t"},
+        ])
+
+    def test_pop_finish_answer_without_finished(self):
+        s = self.serve(lambda c, n, m, p, b: (200, POPPED, False))
+        with self.assertRaises(ServerError) as cm:
+            Client(s.url).pop("t", finish="j0")
+        self.assertIn("'finished'", cm.exception.message)
+
+    def run_worker(self, script, handler=lambda job: None, until=None):
+        """A Worker against a scripted server, until `until(requests)` holds
+        (or the handler stops it); returns the requests as (path, fields)
+        and the log lines."""
+        s = self.serve(script)
+        w = Worker(Client(s.url), "t", handler, poll_timeout=1, error_pause=0.01,
+                   handle_signals=False)
+        self.worker = w
+        th = threading.Thread(target=w.run, daemon=True)
+        with self.assertLogs("delayq.worker", "DEBUG") as logs:
+            th.start()
+            if until is not None:
+                wait_for(lambda: until(s.requests), 10, "the requests")
+                w.stop()
+            th.join(10)
+        self.assertFalse(th.is_alive())
+        return ([(r["path"], json.loads(r["body"].decode()) if r["body"] else None)
+                 for _, r in s.requests], logs.output)
+
+    def test_worker_carries_the_finish_again_after_504_and_503(self):
+        answers = [
+            (200, POPPED),  # j1
+            (504, b'{"success":false,"code":"timeout","error":"no answer from redis"}'),
+            (503, b'{"success":false,"code":"unavailable","error":"redis is down"}'),
+            (200, b'{"success":true,"id":null,"value":null,"finished":[{"id":"j1",'
+                  b'"success":false,"code":"not_found","error":"no job with this id"}]}'),
+        ]
+        pops = []
+
+        def script(c, n, m, p, b):
+            if p != "/pop":
+                return (200, OK, False)
+            pops.append(p)
+            if len(pops) <= len(answers):
+                return answers[len(pops) - 1] + (False,)
+            return (200, 0.05, False)  # empty, carrying nothing
+
+        reqs, logs = self.run_worker(script, until=lambda r: len(pops) >= 6)
+        self.assertEqual([p for p, _ in reqs], ["/pop"] * len(reqs), "a request other than pop")
+        self.assertEqual([f.get("finish") for _, f in reqs[:6]],
+                         [None, ["j1"], ["j1"], ["j1"], None, None])
+        self.assertEqual(len([l for l in logs if "pop failed" in l]), 2, logs)
+        # the finish after the 504 may have been done: its not_found is no news
+        self.assertIn("DEBUG:delayq.worker:job j1 was finished already (by a request whose "
+                      "answer was lost)", logs)
+        self.assertFalse([l for l in logs if "gone" in l], logs)
+
+    def test_worker_with_a_server_without_finish_and_pop(self):
+        refused = (400, b'{"success":false,"code":"bad_request",'
+                        b'"error":"field \'finish\' is not a field of pop"}', False)
+        jobs = [POPPED, POPPED.replace(b'"j1"', b'"j2"')]
+
+        def script(c, n, m, p, b):
+            fields = json.loads(b.decode())
+            if p == "/finish":
+                return (200, json.dumps({"success": True, "id": fields["id"]}).encode(), False)
+            if "finish" in fields:
+                return refused
+            return (200, jobs.pop(0), False) if jobs else (200, 0.05, False)
+
+        handled = []
+
+        def handler(job):
+            handled.append(job.id)
+            if len(handled) == 2:
+                self.worker.stop()
+
+        reqs, logs = self.run_worker(script, handler)
+        self.assertEqual(handled, ["j1", "j2"])
+        self.assertEqual(reqs, [("/pop", {"topic": "t", "timeout": 1}),
+                                ("/pop", {"topic": "t", "timeout": 1, "finish": ["j1"]}),
+                                ("/finish", {"id": "j1"}),
+                                ("/pop", {"topic": "t", "timeout": 1}),
+                                ("/finish", {"id": "j2"})])
+        self.assertEqual([l for l in logs if l.startswith("WARNING")], [
+            "WARNING:delayq.worker:the server does not take finish on pop (field 'finish' is not "
+            "a field of pop); finishing each job with a request of its own"])
 
     def test_http_timeout_covers_the_long_poll(self):
         s = self.serve(lambda c, n, m, p, b: (200, 0.8, False))
