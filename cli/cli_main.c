@@ -272,10 +272,13 @@ static int print_human(const cli_command *c, const cli_json *answer)
         cli_out_id(stdout, ans, NULL);
         break;
     case OUT_POP:
-        /* The finishes happened first: their lines come first. */
-        failed = cli_out_finished(stdout, ans, c->verb);
+        /* The finishes happened first: their lines come first. A finish
+         * that failed leaves nothing to do (the job was gone), while the
+         * jobs printed are reserved and must be handled: the pop answered,
+         * so the status is 0 (a script must not drop the jobs it got). */
+        cli_out_finished(stdout, ans, c->verb);
         cli_out_pop(stdout, answer);
-        return failed ? exit_for(failed, 0) : EXIT_OK;
+        return EXIT_OK;
     case OUT_REMOVE:
         if (json_object_object_get_ex(ans, "results", NULL)) {
             failed = cli_out_results(stdout, ans, c->verb);
@@ -330,12 +333,12 @@ static int print_human(const cli_command *c, const cli_json *answer)
 }
 
 /* The exit status of a batch answer printed with --json: that of the first
- * failed item of "results" (a batch) or "finished" (a pop with --finish). */
+ * failed item of "results" (a pop's "finished" does not count: see
+ * print_human). */
 static int batch_status(json_object *ans)
 {
     json_object *results;
-    if ((!json_object_object_get_ex(ans, "results", &results) &&
-         !json_object_object_get_ex(ans, "finished", &results)) ||
+    if (!json_object_object_get_ex(ans, "results", &results) ||
         !json_object_is_type(results, json_type_array))
         return EXIT_OK;
     for (size_t i = 0; i < json_object_array_length(results); i++) {
