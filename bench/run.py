@@ -4,6 +4,7 @@ everything (figures and ratios measured in the same run).
 
     bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|peers [options]
     bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
+    bench/run.py [--quick] group     # single add and finish-and-pop with group commit on and off
     bench/run.py [--quick] push      # callbacks/s, due -> POST lateness, pusher CPU
     bench/run.py [--quick] jobs      # a GET /jobs page with 10k and with 1M jobs stored
 
@@ -150,8 +151,9 @@ class Stack:
     `return 200` location and the one-EVALSHA ceiling backend) in a temp dir."""
 
     def __init__(self, workers=4, threads=32, timers=1, redis_unix=False, nginx_workers=2,
-                 keepalive=None, with_ceiling=True):
+                 keepalive=None, with_ceiling=True, group_commit=None):
         self.workers, self.threads = workers, threads
+        self.group_commit = group_commit  # None: the shipped default
         self.n_timers = timers
         self.redis_unix = redis_unix
         self.nginx_workers = nginx_workers
@@ -222,7 +224,8 @@ class Stack:
     def fcgi_argv(self):
         return ["%s/delayq-fcgi" % BIN_DIR, "--listen=%s" % self.path("fcgi.sock"),
                 "--workers=%d" % self.workers, "--threads=%d" % self.threads, "--prefix=dq",
-                "--log-level=warn", "--push-allow=*,loopback"] + self.redis_flags()
+                "--log-level=warn", "--push-allow=*,loopback"] + self.redis_flags() + (
+                    ["--group-commit=%d" % self.group_commit] if self.group_commit else [])
 
     def start_pusher(self, **flags):
         argv = ["%s/delayq-push" % BIN_DIR, "--prefix=dq", "--log-level=warn",
@@ -544,6 +547,7 @@ def cluster_vs_single(P, outdir):
             time.sleep(2)  # the timer takes its bucket locks again after the flush
             r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
                         spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
+                        finish_and_pop=True,
                         lateness_out=os.path.join(outdir, "lateness-%s.txt" % name))
             for k in ("late_p50_ms", "late_p99_ms", "late_max_ms"):
                 fig("cluster.%s.w3.%s" % (name, k), r[k], "ms")
@@ -1012,6 +1016,33 @@ def bullmq(P, outdir):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def group_commit_ab(P):
+    """Group commit on (the shipped 64) and off (1): single-job W1 add and
+    W2 finish-and-pop drain, each in a fresh stack, two rounds interleaved."""
+    n = P["tune_jobs"]
+    res = {}
+    for rnd in range(2):
+        for gc in (64, 1):
+            s = Stack(group_commit=gc, with_ceiling=False)
+            try:
+                s.start()
+                r1 = loadgen(s.http_port, "add", conns=32, jobs=n, delay_min=600, delay_max=3600,
+                             ttr=60, body_size=200, topic="t", tag="a")
+                preload_ready(s, n // 2, "d", "p")
+                r2 = loadgen(s.http_port, "drain", conns=32, jobs=n // 2, topic="d",
+                             finish_and_pop=True)
+                res.setdefault((gc, "w1_add"), []).append(r1["jobs_per_s"])
+                res.setdefault((gc, "w2_fap"), []).append(r2["jobs_per_s"])
+            finally:
+                s.stop()
+    for (gc, k), v in sorted(res.items()):
+        fig("group.gc%d.%s.jobs_s" % (gc, k), sum(v) / len(v),
+            "jobs/s (mean of %s)" % ", ".join("%.0f" % x for x in v))
+    for k in ("w1_add", "w2_fap"):
+        a, b = res[64, k], res[1, k]
+        fig("ratio.group_on_to_off.%s" % k, (sum(a) / len(a)) / (sum(b) / len(b)), "x")
+
+
 def tune(P):
     """Knobs that need no code change, each in a fresh stack: single-job W1
     and W2 and the ceiling, as ratios within each stack."""
@@ -1054,6 +1085,15 @@ def tune(P):
                 "%s  [%s] (mean of %s)" % (unit, label, ", ".join("%.0f" % x for x in v)))
 
 
+def script_calls(cs):
+    """(calls, usec) of script calls: EVALSHA (the ceiling) and FCALL (delayq)."""
+    calls = usec = 0
+    for name in ("evalsha", "fcall", "fcall_ro"):
+        c, u = cs.get(name, (0, 0.0))
+        calls, usec = calls + c, usec + u
+    return calls, usec
+
+
 def commandstats(s):
     out = {}
     for line in s.redis("INFO", "commandstats").decode().splitlines():
@@ -1086,8 +1126,7 @@ def profile(P):
             c0 = cpu()
             fn()
             c1 = cpu()
-            cs = commandstats(s)
-            calls, usec = cs.get("evalsha", (0, 0.0))
+            calls, usec = script_calls(commandstats(s))
             fig("profile.%s.redis_usec_per_evalsha" % name, usec / calls if calls else 0.0, "us")
             fig("profile.%s.evalsha_per_unit" % name, calls / units, "calls")
             for k in c0:
@@ -1105,11 +1144,15 @@ def profile(P):
         preload_ready(s, n, "d", "p")
         phase("drain_job", lambda: loadgen(s.http_port, "drain", conns=32, jobs=n, topic="d"), n)
         s.flush()
+        preload_ready(s, n, "d", "f")
+        phase("drain_fap_job", lambda: loadgen(s.http_port, "drain", conns=32, jobs=n, topic="d",
+                                               finish_and_pop=True), n)
+        s.flush()
         time.sleep(2)
         nl = P["w3_jobs"] // 2
         phase("late_job", lambda: loadgen(s.http_port, "late", conns=20, producers=4, jobs=nl,
                                           spread=P["w3_spread"] / 2, delay_min=2, ttr=60,
-                                          topic="l", tag="l"), nl)
+                                          topic="l", tag="l", finish_and_pop=True), nl)
         s.flush()
         time.sleep(2)
         # A burst: jobs due a few seconds after the load, moved by the timer.
@@ -1122,8 +1165,7 @@ def profile(P):
             if time.time() > at + 60:
                 break
         c1 = cpu()
-        cs = commandstats(s)
-        calls, usec = cs.get("evalsha", (0, 0.0))
+        calls, usec = script_calls(commandstats(s))
         fig("profile.move_job.redis_usec_per_job", usec / n, "us")
         fig("profile.move_job.timer_cpu_us_per_job", (c1["timer"] - c0["timer"]) * 1e6 / n, "us")
         fig("profile.move_job.redis_cpu_us_per_job", (c1["redis"] - c0["redis"]) * 1e6 / n, "us")
@@ -1292,7 +1334,7 @@ def ratios():
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, profile, perf, syscalls, jobs (these seven are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, profile, perf, syscalls, jobs (these eight are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
@@ -1377,6 +1419,8 @@ def main():
         timed("push", push, P)
     if "tune" in what:
         timed("tune", tune, P)
+    if "group" in what:
+        timed("group", group_commit_ab, P)
     if "profile" in what:
         timed("profile", profile, P)
     if "perf" in what:
