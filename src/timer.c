@@ -21,7 +21,8 @@
 #define NEVER INT64_MAX
 #define RETRY_MS 200 /* after a failed Redis call */
 #define SWEEP_BATCH 100 /* topics forgotten per sweep call */
-#define SWEEP_CALLS 10  /* sweep calls per maintain and shard, at most */
+#define SWEEP_CALLS 10  /* sweep calls per sweep and shard, at most */
+#define SWEEP_MAX_MS 30000 /* the longest wait between two sweeps */
 #define MAX_FDS 66      /* stop, and the subscriber's nodes */
 #define FIRE_BATCH 100  /* due schedules read (and fired) per call */
 #define FIRE_ROUNDS 100 /* rounds of FIRE_BATCH per shard and wake-up, at most */
@@ -402,7 +403,14 @@ int timer_run(const dq_config *cfg, int stop_fd)
     log_info("started; %d shards of %d buckets, lease %d ms", t.nshards, t.nbuckets,
              cfg->timer_lease_ms);
 
-    int64_t next_maintain = 0;
+    int64_t next_maintain = 0, next_sweep = 0;
+    /* Topics idle past the retention are forgotten within a quarter of it:
+     * an idle timer does not sweep at every maintain. */
+    int64_t sweep_every = (int64_t)cfg->topic_retention_s * 1000 / 4;
+    if (sweep_every > SWEEP_MAX_MS)
+        sweep_every = SWEEP_MAX_MS;
+    if (sweep_every < cfg->timer_lease_ms / 3)
+        sweep_every = cfg->timer_lease_ms / 3;
     int exit_code = 0;
     struct pollfd fds[MAX_FDS];
     for (;;) {
@@ -413,7 +421,10 @@ int timer_run(const dq_config *cfg, int stop_fd)
                 exit_code = 1;
                 break;
             }
-            sweep(&t);
+            if (now >= next_sweep) {
+                sweep(&t);
+                next_sweep = now + sweep_every;
+            }
             next_maintain = now + (rc == 0 ? cfg->timer_lease_ms / 3 : RETRY_MS);
         }
         ensure_subscribed(&t);
