@@ -5,6 +5,7 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|peers [options]
     bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
     bench/run.py [--quick] group     # single add and finish-and-pop with group commit on and off
+    bench/run.py [--quick] moves     # Redis time of the move function alone, per job
     bench/run.py [--quick] push      # callbacks/s, due -> POST lateness, pusher CPU
     bench/run.py [--quick] jobs      # a GET /jobs page with 10k and with 1M jobs stored
 
@@ -1016,6 +1017,52 @@ def bullmq(P, outdir):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def move_cost(P, library=None):
+    """The move function alone, on an otherwise idle Redis: big / 5 delayed
+    jobs (200-byte bodies, 16 buckets, one topic) added by calling the add
+    function directly, all due at once, then moved by calling the move
+    function bucket by bucket (1000 a call) as the timer does. Redis' own
+    time per moved job comes from INFO commandstats. library: a
+    src/lua_library.lua (default: the one of --build)."""
+    n = P["big"] // 5
+    lib = open(library or os.path.join(ARGS.build, "src", "lua_library.lua")).read()
+    ver = re.search(r"name=delayq_(\w+)", lib).group(1)
+    d = tempfile.mkdtemp(prefix="delayq-bench-moves-")
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc, "redis-server")
+        r = Resp(port, timeout=60)
+        r("FUNCTION", "LOAD", "REPLACE", lib)
+        fn = lambda name: "dq_%s_%s" % (ver, name)  # noqa: E731
+        body = json.dumps("x" * 198)
+        for start in range(0, n, 1000):
+            args = []
+            for i in range(start, min(start + 1000, n)):
+                args += ["mv-%d" % i, "m", body, 60000, -1, 50, -1, i % 16, "", "", 0]
+            r("FCALL", fn("add"), 1, "{dq}", "", 16, 1, len(args) // 11, *args)
+        time.sleep(0.2)  # every job is due
+        r("CONFIG", "RESETSTAT")
+        moved = 0
+        for k in range(16):
+            while True:
+                got = r("FCALL", fn("move"), 1, "{dq}", k, 1000, "")
+                moved += got[0]
+                if got[0] < 1000:
+                    break
+        calls, usec = script_calls(commandstats_of(r))
+        if moved != n:
+            note("WARNING: moved %d of %d" % (moved, n))
+        fig("moves.redis_usec_per_job", usec / n, "us")
+        fig("moves.calls", calls, "calls")
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def group_commit_ab(P):
     """Group commit on (the shipped 64) and off (1): single-job W1 add and
     W2 finish-and-pop drain, each in a fresh stack, two rounds interleaved."""
@@ -1095,8 +1142,12 @@ def script_calls(cs):
 
 
 def commandstats(s):
+    return commandstats_of(s.redis)
+
+
+def commandstats_of(redis):
     out = {}
-    for line in s.redis("INFO", "commandstats").decode().splitlines():
+    for line in redis("INFO", "commandstats").decode().splitlines():
         if line.startswith("cmdstat_"):
             name, _, rest = line.partition(":")
             kv = dict(x.split("=") for x in rest.split(","))
@@ -1334,7 +1385,7 @@ def ratios():
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, profile, perf, syscalls, jobs (these eight are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, profile, perf, syscalls, jobs (these nine are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
@@ -1349,6 +1400,7 @@ def main():
     ap.add_argument("--json", help="write the figures as JSON here")
     ap.add_argument("--outdir", default=os.path.join(HERE, "out"), help="lateness samples go here")
     ap.add_argument("--keep", action="store_true", help="keep temp dirs")
+    ap.add_argument("--library", help="moves: this src/lua_library.lua instead of --build's")
     ap.add_argument("--build", default=TOP,
                     help="take delayq-fcgi and delayq-timer from this build dir (another "
                          "checkout, to compare two versions in one run); default the top dir")
@@ -1421,6 +1473,8 @@ def main():
         timed("tune", tune, P)
     if "group" in what:
         timed("group", group_commit_ab, P)
+    if "moves" in what:
+        timed("moves", move_cost, P, ARGS.library)
     if "profile" in what:
         timed("profile", profile, P)
     if "perf" in what:
