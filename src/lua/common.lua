@@ -241,13 +241,6 @@ end
 
 -- Takes a delayed or reserved job out of its topic's index of that state
 -- (its bucket entry is removed by the caller, or by unschedule below).
--- ZREM of many members of one key, in chunks (unpack() has a stack limit).
-local function zrem_many(key, ids)
-    for i = 1, #ids, 2000 do
-        redis.call('ZREM', key, unpack(ids, i, math.min(i + 1999, #ids)))
-    end
-end
-
 local function unindex(id, topic, state)
     local ik = state_index(topic, state)
     if ik then redis.call('ZREM', ik, id) end

@@ -24,30 +24,20 @@ if #ids > 0 then
     -- The ids are the bucket's lowest-ranked entries, so rank removal is exact.
     redis.call('ZREMRANGEBYRANK', bk, '0', num(#ids - 1))
     local seq = reserve_seq(#ids)
-    -- Due delayed jobs leave their topic's delay index with one ZREM per
-    -- topic (nothing in this call puts them back there).
-    local leaving, leaving_order = {}, {}
     for i, id in ipairs(ids) do
         local j = redis.call('HMGET', job_key(id), 's', 't', 'n', 'r', 'kb', 'u', 'bo')
         local state, topic = j[1], j[2]
+        unindex(id, topic, state)
         if state == 'delay' then
-            local ik = delay_index(topic)
-            if not leaving[ik] then
-                leaving[ik] = {}
-                leaving_order[#leaving_order + 1] = ik
-            end
-            table.insert(leaving[ik], id)
             make_ready(id, topic, seq + i - 1, j[6])
             move_count(topic, 'delay', 'ready')
         elseif state == 'reserved' then
-            unindex(id, topic, state)
             if after_failure(id, {topic, k, j[3], j[4], j[5], j[6], j[7]}, now) ~= 'buried' then
                 count(topic, 'redelivered', 1)
             end
         end
         -- A bucket entry is removed with its job, so no other state occurs.
     end
-    for _, ik in ipairs(leaving_order) do zrem_many(ik, leaving[ik]) end
 end
 local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
 local earliest = -1
