@@ -257,16 +257,23 @@ end
 -- becomes the bucket's earliest entry, timers are told, since they sleep
 -- until the earliest one. A bucket's head is read once per call: jobs
 -- scheduled by one call (a batch add, a pop of many) compare against what
--- the call already wrote.
-local function schedule(id, k, due, topic, state)
-    redis.call('ZADD', state_index(topic, state), num(due), id)
+-- the call already wrote. batched: both ZADDs wait for flush(), one per set
+-- and call; only for callers that read neither set again before the end of
+-- the call (add, fire, pop), since until then the job is not in them.
+local function zadd_now(key, score, member)
+    redis.call('ZADD', key, score, member)
+end
+
+local function schedule(id, k, due, topic, state, batched)
+    local add = batched and zadd or zadd_now
+    add(state_index(topic, state), num(due), id)
     local bk = bucket_key(k)
     local head = bucket_heads[bk]
     if head == nil then
         local first = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
         head = first[2] and tonumber(first[2]) or false
     end
-    redis.call('ZADD', bk, num(due), id)
+    add(bk, num(due), id)
     if not head or due < head then
         redis.call('SPUBLISH', P .. ':wake', k .. ':' .. num(due))
         head = due
@@ -293,7 +300,8 @@ end
 -- fields of f: topic, body, ttr (ms), retries (-1 unlimited), k (bucket)
 -- and due (ms; due <= now means ready at once, which takes sequence number
 -- seq); optional backoff (JSON array of seconds), url and timeout (ms) of
--- a callback. Counts it. Returns 'ready' or 'delay'.
+-- a callback. Counts it. Returns 'ready' or 'delay'. A delayed job's
+-- bucket and index entries are written by flush() (schedule, batched).
 local function create_job(id, f, now, seq)
     local ready = f.due <= now
     -- One HSET per job: the state fields go in with the rest.
@@ -319,7 +327,7 @@ local function create_job(id, f, now, seq)
         enqueue_ready(id, f.topic, seq, f.url)
         count(f.topic, 'ready', 1)
     else
-        schedule(id, f.k, f.due, f.topic, 'delay')
+        schedule(id, f.k, f.due, f.topic, 'delay', true)
         count(f.topic, 'delay', 1)
     end
     count(f.topic, 'added', 1)

@@ -25,7 +25,7 @@ for ti = 4 + nfinish, #ARGV do
         local n = tonumber(j[1]) + 1
         local due = now + tonumber(j[2])
         redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(due))
-        schedule(id, j[3], due, topic, 'reserved')
+        schedule(id, j[3], due, topic, 'reserved', true)
         move_count(topic, 'ready', 'reserved')
         count(topic, 'popped', 1)
         out[#out + 1] = {id, topic, false, n, tonumber(j[2])}
