@@ -7,7 +7,10 @@ service answered no add (the longest gap between two acknowledged adds).
 
 An add answered 503 had no effect and is retried; 504, a 502 or a broken
 connection is an unknown outcome: it is retried with the same id until 200
-or 409 (409: the first one took), as a client should."""
+or 409 (409: the first one took), as a client should. Such an add may have
+taken effect, been delivered and finished before the retry came, which then
+adds the job anew (docs/PROTOCOL.md, "Errors from Redis"): for those ids one extra
+first delivery is not counted as a duplicate."""
 
 import json
 import threading
@@ -26,6 +29,7 @@ class LedgerLoad:
         self.rate = rate  # adds per second, all producers together
         self.lock = threading.Lock()
         self.acked = {}       # id -> monotonic time of the acknowledgement
+        self.uncertain = set()  # ids acknowledged after an add of unknown outcome
         self.deliveries = {}  # id -> [(monotonic time received, attempts)]
         self.statuses = {}    # (command, status) -> count
         self.ack_times = []
@@ -57,16 +61,20 @@ class LedgerLoad:
         while not self.stop_adding.is_set():
             jid = "%s-p%d-%d" % (self.topic, k, n)
             n += 1
+            unknown = False
             while True:  # until the outcome is known
                 st, r = self._post(conn, "add", {"topic": self.topic, "id": jid, "body": jid,
                                                  "ttr": self.ttr})
                 if st in (200, 409):
                     with self.lock:
                         now = time.monotonic()
+                        if unknown:
+                            self.uncertain.add(jid)
                         self.acked[jid] = now
                         self.ack_times.append(now)
                         self.ack_times_by_producer[k].append(now)
                     break
+                unknown = unknown or st != 503
                 time.sleep(0.05)
             time.sleep(gap)
         conn.close()
@@ -131,6 +139,9 @@ class LedgerLoad:
         with self.lock:
             for jid, ds in self.deliveries.items():
                 ds = sorted(ds)
+                firsts = [d for d in ds if d[1] == 1]
+                if jid in self.uncertain and len(firsts) == 2:
+                    ds.remove(firsts[0])  # the add of unknown outcome had taken
                 for (_, a1, sent1), (t2, a2, _) in zip(ds, ds[1:]):
                     if a1 == a2 or t2 < sent1 + self.ttr - eps:
                         out.append((jid, ds))
@@ -171,5 +182,6 @@ class LedgerLoad:
     def summary(self):
         with self.lock:
             return {"acked": len(self.acked), "delivered": len(self.deliveries),
+                    "acked after an unknown outcome": len(self.uncertain),
                     "statuses": dict(sorted((("%s %s" % k), v)
                                             for k, v in self.statuses.items()))}
