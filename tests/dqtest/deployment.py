@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -174,7 +175,6 @@ class Deployment:
         # nginx workers may run as another user: let them reach the sockets.
         os.chmod(self.dir, 0o755)
         try:
-            self.http_port = free_port()
             if self.redis_mode == "cluster":
                 self.redis_server = RedisCluster(self.dir, args=self.redis_args)
             elif self.redis_mode == "sentinel":
@@ -190,7 +190,7 @@ class Deployment:
                 self.start_timer()
             for _ in range(self.n_pushers):
                 self.start_pusher()
-            self._start_nginx()
+            self._start_nginx_on_a_free_port()
             self.wait_healthy(self.start_timeout)
             if not self.allow_unhealthy:
                 self.wait_timers_joined(self.start_timeout)
@@ -463,6 +463,31 @@ class Deployment:
         return [i for i, p in enumerate(self.timers) if p and p.poll() is None]
 
     # ---------------------------------------------------------- nginx
+
+    def _start_nginx_on_a_free_port(self, tries=5):
+        """A port free_port() found free may be taken by the time nginx binds
+        it (other processes pick ports too): then nginx is stopped and
+        another port tried. nginx writes its pid file once its sockets are
+        bound."""
+        pidfile = self.path("nginx", "nginx.pid")
+        for _ in range(tries):
+            self.http_port = free_port()
+            if os.path.exists(pidfile):
+                os.unlink(pidfile)
+            self._start_nginx()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                with open(self.path("nginx.log"), "rb") as f:
+                    if b"Address already in use" in f.read():
+                        break
+                if os.path.exists(pidfile) or self.nginx_proc.poll() is not None:
+                    return  # bound (or another failure: wait_healthy reports it)
+                time.sleep(0.02)
+            else:
+                return
+            self.nginx_proc.terminate()
+            self.nginx_proc.wait(10)
+            open(self.path("nginx.log"), "wb").close()
 
     def _start_nginx(self):
         ndir = self.path("nginx")
