@@ -99,11 +99,6 @@ static size_t take_batch(const dq_group *g, op_queue *q, op *own, op **batch)
     return n;
 }
 
-static int call_failed(dq_status st)
-{
-    return st == DQ_UNAVAILABLE || st == DQ_TIMEOUT || st == DQ_INTERNAL || st == DQ_MISCONFIGURED;
-}
-
 /* Pops for the batch in one call: every finish, then the jobs of all, the
  * oldest jobs to the operation queued first. */
 static void run_pops(dq_store *s, op **batch, size_t n)
@@ -186,7 +181,7 @@ static void run_batch(dq_store *s, op **batch, size_t n)
         op *o = batch[i];
         *o->item = items[i];
         /* The call's failure is this operation's only where its shard failed. */
-        o->status = st != DQ_OK && call_failed(items[i].status) ? items[i].status : DQ_OK;
+        o->status = st != DQ_OK && store_item_call_failed(items[i].status) ? items[i].status : DQ_OK;
         *o->err = err;
     }
     free(jobs);

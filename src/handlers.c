@@ -68,18 +68,6 @@ static long at_out_of_range(const dq_request *req)
     return -1;
 }
 
-/* A split call (jobs or ids over several shards) answers per item when
- * some shard's call worked; when none did, the request failed as a whole. */
-static int partly_done(const store_item *items, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].status != DQ_UNAVAILABLE && items[i].status != DQ_TIMEOUT &&
-            items[i].status != DQ_INTERNAL)
-            return 1;
-    }
-    return 0;
-}
-
 /* The result entry of an item whose shard's call failed. */
 static void item_failure(dq_buf *out, size_t i, const char *id, dq_status st, const char *done)
 {
@@ -137,7 +125,7 @@ static dq_response handle_add(call_ctx *c)
     dq_response res = answer(DQ_OK);
     if (st == DQ_MISCONFIGURED) {
         res = misconfigured(c, &err);
-    } else if (st != DQ_OK && !(req->batch && partly_done(items, req->njobs))) {
+    } else if (st != DQ_OK && !(req->batch && store_items_partly_done(items, req->njobs))) {
         res = store_failure(c, st, &err);
     } else if (!req->batch) {
         if (items[0].status == DQ_CONFLICT)
@@ -211,7 +199,7 @@ static dq_status pop_once(call_ctx *c, store_jobs *jobs, store_error *err)
     dq_status st = store_shards(c->h->store) == 1 && q.count == 1
                        ? group_pop(c->h->group, c->h->store, &q, jobs, err)
                        : shard_pop(c->h->store, c->h->hints, &q, jobs, err);
-    if (q.nfinish > 0 && (st == DQ_OK || partly_done(pg->finished, req->nids)))
+    if (q.nfinish > 0 && (st == DQ_OK || store_items_partly_done(pg->finished, req->nids)))
         pg->finish_done = 1;
     /* Finishes that took effect are answered even when no shard could then
      * be popped: the pop finds nothing, as it would with no job ready. */
@@ -269,7 +257,7 @@ static dq_response handle_remove(call_ctx *c)
                               : group_remove(c->h->group, c->h->store, c->allow, finished,
                                              req->ids[0], &items[0], &err);
     dq_response res = answer(DQ_OK);
-    if (st != DQ_OK && !(req->batch && partly_done(items, req->nids))) {
+    if (st != DQ_OK && !(req->batch && store_items_partly_done(items, req->nids))) {
         res = store_failure(c, st, &err);
     } else if (!req->batch) {
         if (items[0].status == DQ_OK)
@@ -365,7 +353,7 @@ static dq_response kick_ids(call_ctx *c)
     dq_status st = store_kick_ids(c->h->store, c->allow, req->ids, req->nids, items, &err);
     dq_response res = answer(DQ_OK);
     char msg[128];
-    if (st != DQ_OK && !(req->batch && partly_done(items, req->nids))) {
+    if (st != DQ_OK && !(req->batch && store_items_partly_done(items, req->nids))) {
         res = store_failure(c, st, &err);
     } else if (!req->batch) {
         if (items[0].status == DQ_OK)

@@ -450,6 +450,23 @@ typedef struct {
 static int delivery_field(vctx *v, fieldset *f, const dq_limits *lim, int has_retries,
                           delivery_fields d);
 
+/* "delay" (seconds, default 0) or "at" (Unix seconds; -1 when absent), not
+ * both. Returns 1 if one was given, 0 if neither, -1 on error. */
+static int due_fields(vctx *v, fieldset *f, int64_t *delay_ms, int64_t *at_ms)
+{
+    *delay_ms = 0;
+    *at_ms = -1;
+    int has_delay = seconds_field(v, f, F_DELAY, 0, DQ_DELAY_MAX_MS / 1000.0, delay_ms);
+    if (has_delay < 0)
+        return -1;
+    int has_at = seconds_field(v, f, F_AT, 0, 1e11, at_ms);
+    if (has_at < 0)
+        return -1;
+    if (has_delay && has_at)
+        return invalid(v, DQ_BAD_REQUEST, "fields 'delay' and 'at' cannot both be given");
+    return has_delay || has_at;
+}
+
 static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *job)
 {
     if (topic_field(v, f, 1, &job->topic) < 0)
@@ -458,16 +475,8 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
     if (id_field(v, f, 0, &job->id) < 0)
         return -1;
 
-    job->delay_ms = 0;
-    job->at_ms = -1;
-    int has_delay = seconds_field(v, f, F_DELAY, 0, DQ_DELAY_MAX_MS / 1000.0, &job->delay_ms);
-    if (has_delay < 0)
+    if (due_fields(v, f, &job->delay_ms, &job->at_ms) < 0)
         return -1;
-    int has_at = seconds_field(v, f, F_AT, 0, 1e11, &job->at_ms);
-    if (has_at < 0)
-        return -1;
-    if (has_delay && has_at)
-        return invalid(v, DQ_BAD_REQUEST, "fields 'delay' and 'at' cannot both be given");
 
     job->ttr_ms = lim->default_ttr_ms;
     int has_ttr = seconds_field(v, f, F_TTR, 0.001, DQ_TTR_MAX_MS / 1000.0, &job->ttr_ms);
@@ -818,19 +827,12 @@ static int parse_kick(vctx *v, fieldset *f, const dq_limits *lim, dq_request *re
  * (Unix seconds). */
 static int parse_reschedule(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
-    req->delay_ms = 0;
-    req->at_ms = -1;
     if (parse_one_id(v, f, lim, req) < 0)
         return -1;
-    int has_delay = seconds_field(v, f, F_DELAY, 0, DQ_DELAY_MAX_MS / 1000.0, &req->delay_ms);
-    if (has_delay < 0)
+    int given = due_fields(v, f, &req->delay_ms, &req->at_ms);
+    if (given < 0)
         return -1;
-    int has_at = seconds_field(v, f, F_AT, 0, 1e11, &req->at_ms);
-    if (has_at < 0)
-        return -1;
-    if (has_delay && has_at)
-        return invalid(v, DQ_BAD_REQUEST, "fields 'delay' and 'at' cannot both be given");
-    if (!has_delay && !has_at)
+    if (!given)
         return invalid(v, DQ_BAD_REQUEST, "field 'delay' or 'at' is required");
     return 0;
 }

@@ -81,12 +81,7 @@ static void count_shards(pop_round *p)
 static dq_status finish_first(dq_store *s, const store_pop_req *q, store_error *err)
 {
     dq_status st = store_remove(s, q->allow, 1, q->finish, q->nfinish, q->finished, err);
-    for (size_t i = 0; st != DQ_OK && i < q->nfinish; i++) {
-        dq_status it = q->finished[i].status;
-        if (it == DQ_OK || it == DQ_NOT_FOUND)
-            return DQ_OK;
-    }
-    return st;
+    return st != DQ_OK && store_items_partly_done(q->finished, q->nfinish) ? DQ_OK : st;
 }
 
 dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, store_jobs *out,

@@ -93,6 +93,20 @@ static void by_shard_free(by_shard *g)
     free(g->first);
 }
 
+int store_item_call_failed(dq_status st)
+{
+    return st == DQ_UNAVAILABLE || st == DQ_TIMEOUT || st == DQ_INTERNAL || st == DQ_MISCONFIGURED;
+}
+
+int store_items_partly_done(const store_item *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!store_item_call_failed(items[i].status))
+            return 1;
+    }
+    return 0;
+}
+
 /* One item's outcome: 'ok' or 'DQ_<CODE> <state>'. */
 static void read_item(const store_reply *e, store_item *it)
 {

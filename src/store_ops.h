@@ -105,6 +105,12 @@ dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *
  * shard did not answer. DQ_OK if at least one shard answered. */
 dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntopics,
                              int64_t *counts, store_error *err);
+/* Whether an item's status is its shard's call failing (unavailable,
+ * timeout, internal, misconfigured) rather than an outcome of its own. */
+int store_item_call_failed(dq_status st);
+/* Whether some item's shard call worked, so a split call answers per item
+ * rather than failing as a whole. */
+int store_items_partly_done(const store_item *items, size_t n);
 /* finish (finished = 1) or delete (0) each id; results as store_add. */
 dq_status store_remove(dq_store *s, const char *allow, int finished, const char *const *ids,
                        size_t n, store_item *items, store_error *err);
