@@ -27,6 +27,7 @@ static const key_spec keys[] = {
     INT_KEY(workers, "4", 1, 256),
     INT_KEY(threads, "32", 1, 1024),
     INT_KEY(group_commit, "64", 1, 1000),
+    INT_KEY(longpoll_recheck_ms, "1000", 50, 600000),
     INT_KEY(max_connections, "10000", 1, 1000000),
     INT_KEY(backlog, "1024", 1, 65535),
     STR_KEY(redis_host, "127.0.0.1"),

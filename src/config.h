@@ -11,6 +11,7 @@ typedef struct {
     int workers;
     int threads;
     int group_commit; /* single-job requests per grouped call (1: none) */
+    int longpoll_recheck_ms; /* a parked long-poll pops again at least this often */
     int max_connections;
     int backlog;
     char redis_host[256];

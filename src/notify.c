@@ -11,7 +11,6 @@
 #define ANY_TOPIC 0    /* hash meaning "wake everyone" (after a resubscribe) */
 #define WOKEN_BY_ALL 1 /* woken_by of a waiter woken with everyone: nothing to pass on */
 #define ALL_WAITERS ((unsigned long)-1)
-#define MAX_WAIT_MS 1000
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static notify_waiter *first, *last; /* FIFO by order */
@@ -21,6 +20,7 @@ static uint64_t generation, next_order;
 static uint32_t ring[RING]; /* topic hash of generation g at ring[g % RING] */
 static int stopping; /* set once, under the lock; read anywhere atomically */
 static void (*deadline_hook)(void);
+static int64_t max_wait_ms = 1000;
 
 static uint32_t topic_hash(const char *t, size_t n)
 {
@@ -211,7 +211,7 @@ void notify_park(notify_waiter *w, const char *const *topics, size_t ntopics, ui
     w->n = ntopics < NOTIFY_MAX_TOPICS ? ntopics : NOTIFY_MAX_TOPICS;
     for (size_t i = 0; i < w->n; i++)
         w->hashes[i] = topic_hash(topics[i], strlen(topics[i]));
-    int64_t cap = util_mono_ms() + MAX_WAIT_MS;
+    int64_t cap = util_mono_ms() + max_wait_ms;
     w->deadline = deadline_ms < cap ? deadline_ms : cap;
     w->woken_by = 0;
     wake_list l = {NULL};
@@ -302,9 +302,10 @@ uint64_t notify_generation(void)
 /* Messages                                                                  */
 /* ------------------------------------------------------------------------ */
 
-void notify_init(void (*earlier_deadline)(void))
+void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms)
 {
     deadline_hook = earlier_deadline;
+    max_wait_ms = recheck_ms;
 }
 
 /* Payload "<count>:<topic>": the functions made `count` jobs of the topic

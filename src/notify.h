@@ -36,7 +36,9 @@ struct notify_waiter {
 
 /* earlier_deadline is called when a parked waiter's deadline becomes the
  * earliest, so the caller can shorten its wait before notify_expire. */
-void notify_init(void (*earlier_deadline)(void));
+/* recheck_ms: a parked waiter is woken at least this often, so a lost
+ * message costs at most that long. */
+void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms);
 /* A message from the functions: "<count>:<topic>" wakes that many waiters
  * of the topic; anything else (an older version's bare topic) all of them. */
 void notify_announce(const char *payload);

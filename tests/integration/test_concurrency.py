@@ -181,7 +181,11 @@ class RedeliveryRaceTest(DeploymentTestCase):
 
 
 class StarvationTest(DeploymentTestCase):
-    DEPLOYMENT_KW = dict(workers=2, threads=64)
+    # The herd test counts Redis calls, so nothing else may make them at
+    # moments it does not control: parked long-polls try again only when a
+    # message wakes them (not once a second), and no timer runs (its bucket
+    # locks call ZCARD; the jobs here are added ready). CI met both.
+    DEPLOYMENT_KW = dict(workers=2, threads=64, n_timers=0, longpoll_recheck_ms=600000)
 
     def add_pop_latencies(self, n=200):
         t = unique("busy")
@@ -271,7 +275,7 @@ class StarvationTest(DeploymentTestCase):
     def empty_pops(self):
         """Calls an empty pop makes: one pop function call with one shard;
         with several, a count of every shard's ready jobs (ZCARD, one per
-        shard and topic: nothing else here uses ZCARD)."""
+        shard and topic: with no timer, nothing else here uses ZCARD)."""
         return self.pop_calls() if self.c.shards == 1 else self.calls("zcard") // self.c.shards
 
     def test_ready_job_wakes_one_pop_per_worker(self):
@@ -284,7 +288,10 @@ class StarvationTest(DeploymentTestCase):
 
         def waiter():
             conn = self.c.new_http()
-            results.append(self.c.req("pop", conn=conn, topic=t, timeout=timeout))
+            try:
+                results.append(self.c.req("pop", conn=conn, topic=t, timeout=timeout))
+            except Exception as e:  # noqa: BLE001 (after a failed assertion, the
+                results.append((None, {"error": repr(e)}))  # deployment is gone)
             conn.close()
 
         before = self.empty_pops()
@@ -293,7 +300,7 @@ class StarvationTest(DeploymentTestCase):
             th.start()
         # Every waiter has made its first (empty) pop, and parked, once the
         # pop calls stop growing (pops of one worker may share a call: group
-        # commit). Waiters also try again a second after they park.
+        # commit).
         limit = time.monotonic() + timeout / 2
         last, still_since = -1, time.monotonic()
         while time.monotonic() < limit:
@@ -304,7 +311,7 @@ class StarvationTest(DeploymentTestCase):
                 break
             time.sleep(0.01)
         self.assertGreater(last, 0, "waiters did not start in time")
-        self.assertLessEqual(last, waiters)
+        self.assertLessEqual(last, waiters, "more empty pops than waiters")
         before = self.pop_calls()
         st, r = self.c.req("add", topic=t, id=t + "-1", body=1)
         self.assertOk(st, r)

@@ -116,7 +116,10 @@ static void expect_cfg_equal(const dq_config *a, const dq_config *b)
     I(max_request); I(default_ttr); I(timer_lease_ms); I(timer_batch); S(log_level);
     I(max_connections); I(topic_retention_s); I(metrics_max_topics);
     S(push_secret); S(push_allow); I(push_concurrency); I(push_per_host); I(push_response_max);
-    I(push_grace_ms);
+    I(push_grace_ms); I(group_commit); I(longpoll_recheck_ms); S(redis_cluster);
+    S(redis_sentinels); S(redis_sentinel_master); S(redis_sentinel_username);
+    S(redis_sentinel_password); I(redis_wait_replicas); I(redis_wait_timeout_ms); I(shards);
+    S(timer_id); S(auth_file);
 #undef S
 #undef I
 }
@@ -134,6 +137,7 @@ static void test_defaults(void **state)
     assert_string_equal(cfg.listen, "127.0.0.1:9000");
     assert_int_equal(cfg.workers, 4);
     assert_int_equal(cfg.threads, 32);
+    assert_int_equal(cfg.longpoll_recheck_ms, 1000);
     assert_int_equal(cfg.backlog, 1024);
     assert_string_equal(cfg.redis_host, "127.0.0.1");
     assert_int_equal(cfg.redis_port, 6379);
@@ -172,7 +176,7 @@ static void test_key_table(void **state)
 {
     (void)state;
     static const char *const expected[] = {
-        "listen", "workers", "threads", "group_commit", "max_connections", "backlog", "redis_host", "redis_port",
+        "listen", "workers", "threads", "group_commit", "longpoll_recheck_ms", "max_connections", "backlog", "redis_host", "redis_port",
         "redis_socket", "redis_username", "redis_password", "redis_db",
         "redis_connect_timeout_ms", "redis_timeout_ms", "redis_cluster", "redis_sentinels",
         "redis_sentinel_master", "redis_sentinel_username", "redis_sentinel_password",
@@ -770,7 +774,8 @@ static void test_shipped_conf_loads(void **state)
             set_ok(&cfg, k, "/x.sock");
         else if (strcmp(k, "max_request") == 0)
             set_ok(&cfg, k, "2048");
-        else if (strcmp(k, "timer_lease_ms") == 0 || strcmp(k, "push_grace_ms") == 0)
+        else if (strcmp(k, "timer_lease_ms") == 0 || strcmp(k, "push_grace_ms") == 0 ||
+                 strcmp(k, "longpoll_recheck_ms") == 0)
             set_ok(&cfg, k, "301");
         else if (strcmp(k, "redis_cluster") == 0 || strcmp(k, "redis_sentinels") == 0)
             set_ok(&cfg, k, "127.0.0.1:1");

@@ -45,7 +45,7 @@ static void deadline_hook(void)
 static int setup(void **state)
 {
     (void)state;
-    notify_init(deadline_hook);
+    notify_init(deadline_hook, 1000);
     return 0;
 }
 
