@@ -18,6 +18,11 @@
 #include "store_ops.h"
 #include "metrics.h"
 #include "worker.h"
+#include "wake_claims.h"
+
+/* Ready messages remembered at once by the shared wake-up table: far more
+ * than arrive while one is being handed out (32 KB). */
+#define WAKE_CLAIM_SLOTS 4096
 
 static volatile sig_atomic_t stop_signal;
 
@@ -31,7 +36,8 @@ static void on_child(int sig)
     (void)sig; /* only interrupts sigsuspend */
 }
 
-static pid_t spawn_worker(const dq_config *cfg, int listen_fd, const sigset_t *blocked)
+static pid_t spawn_worker(const dq_config *cfg, int listen_fd, wake_claims *claims,
+                          const sigset_t *blocked)
 {
     pid_t pid = fork();
     if (pid != 0)
@@ -42,7 +48,7 @@ static pid_t spawn_worker(const dq_config *cfg, int listen_fd, const sigset_t *b
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     sigprocmask(SIG_SETMASK, blocked, NULL);
-    exit(worker_run(cfg, listen_fd));
+    exit(worker_run(cfg, listen_fd, claims));
 }
 
 int main(int argc, char **argv)
@@ -87,6 +93,13 @@ int main(int argc, char **argv)
         log_error("cannot map shared metrics");
         return 1;
     }
+    /* Shared by the workers: each ready message wakes one long-poll per
+     * job in all of them together, not in each. */
+    wake_claims *claims = wake_claims_new(WAKE_CLAIM_SLOTS);
+    if (!claims) {
+        log_error("cannot map the shared wake-up table");
+        return 1;
+    }
 
     sigset_t stop_set, old;
     sigemptyset(&stop_set);
@@ -109,7 +122,7 @@ int main(int argc, char **argv)
     if (!workers)
         return 1;
     for (int i = 0; i < cfg.workers; i++)
-        workers[i] = spawn_worker(&cfg, listen_fd, &worker_mask);
+        workers[i] = spawn_worker(&cfg, listen_fd, claims, &worker_mask);
     log_info("listening on %s with %d workers x %d threads", cfg.listen, cfg.workers, cfg.threads);
 
     while (!stop_signal) {
@@ -123,7 +136,7 @@ int main(int argc, char **argv)
                 log_warn("worker %d exited (%s %d); starting a new one", (int)pid,
                          WIFSIGNALED(status) ? "signal" : "status",
                          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-                workers[i] = spawn_worker(&cfg, listen_fd, &worker_mask);
+                workers[i] = spawn_worker(&cfg, listen_fd, claims, &worker_mask);
             }
         }
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "wake_claims.h"
 
 #define RING 256
 #define ANY_TOPIC 0    /* hash meaning "wake everyone" (after a resubscribe) */
@@ -21,6 +22,7 @@ static uint32_t ring[RING]; /* topic hash of generation g at ring[g % RING] */
 static int stopping; /* set once, under the lock; read anywhere atomically */
 static void (*deadline_hook)(void);
 static int64_t max_wait_ms = 1000;
+static wake_claims *claims; /* shared with the other worker processes, or NULL */
 
 static uint32_t topic_hash(const char *t, size_t n)
 {
@@ -159,12 +161,27 @@ static void wake_waiters(wake_list *l, uint32_t hash, unsigned long count)
     }
 }
 
-static void announce(uint32_t hash, unsigned long count)
+/* How many waiters want the topic, counting up to `most` (lock held). */
+static unsigned long waiting_for(uint32_t hash, unsigned long most)
+{
+    unsigned long n = 0;
+    for (notify_waiter *w = first; w && n < most; w = w->next)
+        n += wants(w, hash);
+    return n;
+}
+
+/* A message: `count` jobs of the topic became ready. With a claim key,
+ * this process wakes only the share it claims from the other processes of
+ * the host (it still records the message in the ring, so a waiter whose
+ * pop raced with it tries again). */
+static void announce(uint32_t hash, unsigned long count, const uint64_t *claim_key)
 {
     wake_list l = {NULL};
     pthread_mutex_lock(&lock);
     generation++;
     ring[generation % RING] = hash;
+    if (claim_key && claims && hash != ANY_TOPIC)
+        count = wake_claims_take(claims, *claim_key, count, waiting_for(hash, count));
     wake_waiters(&l, hash, count);
     pthread_mutex_unlock(&lock);
     run_wakes(&l);
@@ -302,28 +319,37 @@ uint64_t notify_generation(void)
 /* Messages                                                                  */
 /* ------------------------------------------------------------------------ */
 
-void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms)
+void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms, wake_claims *shared)
 {
     deadline_hook = earlier_deadline;
     max_wait_ms = recheck_ms;
+    claims = shared;
 }
 
 /* Payload "<count>:<topic>": the functions made `count` jobs of the topic
  * ready in one call, so `count` waiters of this process are woken; as every
  * worker process does the same, each job gets one pop per process rather
  * than one per waiting request. A payload without a count wakes them all. */
-void notify_announce(const char *payload)
+void notify_announce(int shard, const char *payload, size_t len)
 {
+    size_t text = strnlen(payload, len); /* "<count>:<topic>" ends at the NUL */
     char *end;
     unsigned long count = strtoul(payload, &end, 10);
     if (end == payload || *end != ':' || count == 0) {
-        announce(topic_hash(payload, strlen(payload)), ALL_WAITERS);
+        announce(topic_hash(payload, text), ALL_WAITERS, NULL);
         return;
     }
-    announce(topic_hash(end + 1, strlen(end + 1)), count);
+    const char *topic = end + 1;
+    uint32_t hash = topic_hash(topic, text - (size_t)(topic - payload));
+    if (text + 1 < len) { /* NUL, then the message's id */
+        uint64_t key = wake_claims_key(shard, payload + text + 1, len - text - 1);
+        announce(hash, count, &key);
+        return;
+    }
+    announce(hash, count, NULL);
 }
 
 void notify_announce_all(void)
 {
-    announce(ANY_TOPIC, ALL_WAITERS);
+    announce(ANY_TOPIC, ALL_WAITERS, NULL);
 }

@@ -2,17 +2,20 @@
  * found no job is parked here (it holds no thread while it waits). Each
  * "<count>:<topic>" message (the functions publish one for the jobs a call
  * made ready; ready_sub.c hands them in) wakes at most `count` of the
- * waiters parked on that topic, the longest waiting first, so a ready job
- * costs one pop per worker process, not one per waiting request. A waiter
- * is also woken at its deadline, at most one second after it parked (so a
- * lost subscription costs at most a second, never a lost wake-up), and at
- * shutdown. Waking means calling the waiter's callback, which hands the
+ * waiters parked on that topic, the longest waiting first; the worker
+ * processes of a host share that count out among themselves, so a ready job
+ * costs one pop, not one per waiting request or per process. A waiter is
+ * also woken at its deadline, at most longpoll_recheck_ms after it parked
+ * (so a lost subscription or wake-up costs at most that, never a lost job),
+ * and at shutdown. Waking means calling the waiter's callback, which hands the
  * request back to a thread. Pure: no I/O. */
 #ifndef DQ_NOTIFY_H
 #define DQ_NOTIFY_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "wake_claims.h"
 
 #define NOTIFY_MAX_TOPICS 64
 
@@ -37,11 +40,15 @@ struct notify_waiter {
 /* earlier_deadline is called when a parked waiter's deadline becomes the
  * earliest, so the caller can shorten its wait before notify_expire. */
 /* recheck_ms: a parked waiter is woken at least this often, so a lost
- * message costs at most that long. */
-void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms);
-/* A message from the functions: "<count>:<topic>" wakes that many waiters
- * of the topic; anything else (an older version's bare topic) all of them. */
-void notify_announce(const char *payload);
+ * message costs at most that long. shared: the table the worker processes
+ * share wake-ups through (NULL: this process wakes as if alone). */
+void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms, wake_claims *shared);
+/* A message of `len` bytes from the functions, published in `shard`:
+ * "<count>:<topic>" wakes that many waiters of the topic; anything else (an
+ * older version's bare topic) all of them. When a NUL and the message's id
+ * follow, the count is shared with the other worker processes
+ * (wake_claims.h): together they wake `count`. */
+void notify_announce(int shard, const char *payload, size_t len);
 /* Messages may have been missed (a resubscribe): every waiter tries again. */
 void notify_announce_all(void);
 /* The current generation: take it before trying a pop. */

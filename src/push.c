@@ -364,7 +364,7 @@ static void read_wakeups(pusher *p)
 {
     char payload[64];
     int k;
-    while (store_sub_read(p->sub, &k, payload, sizeof payload) == 0) {
+    while (store_sub_read(p->sub, &k, payload, sizeof payload, NULL) == 0) {
         if (k >= 0 && k < p->nshards)
             p->more[k] = 1;
     }

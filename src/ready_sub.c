@@ -17,14 +17,15 @@
 static const dq_config *config;
 static shard_hints *hints;
 
-/* "<count>:<topic>" from a shard: the hints first, so a long-poll woken by
- * it finds the shard. */
-static void on_message(int shard, const char *payload)
+/* "<count>:<topic>" (and after a NUL, its first job's sequence number)
+ * from a shard: the hints first, so a long-poll woken by it finds the
+ * shard. */
+static void on_message(int shard, const char *payload, size_t len)
 {
     const char *colon = strchr(payload, ':');
     if (hints && colon)
         hints_add(hints, colon + 1, strlen(colon + 1), shard, strtoll(payload, NULL, 10));
-    notify_announce(payload);
+    notify_announce(shard, payload, len);
 }
 
 static void *subscriber_main(void *arg)
@@ -54,8 +55,9 @@ static void *subscriber_main(void *arg)
         if (poll(fds, (nfds_t)n, -1) <= 0)
             continue;
         int shard, r;
-        while ((r = store_sub_read(st, &shard, payload, sizeof payload)) == 0)
-            on_message(shard, payload);
+        size_t len;
+        while ((r = store_sub_read(st, &shard, payload, sizeof payload, &len)) == 0)
+            on_message(shard, payload, len);
         if (r < 0)
             log_warn("ready-notification subscription lost; resubscribing");
     }

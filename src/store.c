@@ -1042,7 +1042,7 @@ static int next_pushed(redisContext *c, redisReply **out)
     return 1;
 }
 
-int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen)
+int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen, size_t *len)
 {
     if (!s->subscribed)
         return -1;
@@ -1073,7 +1073,11 @@ int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen)
                 if (strcmp(kind, "smessage") == 0 && r->element[1]->type == REDIS_REPLY_STRING &&
                     r->element[2]->type == REDIS_REPLY_STRING) {
                     *shard = shard_of_channel(s, r->element[1]->str);
-                    snprintf(payload, plen, "%s", r->element[2]->str);
+                    size_t n = r->element[2]->len < plen ? r->element[2]->len : plen - 1;
+                    memcpy(payload, r->element[2]->str, n);
+                    payload[n] = '\0';
+                    if (len)
+                        *len = n;
                     found = *shard >= 0;
                 } else if (strcmp(kind, "sunsubscribe") == 0) {
                     /* The slot moved to another node (or its node failed

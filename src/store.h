@@ -82,12 +82,14 @@ void store_last_cause(char *out, size_t outlen);
  * sharded channel "<tag><suffix>" of every shard (":ready", ":wake"), on
  * the node that holds each. store_sub_fds fills what to poll (at most max;
  * returns how many); store_sub_read returns the next message (0, with the
- * shard it came from), nothing yet (1), or -1 when the subscription must be
- * made again (a connection dropped, a slot moved, the primary changed):
- * messages may have been missed then. */
+ * shard it came from, and its length when len is not NULL: the payload is
+ * copied byte for byte, NULs included, cut to plen - 1 and NUL-ended),
+ * nothing yet (1), or -1 when the subscription must be made again (a
+ * connection dropped, a slot moved, the primary changed): messages may
+ * have been missed then. */
 dq_status store_sub_open(dq_store *s, const char *suffix);
 int store_sub_fds(dq_store *s, struct pollfd *fds, int max);
-int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen);
+int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen, size_t *len);
 int store_sub_open_now(const dq_store *s);
 
 /* Reply access, for store_ops.c. */

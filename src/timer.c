@@ -164,7 +164,7 @@ static void read_wakeups(timer_state *t, int64_t *next_maintain)
 {
     char payload[64];
     int k, r;
-    while ((r = store_sub_read(t->sub, &k, payload, sizeof payload)) == 0) {
+    while ((r = store_sub_read(t->sub, &k, payload, sizeof payload, NULL)) == 0) {
         if (strcmp(payload, "rebalance") == 0) {
             *next_maintain = 0;
             continue;

@@ -564,7 +564,7 @@ static void close_idle(void)
     }
 }
 
-int worker_run(const dq_config *cfg, int listen_fd)
+int worker_run(const dq_config *cfg, int listen_fd, wake_claims *claims)
 {
     W.cfg = cfg;
     if (cfg->auth_file[0]) {
@@ -593,7 +593,7 @@ int worker_run(const dq_config *cfg, int listen_fd)
         log_error("cannot set up the worker's events: %s", strerror(errno));
         return 1;
     }
-    notify_init(deadline_moved, cfg->longpoll_recheck_ms);
+    notify_init(deadline_moved, cfg->longpoll_recheck_ms, claims);
     if (!(W.group = group_new(cfg->group_commit)) ||
         (cfg->shards > 1 && !(W.hints = hints_new(cfg->shards, HINT_TOPICS)))) {
         log_error("out of memory");

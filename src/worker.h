@@ -10,11 +10,13 @@
 #define DQ_WORKER_H
 
 #include "config.h"
+#include "wake_claims.h"
 
 /* Runs a worker: starts the loop and the threads, waits for SIGTERM or
  * SIGINT, then stops accepting, answers parked long-polls (empty), lets
  * in-flight requests finish and returns the process exit code. Call with
- * those signals blocked. */
-int worker_run(const dq_config *cfg, int listen_fd);
+ * those signals blocked. claims: the table the workers of this master share
+ * ready messages' wake-ups through. */
+int worker_run(const dq_config *cfg, int listen_fd, wake_claims *claims);
 
 #endif

@@ -92,6 +92,7 @@ local topic_order   -- topics in the order first counted (deterministic writes)
 local zadds         -- sorted-set key -> {score, member, score, member, ...}
 local zadd_order
 local ready_topics  -- topic -> jobs made ready in this call
+local ready_first   -- topic -> sequence number of the first of them
 local ready_order
 local bucket_heads  -- bucket key -> earliest due known (false: empty)
 local push_ready    -- push jobs made ready in this call
@@ -103,7 +104,7 @@ local function begin(keys)
     P = keys[1]
     counters, topic_order = {}, {}
     zadds, zadd_order = {}, {}
-    ready_topics, ready_order = {}, {}
+    ready_topics, ready_first, ready_order = {}, {}, {}
     bucket_heads = {}
     push_ready = 0
     allow_prefixes = nil
@@ -205,6 +206,7 @@ local function enqueue_ready(id, topic, seq, push)
     zadd(ready_key(topic), num(seq), id)
     if not ready_topics[topic] then
         ready_topics[topic] = 0
+        ready_first[topic] = seq
         ready_order[#ready_order + 1] = topic
     end
     ready_topics[topic] = ready_topics[topic] + 1
@@ -497,10 +499,17 @@ local function flush()
     for field, by in pairs(totals) do
         if by ~= 0 then redis.call('HINCRBY', P .. ':totals', field, num(by)) end
     end
+    -- "<count>:<topic>", then a NUL byte and the message's id: the first
+    -- job's sequence number and the call's time, unique in the shard even
+    -- when the sequence starts again (a Redis that lost its data). The id
+    -- lets the worker processes of one host share out the wake-ups
+    -- (src/wake_claims.h). A reader of the payload as a C string (an older
+    -- process) sees "<count>:<topic>".
     for _, topic in ipairs(ready_order) do
         -- A paused topic's waiters could take nothing; resume tells them.
         if not paused(topic) then
-            redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic)
+            redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic ..
+                '\0' .. num(ready_first[topic]) .. '@' .. num(clock()))
         end
     end
     if push_ready > 0 then

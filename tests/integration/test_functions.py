@@ -99,13 +99,19 @@ class Functions(unittest.TestCase):
         for _ in channels:
             self.sub._reply()
 
-    def messages(self, wait=0.2):
+    def messages(self, wait=0.2, ids=None):
+        """(channel, payload) of the messages published meanwhile. A ready
+        message's payload is "<count>:<topic>", a NUL and the message's id:
+        the id is cut off here, and appended to `ids` when given."""
         out = []
         self.sub.sock.settimeout(wait)
         try:
             while True:
                 m = self.sub._reply()
-                out.append((m[1].decode(), m[2].decode()))
+                payload, _, msg_id = m[2].decode().partition("\0")
+                out.append((m[1].decode(), payload))
+                if ids is not None and msg_id:
+                    ids.append(msg_id)
         except (socket.timeout, OSError):
             pass
         return out
@@ -135,15 +141,22 @@ class Functions(unittest.TestCase):
         self.assertEqual({k: v for k, v in self.stats("q").items()},
                          {"ready": 1, "delay": 1, "added": 2, "jobs": 2})
         self.assertEqual(self.redis("ZRANGE", P + ":topics", 0, -1), [b"q"])
-        msgs = self.messages()
+        ids = []
+        msgs = self.messages(ids=ids)
         self.assertIn((P + ":ready", "1:q"), msgs)
         self.assertIn((P + ":wake", "%s:%s" % (bucket, self.job("d")["d"])), msgs)
+        # The ready message's id: the first job's sequence number @ the time.
+        self.assertEqual(len(ids), 1, ids)
+        self.assertRegex(ids[0], r"^\d+@\d{13}$")
         # A batch: one reply per job, in order; one ready message per topic.
         r = self.call("add", "", BUCKETS, SHARDS, 3, "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0,
                       "b2", "q", "2", 1000, 2, 0, -1, 2, "", "", 0,
                       "a", "q", "3", 1000, 2, 0, -1, 3, "", "", 0)
         self.assertEqual(r, [b"ok", b"ok", b"DQ_CONFLICT ready"])
-        self.assertIn((P + ":ready", "2:q"), self.messages())
+        ids2 = []
+        self.assertIn((P + ":ready", "2:q"), self.messages(ids=ids2))
+        self.assertEqual(len(ids2), 1, ids2)
+        self.assertNotEqual(ids2[0], ids[0])
 
     def test_add_errors_write_nothing(self):
         self.add("x")

@@ -1,11 +1,15 @@
-/* Unit tests for src/notify.c: parked long-polls and their wake-ups (which
- * waiters a ready message wakes, in what order, missed messages, deadlines,
- * cancelling, passing a wake-up on, shutdown). */
+/* Unit tests for src/notify.c and src/wake_claims.c: parked long-polls and
+ * their wake-ups (which waiters a ready message wakes, in what order, missed
+ * messages, deadlines, cancelling, passing a wake-up on, shutdown), and how
+ * worker processes share a message's wake-ups. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -36,7 +40,32 @@ static void park(probe *p, const char *topic, int first)
     notify_park(&p->w, topics, 1, notify_generation(), util_mono_ms() + 800, first);
 }
 
+/* A message as the functions publish it: "<count>:<topic>", and when seq
+ * is not NULL, a NUL byte and the first job's sequence number. */
+static void announce_seq(const char *text, const char *seq)
+{
+    char msg[128];
+    size_t n = strlen(text);
+    memcpy(msg, text, n + 1);
+    if (seq) {
+        memcpy(msg + n + 1, seq, strlen(seq));
+        n += 1 + strlen(seq);
+    }
+    notify_announce(0, msg, n);
+}
+
+static void announce(const char *text)
+{
+    announce_seq(text, NULL);
+}
+
 static int hook_calls;
+static wake_claims *claims;
+
+static uint64_t key(int shard, const char *id)
+{
+    return wake_claims_key(shard, id, strlen(id));
+}
 static void deadline_hook(void)
 {
     hook_calls++;
@@ -45,7 +74,15 @@ static void deadline_hook(void)
 static int setup(void **state)
 {
     (void)state;
-    notify_init(deadline_hook, 1000);
+    claims = wake_claims_new(64);
+    notify_init(deadline_hook, 1000, claims);
+    return claims ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    wake_claims_free(claims);
     return 0;
 }
 
@@ -59,17 +96,17 @@ static void test_wakes_as_many_as_jobs(void **state)
     park(&a3, "a", 1);
     park(&b, "b", 1);
     assert_int_equal(notify_parked(), 4);
-    notify_announce("2:a"); /* two jobs of a: the two longest-waiting */
+    announce("2:a"); /* two jobs of a: the two longest-waiting */
     assert_int_equal(a1.woken, 1);
     assert_int_equal(a2.woken, 1);
     assert_int_equal(a3.woken, 0);
     assert_int_equal(b.woken, 0);
     assert_int_not_equal(a1.w.woken_by, 0);
-    notify_announce("1:c"); /* nobody waits on c */
+    announce("1:c"); /* nobody waits on c */
     assert_int_equal(notify_parked(), 2);
-    notify_announce("5:b");
+    announce("5:b");
     assert_int_equal(b.woken, 1);
-    notify_announce("a"); /* no count (an older version): everyone of a */
+    announce("a"); /* no count (an older version): everyone of a */
     assert_int_equal(a3.woken, 1);
     assert_int_equal(notify_parked(), 0);
 }
@@ -81,7 +118,7 @@ static void test_several_topics(void **state)
     probe_init(&p);
     const char *topics[2] = {"x", "y"};
     notify_park(&p.w, topics, 2, notify_generation(), util_mono_ms() + 800, 1);
-    notify_announce("1:y");
+    announce("1:y");
     assert_int_equal(p.woken, 1);
 }
 
@@ -92,15 +129,15 @@ static void test_reparked_keeps_its_turn(void **state)
     probe_init(&first), probe_init(&second);
     park(&first, "q", 1);
     park(&second, "q", 1);
-    notify_announce("1:q");
+    announce("1:q");
     assert_int_equal(first.woken, 1);
     /* Its pop found nothing (another process took the job): it parks again
      * and is still first in line. */
     park(&first, "q", 0);
-    notify_announce("1:q");
+    announce("1:q");
     assert_int_equal(first.woken, 2);
     assert_int_equal(second.woken, 0);
-    notify_announce("1:q");
+    announce("1:q");
     assert_int_equal(second.woken, 1);
 }
 
@@ -110,14 +147,14 @@ static void test_message_between_pop_and_park(void **state)
     probe p;
     probe_init(&p);
     uint64_t gen = notify_generation(); /* taken before the (empty) pop */
-    notify_announce("1:m");             /* a job came meanwhile */
+    announce("1:m");             /* a job came meanwhile */
     const char *topics[1] = {"m"};
     notify_park(&p.w, topics, 1, gen, util_mono_ms() + 800, 1);
     assert_int_equal(p.woken, 1); /* at once: pop again */
     assert_int_equal(notify_parked(), 0);
     /* A message about another topic does not count. */
     gen = notify_generation();
-    notify_announce("1:other");
+    announce("1:other");
     notify_park(&p.w, topics, 1, gen, util_mono_ms() + 800, 0);
     assert_int_equal(p.woken, 1);
     assert_true(notify_cancel(&p.w));
@@ -132,7 +169,7 @@ static void test_cancel_and_pass_on(void **state)
     park(&next, "c", 1);
     assert_true(notify_cancel(&gone.w)); /* its client left: taken out */
     assert_false(notify_cancel(&gone.w));
-    notify_announce("1:c");
+    announce("1:c");
     assert_int_equal(gone.woken, 0);
     assert_int_equal(next.woken, 1);
     assert_false(notify_cancel(&next.w)); /* woken already */
@@ -142,7 +179,7 @@ static void test_cancel_and_pass_on(void **state)
     probe_init(&a), probe_init(&b);
     park(&a, "p", 1);
     park(&b, "p", 1);
-    notify_announce("1:p");
+    announce("1:p");
     assert_int_equal(a.woken, 1);
     notify_pass_on(a.w.woken_by);
     assert_int_equal(b.woken, 1);
@@ -189,7 +226,7 @@ static void test_many_waiters(void **state)
         /* Deadlines out of order, to exercise the heap. */
         notify_park(&p[i].w, topics, 1, notify_generation(), now + 100 + (i * 7919) % 800, 1);
     }
-    notify_announce("10:many");
+    announce("10:many");
     for (int i = 0; i < N; i++)
         assert_int_equal(p[i].woken, i < 10);
     for (int64_t t = 0; t >= 0; t = notify_expire(t)) {
@@ -197,6 +234,77 @@ static void test_many_waiters(void **state)
     }
     for (int i = 0; i < N; i++)
         assert_int_equal(p[i].woken, 1);
+    assert_int_equal(notify_parked(), 0);
+}
+
+/* A message's count is shared by the worker processes: the first to claim
+ * it starts the budget, each takes what it has waiters for. */
+static void test_claims_budget(void **state)
+{
+    (void)state;
+    wake_claims *t = wake_claims_new(8);
+    assert_non_null(t);
+    uint64_t k = key(0, "41");
+    assert_int_equal(wake_claims_take(t, k, 3, 0), 0); /* no waiters: takes nothing */
+    assert_int_equal(wake_claims_take(t, k, 3, 2), 2);
+    assert_int_equal(wake_claims_take(t, k, 3, 5), 1);
+    assert_int_equal(wake_claims_take(t, k, 3, 1), 0); /* all taken */
+    /* Another message, another budget (even where it shares the slot). */
+    for (int seq = 42; seq < 60; seq++) {
+        char id[16];
+        snprintf(id, sizeof id, "%d", seq);
+        assert_int_equal(wake_claims_take(t, key(0, id), 1, 4), 1);
+    }
+    /* The same id in another shard is another message. */
+    assert_int_not_equal(key(1, "41"), k);
+    wake_claims_free(t);
+}
+
+/* The table is shared across fork(): a child's claim is the parent's loss. */
+static void test_claims_shared_across_fork(void **state)
+{
+    (void)state;
+    wake_claims *t = wake_claims_new(8);
+    assert_non_null(t);
+    uint64_t k = key(2, "7");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(wake_claims_take(t, k, 2, 1) == 1 ? 0 : 1);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(wake_claims_take(t, k, 2, 2), 1);
+    wake_claims_free(t);
+}
+
+/* A message with a sequence number wakes only the share this process
+ * claims; one without (resume, an older version) wakes as many as it says. */
+static void test_message_shared_with_other_processes(void **state)
+{
+    (void)state;
+    probe a, b, c;
+    probe_init(&a), probe_init(&b), probe_init(&c);
+    park(&a, "shared", 1);
+    park(&b, "shared", 1);
+    park(&c, "shared", 1);
+    /* Another process took one of the two wake-ups of message 10 first. */
+    assert_int_equal(wake_claims_take(claims, key(0, "10"), 2, 1), 1);
+    announce_seq("2:shared", "10");
+    assert_int_equal(a.woken + b.woken + c.woken, 1);
+    assert_int_equal(a.woken, 1); /* the longest waiting */
+    /* Another process took all of message 11. */
+    assert_int_equal(wake_claims_take(claims, key(0, "11"), 1, 1), 1);
+    announce_seq("1:shared", "11");
+    assert_int_equal(b.woken + c.woken, 0);
+    /* ... but a waiter whose pop raced with it still tries again. */
+    uint64_t gen = notify_generation() - 1;
+    assert_true(notify_cancel(&b.w));
+    const char *topics[1] = {"shared"};
+    notify_park(&b.w, topics, 1, gen, util_mono_ms() + 800, 0);
+    assert_int_equal(b.woken, 1);
+    announce("1:shared");
+    assert_int_equal(c.woken, 1);
     assert_int_equal(notify_parked(), 0);
 }
 
@@ -225,7 +333,10 @@ int main(void)
         cmocka_unit_test(test_cancel_and_pass_on),
         cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_many_waiters),
+        cmocka_unit_test(test_claims_budget),
+        cmocka_unit_test(test_claims_shared_across_fork),
+        cmocka_unit_test(test_message_shared_with_other_processes),
         cmocka_unit_test(test_shutdown), /* last: it cannot be undone */
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }
