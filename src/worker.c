@@ -52,8 +52,12 @@ typedef enum { C_FREE, C_IDLE, C_QUEUED, C_RUNNING, C_PARKED } conn_state;
 
 /* One FastCGI connection and the request in progress on it. Connections
  * live in slots that are reused, never freed while the process runs, and an
- * epoll event names a slot and its generation: an event about a connection
- * that was closed meanwhile finds another generation and is ignored. */
+ * epoll event names a slot and its generation. The generation changes when
+ * the connection closes and each time it is armed, so an event that a
+ * thread took before the connection moved on (closed, or served and armed
+ * again) is ignored: such a late event must not pass for news about a
+ * request that came after it (a parked long-poll taken for one whose client
+ * left). */
 typedef struct conn {
     uint32_t slot, gen;
     conn_state state;
@@ -157,11 +161,18 @@ static uint64_t tag_of(const conn *c)
     return ((uint64_t)c->gen << 32) | c->slot;
 }
 
-/* Arms the connection's fd for its next event. Called only by the thread
- * that owns the connection (its fd cannot be closed meanwhile). */
-static void arm(conn *c)
+/* Hands the connection back to the event loop in `state` (idle, or parked)
+ * and arms its fd for the next event, under a new generation. Called only
+ * by the thread that owns the connection (its fd cannot be closed
+ * meanwhile); once armed, another thread may take it. */
+static void release_to(conn *c, conn_state state)
 {
-    arm_fd(EPOLL_CTL_MOD, fcgi_conn_fd(c->fc), EPOLLIN | EPOLLRDHUP, tag_of(c));
+    pthread_mutex_lock(&W.lock);
+    c->state = state;
+    c->gen++;
+    uint64_t tag = tag_of(c);
+    pthread_mutex_unlock(&W.lock);
+    arm_fd(EPOLL_CTL_MOD, fcgi_conn_fd(c->fc), EPOLLIN | EPOLLRDHUP, tag);
 }
 
 /* The request on c, if any, ends. */
@@ -285,26 +296,23 @@ static void finish(thread_state *t, conn *c, dq_command cmd, dq_status st, int i
     json_doc_trim(&t->doc);
     int kept = fcgi_end_request(c->fc, !notify_stopping());
     request_done();
+    if (!kept && !notify_stopping()) /* nginx may be about to reuse it */
+        log_warn("closed a connection after answering it: libfcgi saw an error on it");
     if (!kept) {
         conn_close(c);
         return;
     }
-    pthread_mutex_lock(&W.lock);
-    c->state = C_IDLE;
-    pthread_mutex_unlock(&W.lock);
-    arm(c);
+    release_to(c, C_IDLE);
 }
 
 static void park(conn *c, uint64_t gen)
 {
-    pthread_mutex_lock(&W.lock);
-    c->state = C_PARKED;
-    pthread_mutex_unlock(&W.lock);
-    /* Armed before it is parked: once parked, another thread may run it. */
-    arm(c);
-    notify_park(&c->w, c->req.topics, c->req.ntopics, gen, c->started_ms + c->req.timeout_ms,
-                !c->parked_before);
+    int first_park = !c->parked_before;
     c->parked_before = 1;
+    /* Armed before it is parked: once parked, another thread may run it. */
+    release_to(c, C_PARKED);
+    notify_park(&c->w, c->req.topics, c->req.ntopics, gen, c->started_ms + c->req.timeout_ms,
+                first_park);
 }
 
 /* Reads and parses a new request on c. Returns 0 when it is ready to run;
@@ -351,6 +359,7 @@ static int read_request(thread_state *t, conn *c)
 static void serve(thread_state *t, conn *c)
 {
     if (c->gone) { /* its client left while it was parked */
+        log_debug("a parked long-poll's connection closed: dropped");
         request_done();
         conn_close(c);
         return;
@@ -360,6 +369,7 @@ static void serve(thread_state *t, conn *c)
             return;
     } else if (fcgi_client_gone(c->fc)) {
         /* Woken, but nobody to hand a job to: leave it for another waiter. */
+        log_debug("a woken long-poll's connection closed: its wake-up passed on");
         notify_pass_on(c->w.woken_by);
         request_done();
         conn_close(c);
