@@ -155,6 +155,7 @@ int main(int argc, char **argv)
     if (cfg.listen[0] == '/')
         unlink(cfg.listen);
     free(workers);
+    wake_claims_free(claims);
     log_info("stopped");
     return code;
 }
