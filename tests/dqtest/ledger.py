@@ -9,8 +9,9 @@ An add answered 503 had no effect and is retried; 504, a 502 or a broken
 connection is an unknown outcome: it is retried with the same id until 200
 or 409 (409: the first one took), as a client should. Such an add may have
 taken effect, been delivered and finished before the retry came, which then
-adds the job anew (docs/PROTOCOL.md, "Errors from Redis"): for those ids one extra
-first delivery is not counted as a duplicate."""
+adds the job anew (docs/PROTOCOL.md, "Errors from Redis"): for those ids a
+second life, deliveries starting again at attempt 1, is not counted as a
+duplicate."""
 
 import json
 import threading
@@ -139,10 +140,16 @@ class LedgerLoad:
         with self.lock:
             for jid, ds in self.deliveries.items():
                 ds = sorted(ds)
-                firsts = [d for d in ds if d[1] == 1]
-                if jid in self.uncertain and len(firsts) == 2:
-                    ds.remove(firsts[0])  # the add of unknown outcome had taken
-                for (_, a1, sent1), (t2, a2, _) in zip(ds, ds[1:]):
+                pairs = list(zip(ds, ds[1:]))
+                # An id acknowledged after an unknown outcome may have lived
+                # twice: the add that took, then the retry once that job was
+                # finished. Its second life starts at the one delivery with
+                # attempts 1 that follows another (the first life's own
+                # first delivery may have been lost with its pop's answer).
+                restarts = [i for i, (_, d) in enumerate(pairs) if d[1] == 1]
+                if jid in self.uncertain and len(restarts) == 1:
+                    del pairs[restarts[0]]
+                for (_, a1, sent1), (t2, a2, _) in pairs:
                     if a1 == a2 or t2 < sent1 + self.ttr - eps:
                         out.append((jid, ds))
                         break
