@@ -364,9 +364,12 @@ class BlackHoleTest(DeploymentTestCase):
         c = self.c
         t = unique("bh")
         ids = setup_jobs(self, t)
-        # most request threads get their Redis connection: parallel long-polls
-        # hold many threads at once
-        warm = parallel(lambda i: post(c, "pop", dict(topic=t + "-warm", timeout=0.6)), 24)
+        # Most request threads get their Redis connection: while Redis holds
+        # every client for a moment, each of many parallel reads keeps a
+        # thread waiting on its own connection (reads are not grouped, and
+        # long-polls hold no thread while they wait).
+        c.redis("CLIENT", "PAUSE", str(TIMEOUT_MS * 6 // 10), "ALL")
+        warm = parallel(lambda i: post(c, "get", dict(id=ids["ready"])), 96)
         self.assertEqual({w[0] for w in warm if isinstance(w, tuple)}, {200}, warm)
         pids = c.fcgi_pids()
         before = c.snapshot()
