@@ -2,7 +2,8 @@
 #include "metrics.h"
 
 #include <stdint.h>
-#include <sys/mman.h>
+
+#include "util.h"
 
 static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                 0.1,    0.25,  0.5,    1,     2.5,  5,    10, 30, 60};
@@ -19,11 +20,8 @@ static shared_metrics *m;
 
 int metrics_init(void)
 {
-    void *p = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return -1;
-    m = p;
-    return 0;
+    m = util_shared_alloc(sizeof *m);
+    return m ? 0 : -1;
 }
 
 void metrics_observe(dq_command cmd, dq_status st, double seconds)

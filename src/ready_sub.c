@@ -17,8 +17,7 @@
 static const dq_config *config;
 static shard_hints *hints;
 
-/* "<count>:<topic>" (and after a NUL, its first job's sequence number)
- * from a shard: the hints first, so a long-poll woken by it finds the
+/* "<count>:<topic>" (and after a NUL, the message's id) from a shard: the hints first, so a long-poll woken by it finds the
  * shard. */
 static void on_message(int shard, const char *payload, size_t len)
 {

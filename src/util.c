@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -90,4 +91,16 @@ int util_next_word(const char **p, const char **word, size_t *len)
     *len = (size_t)(s - *word);
     *p = s;
     return 1;
+}
+
+void *util_shared_alloc(size_t n)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void util_shared_free(void *p, size_t n)
+{
+    if (p)
+        munmap(p, n);
 }

@@ -16,6 +16,10 @@ int64_t util_wall_ms(void);
 /* CRC-32 (IEEE) of s[0..n): a job's shard is crc32(id) mod shards, its
  * bucket in the shard crc32(id) / shards mod buckets. */
 uint32_t util_crc32(const char *s, size_t n);
+/* n zeroed bytes that processes forked afterwards share (an anonymous
+ * shared mapping), or NULL. util_shared_free(p, n) unmaps them. */
+void *util_shared_alloc(size_t n);
+void util_shared_free(void *p, size_t n);
 /* Writes 2*nbytes random hex characters and a NUL into out. */
 void util_random_hex(char *out, size_t nbytes);
 /* The value of a hex digit, or -1. */

@@ -2,7 +2,8 @@
 #include "wake_claims.h"
 
 #include <stdlib.h>
-#include <sys/mman.h>
+
+#include "util.h"
 
 /* An entry: the message's tag in the high 40 bits, the wake-ups left in the
  * low 24. Fresh memory is zero, a tag no message has (tags are odd). */
@@ -21,14 +22,12 @@ wake_claims *wake_claims_new(size_t slots)
         free(t);
         return NULL;
     }
-    void *m = mmap(NULL, slots * sizeof(uint64_t), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
+    t->entries = util_shared_alloc(slots * sizeof(uint64_t));
+    if (!t->entries) {
         free(t);
         return NULL;
     }
     t->slots = slots;
-    t->entries = m;
     return t;
 }
 
@@ -36,7 +35,7 @@ void wake_claims_free(wake_claims *t)
 {
     if (!t)
         return;
-    munmap(t->entries, t->slots * sizeof(uint64_t));
+    util_shared_free(t->entries, t->slots * sizeof(uint64_t));
     free(t);
 }
 
