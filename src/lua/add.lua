@@ -22,10 +22,9 @@ for i = 0, njobs - 1 do
     local id, topic, body = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     local ttr, retries, delay, at, k = ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5]),
         tonumber(ARGV[a + 6]), ARGV[a + 7]
-    local jk = job_key(id)
-    local live = redis.call('HMGET', jk, 's', 't')
-    if live[1] then
-        out[#out + 1] = allowed(live[2]) and ('DQ_CONFLICT ' .. live[1]) or 'DQ_CONFLICT'
+    local live = load_job(id)
+    if live then
+        out[#out + 1] = allowed(live.t) and ('DQ_CONFLICT ' .. live.s) or 'DQ_CONFLICT'
     else
         local due = now + delay
         if at >= 0 then due = math.max(at, now) end

@@ -14,16 +14,25 @@
 -- function touches is derived from it, so each call stays in one hash slot,
 -- and so do the messages it publishes (sharded pub/sub, SPUBLISH), which
 -- Redis Cluster keeps on the node that owns the slot.
--- Job hash fields: t topic, ttr (ms), n deliveries so far, r retries (-1
--- unlimited), kb deliveries at the last kick, c created (ms), s state
--- (delay, ready, reserved, buried), d due (ms, while delay or reserved,
--- else -1), k bucket, rt when it last became ready (ms; absent on jobs made
--- before it existed: c stands in); and only when set: bo backoff steps (ms, comma-
--- separated), u callback URL (a push job: delayq-push delivers it, pop
--- never sees it), to its timeout (ms), la/ls/le the last push attempt's
--- time (ms), HTTP status and error. The body is a string key of its own (P:v:<id>):
--- inside the hash, a body over 64 bytes would turn Redis' compact listpack
--- encoding into a hash table, tripling the memory a job costs.
+-- A job is one string key, P:j:<id> (docs/DESIGN.md, "Redis layout"): a
+-- fixed-width head, its topic, the fields only some jobs have, then the
+-- body's bytes. The head (struct format HEAD): s state (1 delay, 2 ready,
+-- 3 reserved, 4 buried), d due (ms, while delay or reserved, else -1), rt
+-- when it last became ready (ms; -1 before it first did, or on jobs made
+-- before rt existed: c stands in), n deliveries so far, kb deliveries at
+-- the last kick, r retries (-1 unlimited), ttr (ms), c created (ms), k
+-- bucket, x (0: no more fields; 1: more; 3: more, and one is a callback URL),
+-- the topic's length. The head's first five fields are all that a change of
+-- state writes, in place (SETRANGE), so the move, pop and the rest never
+-- copy the body back. Then the topic; then, when x > 0, a MessagePack array
+-- of bo backoff steps (ms, comma-separated), u callback URL (a push job:
+-- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
+-- the last push attempt's time (ms), HTTP status and error (false where
+-- unset); then the body. One key per job costs about 150 bytes less than
+-- the hash and body key that earlier versions wrote (a body over 64 bytes
+-- inside a hash would turn its compact encoding into a hash table); a job
+-- of that older layout is read as it is and written in this one the first
+-- time a function changes it.
 --
 -- Errors go back to C in one style: redis.error_reply('DQ_<CODE> <detail>')
 -- for the whole call, and the same words as the items of a batch reply
@@ -43,7 +52,110 @@ local function num(x)
 end
 
 local function job_key(id) return P .. ':j:' .. id end
-local function body_key(id) return P .. ':v:' .. id end
+-- The body key of a job of the older layout (a hash at P:j:<id>).
+local function legacy_body_key(id) return P .. ':v:' .. id end
+
+local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
+local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
+local HEAD_BYTES = 45
+local STATE_CODE = {delay = 1, ready = 2, reserved = 3, buried = 4}
+local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
+local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le'}
+-- The fields an older-layout hash holds as decimal text.
+local NUMERIC_FIELD = {ttr = true, n = true, r = true, kb = true, c = true, k = true, d = true, rt = true,
+    to = true, la = true}
+
+-- A job of the older layout: its hash and body key, as load_job answers.
+local function load_legacy_job(id)
+    local h = redis.call('HGETALL', job_key(id))
+    if #h == 0 then return nil end
+    local j = {whole = true} -- its next write is the whole key, in this layout
+    for i = 1, #h, 2 do
+        local f, x = h[i], h[i + 1]
+        if NUMERIC_FIELD[f] then x = tonumber(x) end
+        j[f] = x
+    end
+    j.push = j.u ~= nil
+    j.legacy = true
+    j.body = redis.call('GET', legacy_body_key(id)) or ''
+    return j
+end
+
+-- Job `id` as a table of its fields (nil where it has none; numbers as
+-- numbers; push: it has a callback URL), or nil. head_only: read the head
+-- and the topic only (the move's case), so the fields only some jobs have
+-- (j.more: it has them) and the body are not read. The body is
+-- job_body(j), sliced when asked for.
+local function load_job(id, head_only)
+    local jk = job_key(id)
+    local v
+    if head_only then
+        v = redis.pcall('GETRANGE', jk, '0', num(HEAD_BYTES + 128 - 1)) -- topics are <= 128 bytes
+    else
+        v = redis.pcall('GET', jk)
+    end
+    if type(v) == 'table' then return load_legacy_job(id) end -- WRONGTYPE: a hash
+    if not v or v == '' then return nil end
+    local s, d, rt, n, kb, r, ttr, c, k, more, tlen, at = struct.unpack(HEAD, v)
+    local j = {s = STATE_NAME[s], d = d, n = n, kb = kb, r = r, ttr = ttr, c = c, k = k,
+        more = more > 0, push = more == 3, raw = v}
+    if rt >= 0 then j.rt = rt end
+    j.t = string.sub(v, at, at + tlen - 1)
+    at = at + tlen
+    if more > 0 and not head_only then
+        local next_at, x = cmsgpack.unpack_one(v, at - 1)
+        for i, f in ipairs(MORE_FIELDS) do
+            if x[i] ~= false then j[f] = x[i] end
+        end
+        at = next_at < 0 and #v + 1 or next_at + 1
+    end
+    j.body_at = at
+    return j
+end
+
+local function job_body(j)
+    if not j.body then j.body = string.sub(j.raw, j.body_at) end
+    return j.body
+end
+
+-- Writes job j (as load_job or create_job made it) back: only its state
+-- fields, in place, unless j.whole asks for the whole key (a new job, one
+-- of the older layout, or one whose other fields changed).
+local function store_job(id, j)
+    local rt = j.rt or -1
+    if not j.whole then
+        redis.call('SETRANGE', job_key(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.s], j.d, rt, j.n, j.kb))
+        return
+    end
+    local more, x, last = 0, {}, 0
+    for i, f in ipairs(MORE_FIELDS) do
+        if j[f] ~= nil then last = i end
+        x[i] = j[f] == nil and false or j[f]
+    end
+    for i = last + 1, #MORE_FIELDS do x[i] = nil end
+    local tail = ''
+    if last > 0 then
+        more = j.u and 3 or 1
+        tail = cmsgpack.pack(x)
+    end
+    redis.call('SET', job_key(id), struct.pack(HEAD, STATE_CODE[j.s], j.d, rt, j.n, j.kb, j.r, j.ttr, j.c, j.k,
+        more, #j.t) .. j.t .. tail .. job_body(j))
+    if j.legacy then
+        redis.call('DEL', legacy_body_key(id))
+        j.legacy = nil
+    end
+    j.whole = nil
+end
+
+-- Deletes job `id` (j: as load_job answered it).
+local function delete_job(id, j)
+    if j.legacy then
+        redis.call('DEL', job_key(id), legacy_body_key(id))
+    else
+        redis.call('DEL', job_key(id))
+    end
+end
+
 local function bucket_key(k) return P .. ':b:' .. k end
 local function ready_key(topic) return P .. ':r:' .. topic end
 local function buried_key(topic) return P .. ':x:' .. topic end
@@ -84,6 +196,14 @@ local function unhold_oldest(topic, n)
     redis.call('ZADD', push_key(), unpack(args))
     redis.call('ZREMRANGEBYRANK', hk, '0', num(#held / 2 - 1))
     return #held / 2
+end
+
+-- redis.call(cmd, key, list...), split into calls of 2000 arguments
+-- (unpack() has a stack limit); list's length is even for ZADD's pairs.
+local function call_in_chunks(cmd, key, list)
+    for i = 1, #list, 2000 do
+        redis.call(cmd, key, unpack(list, i, math.min(i + 1999, #list)))
+    end
 end
 
 -- Per-call state, reset by begin().
@@ -212,18 +332,20 @@ local function enqueue_ready(id, topic, seq, push)
     ready_topics[topic] = ready_topics[topic] + 1
 end
 
--- Makes a job ready: its hash says so (with rt, when it became ready, for
--- the oldest-ready-age metric) and it joins its topic's queue.
-local function make_ready(id, topic, seq, push)
-    redis.call('HSET', job_key(id), 's', 'ready', 'd', '-1', 'rt', num(clock()))
-    enqueue_ready(id, topic, seq, push)
+-- Makes job j ready: it says so (with rt, when it became ready, for the
+-- oldest-ready-age metric) and it joins its topic's queue.
+local function make_ready(id, j, seq)
+    j.s, j.d, j.rt = 'ready', -1, clock()
+    store_job(id, j)
+    enqueue_ready(id, j.t, seq, j.push)
 end
 
--- Sets a job aside; pop never sees it, kick brings it back.
-local function bury(id, topic, seq)
-    redis.call('HSET', job_key(id), 's', 'buried', 'd', '-1')
-    zadd(buried_key(topic), num(seq), id)
-    count(topic, 'buries', 1)
+-- Sets job j aside; pop never sees it, kick brings it back.
+local function bury(id, j, seq)
+    j.s, j.d = 'buried', -1
+    store_job(id, j)
+    zadd(buried_key(j.t), num(seq), id)
+    count(j.t, 'buries', 1)
 end
 
 -- Takes a job out of its topic's ready or buried set, whichever holds it.
@@ -306,25 +428,12 @@ end
 -- bucket and index entries are written by flush() (schedule, batched).
 local function create_job(id, f, now, seq)
     local ready = f.due <= now
-    -- One HSET per job: the state fields go in with the rest.
-    local fields = {'t', f.topic, 'ttr', f.ttr, 'n', '0', 'r', f.retries, 'kb', '0',
-        'c', num(now), 'k', f.k, 's', ready and 'ready' or 'delay', 'd', ready and '-1' or num(f.due)}
-    if ready then
-        fields[#fields + 1] = 'rt'
-        fields[#fields + 1] = num(now)
-    end
-    if f.backoff then
-        fields[#fields + 1] = 'bo'
-        fields[#fields + 1] = backoff_ms(f.backoff)
-    end
-    if f.url then
-        fields[#fields + 1] = 'u'
-        fields[#fields + 1] = f.url
-        fields[#fields + 1] = 'to'
-        fields[#fields + 1] = f.timeout
-    end
-    redis.call('HSET', job_key(id), unpack(fields))
-    redis.call('SET', body_key(id), f.body)
+    local j = {s = ready and 'ready' or 'delay', t = f.topic, ttr = tonumber(f.ttr), n = 0,
+        r = tonumber(f.retries), kb = 0, c = now, k = tonumber(f.k), d = ready and -1 or f.due,
+        rt = ready and now or nil, body = f.body, whole = true, push = f.url ~= nil}
+    if f.backoff then j.bo = backoff_ms(f.backoff) end
+    if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
+    store_job(id, j)
     if ready then
         enqueue_ready(id, f.topic, seq, f.url)
         count(f.topic, 'ready', 1)
@@ -342,26 +451,26 @@ end
 -- timeout_ms, last attempt ms, its status, its error} (false where a job
 -- has none). Also each entry of a `jobs` page.
 local function job_view(id)
-    local j = redis.call('HMGET', job_key(id), 's', 't', 'd', 'ttr', 'n', 'r', 'c', 'bo', 'u', 'to',
-        'la', 'ls', 'le')
-    if not j[1] then return nil end
-    return {j[1], j[2], redis.call('GET', body_key(id)), j[3], j[4], j[5], j[6], j[7], j[8], j[9],
-        j[10], j[11], j[12], j[13]}
+    local j = load_job(id)
+    if not j then return nil end
+    local function opt(x) return x == nil and false or x end
+    return {j.s, j.t, job_body(j), j.d, j.ttr, j.n, j.r, j.c, opt(j.bo), opt(j.u), opt(j.to),
+        opt(j.la), opt(j.ls), opt(j.le)}
 end
 
--- Removes a job whatever its state; j is its {state, topic, bucket, url};
--- kind is the counter it goes to ('finished' or 'deleted').
+-- Removes job j (as load_job answered it) whatever its state; kind is the
+-- counter it goes to ('finished' or 'deleted').
 local function remove_job(id, j, kind)
-    local state, topic = j[1], j[2]
+    local state, topic = j.s, j.t
     if state == 'delay' or state == 'reserved' then
-        unschedule(id, j[3], topic, state)
+        unschedule(id, j.k, topic, state)
     else
-        unlist(id, topic, state, j[4])
+        unlist(id, topic, state, j.push)
     end
     count(topic, state, -1)
     count(topic, kind, 1)
     count(topic, 'jobs', -1)
-    redis.call('DEL', job_key(id), body_key(id))
+    delete_job(id, j)
 end
 
 -- Removes the jobs named by argv[from..to], each in its own right: one item
@@ -372,8 +481,8 @@ local function remove_ids(argv, kind, from, to)
     local out = {}
     for i = from, to do
         local id = argv[i]
-        local j = redis.call('HMGET', job_key(id), 's', 't', 'k', 'u')
-        if not j[1] or not allowed(j[2]) then
+        local j = load_job(id)
+        if not j or not allowed(j.t) then
             out[#out + 1] = 'DQ_NOT_FOUND'
         else
             remove_job(id, j, kind)
@@ -399,26 +508,27 @@ end
 -- release without a delay, a failed callback), the job, already out of its
 -- bucket and its topic's reserved index (unschedule), is buried when its retries are spent, else ready again: after
 -- `wait` ms when given (a callback's Retry-After, at most the last backoff
--- step), else after its backoff step, else at once. j is {topic, bucket,
--- n, r, kb, url, bo}. Returns the new state.
+-- step), else after its backoff step, else at once. j is the job as
+-- load_job answered it. Returns the new state.
 local function after_failure(id, j, now, wait)
-    local topic, k = j[1], j[2]
-    if retries_spent(j[3], j[4], j[5]) then
-        bury(id, topic, reserve_seq(1))
+    local topic = j.t
+    if retries_spent(j.n, j.r, j.kb) then
+        bury(id, j, reserve_seq(1))
         move_count(topic, 'reserved', 'buried')
         return 'buried'
     end
     local delay = 0
-    if j[7] then delay = backoff_step(j[7], tonumber(j[3])) end
-    if wait then delay = j[7] and math.min(wait, backoff_step(j[7], 1e9)) or wait end
+    if j.bo then delay = backoff_step(j.bo, j.n) end
+    if wait then delay = j.bo and math.min(wait, backoff_step(j.bo, 1e9)) or wait end
     if delay <= 0 then
-        make_ready(id, topic, reserve_seq(1), j[6])
+        make_ready(id, j, reserve_seq(1))
         move_count(topic, 'reserved', 'ready')
         return 'ready'
     end
     local due = now + delay
-    redis.call('HSET', job_key(id), 's', 'delay', 'd', num(due))
-    schedule(id, k, due, topic, 'delay')
+    j.s, j.d = 'delay', due
+    store_job(id, j)
+    schedule(id, j.k, due, topic, 'delay')
     move_count(topic, 'reserved', 'delay')
     return 'delay'
 end
@@ -471,12 +581,7 @@ end
 -- long-polls how many jobs each topic got ("<count>:<topic>", once per
 -- topic per call; each worker process wakes that many of its waiters).
 local function flush()
-    for _, key in ipairs(zadd_order) do
-        local list = zadds[key]
-        for i = 1, #list, 2000 do -- unpack() has a stack limit
-            redis.call('ZADD', key, unpack(list, i, math.min(i + 1999, #list)))
-        end
-    end
+    for _, key in ipairs(zadd_order) do call_in_chunks('ZADD', key, zadds[key]) end
     local totals = {}
     for _, topic in ipairs(topic_order) do
         local sk = stats_key(topic)

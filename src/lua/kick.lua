@@ -8,10 +8,9 @@ if kicked == 0 then return 0 end
 local seq = reserve_seq(kicked)
 for i = 1, #taken, 2 do
     local id = taken[i]
-    local jk = job_key(id)
-    local j = redis.call('HMGET', jk, 'n', 'u')
-    redis.call('HSET', jk, 'kb', j[1], 's', 'ready', 'd', '-1', 'rt', num(clock()))
-    enqueue_ready(id, topic, seq + (i - 1) / 2, j[2])
+    local j = load_job(id)
+    j.kb = j.n
+    make_ready(id, j, seq + (i - 1) / 2)
 end
 count(topic, 'buried', -kicked)
 count(topic, 'ready', kicked)

@@ -8,18 +8,17 @@ local out = {}
 local seq
 for i = 2, #ARGV do
     local id = ARGV[i]
-    local jk = job_key(id)
-    local j = redis.call('HMGET', jk, 's', 't', 'n', 'u')
-    if not j[1] or not allowed(j[2]) then
+    local j = load_job(id)
+    if not j or not allowed(j.t) then
         out[#out + 1] = 'DQ_NOT_FOUND'
-    elseif j[1] ~= 'buried' then
-        out[#out + 1] = 'DQ_CONFLICT ' .. j[1]
+    elseif j.s ~= 'buried' then
+        out[#out + 1] = 'DQ_CONFLICT ' .. j.s
     else
-        local topic = j[2]
+        local topic = j.t
         if not seq then seq = reserve_seq(#ARGV - i + 1) else seq = seq + 1 end
         redis.call('ZREM', buried_key(topic), id)
-        redis.call('HSET', jk, 'kb', j[3], 's', 'ready', 'd', '-1')
-        enqueue_ready(id, topic, seq, j[4])
+        j.kb = j.n
+        make_ready(id, j, seq)
         move_count(topic, 'buried', 'ready')
         count(topic, 'kicked', 1)
         out[#out + 1] = 'ok'

@@ -21,8 +21,8 @@ end
 local push_since = -1
 local first = redis.call('ZRANGE', push_key(), 0, 0)
 if first[1] then
-    local j = redis.call('HMGET', job_key(first[1]), 'rt', 'c')
-    push_since = tonumber(j[1] or j[2]) or -1
+    local j = load_job(first[1])
+    push_since = j and (j.rt or j.c) or -1
 end
 local timers = {}
 local lags = redis.call('HGETALL', P .. ':timerlag')

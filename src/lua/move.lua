@@ -24,20 +24,31 @@ if #ids > 0 then
     -- The ids are the bucket's lowest-ranked entries, so rank removal is exact.
     redis.call('ZREMRANGEBYRANK', bk, '0', num(#ids - 1))
     local seq = reserve_seq(#ids)
+    -- Index removals, one ZREM per index at the end: no job goes back into
+    -- the index it left within the call (a reserved job may enter the
+    -- delay index, never the reserved one).
+    local unindexed, index_order = {}, {}
     for i, id in ipairs(ids) do
-        local j = redis.call('HMGET', job_key(id), 's', 't', 'n', 'r', 'kb', 'u', 'bo')
-        local state, topic = j[1], j[2]
-        unindex(id, topic, state)
-        if state == 'delay' then
-            make_ready(id, topic, seq + i - 1, j[6])
-            move_count(topic, 'delay', 'ready')
-        elseif state == 'reserved' then
-            if after_failure(id, {topic, k, j[3], j[4], j[5], j[6], j[7]}, now) ~= 'buried' then
-                count(topic, 'redelivered', 1)
-            end
+        -- A bucket entry is removed with its job, so the job exists and is
+        -- delay or reserved.
+        local j = load_job(id, true)
+        -- after_failure needs the backoff steps, among the fields only some jobs have
+        if j.s == 'reserved' and j.more then j = load_job(id) end
+        local topic = j.t
+        local ik = state_index(topic, j.s)
+        if not unindexed[ik] then
+            unindexed[ik] = {}
+            index_order[#index_order + 1] = ik
         end
-        -- A bucket entry is removed with its job, so no other state occurs.
+        table.insert(unindexed[ik], id)
+        if j.s == 'delay' then
+            make_ready(id, j, seq + i - 1)
+            move_count(topic, 'delay', 'ready')
+        elseif after_failure(id, j, now) ~= 'buried' then
+            count(topic, 'redelivered', 1)
+        end
     end
+    for _, ik in ipairs(index_order) do call_in_chunks('ZREM', ik, unindexed[ik]) end
 end
 local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
 local earliest = -1

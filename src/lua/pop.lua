@@ -10,7 +10,6 @@ local nfinish = tonumber(ARGV[3])
 local finished = remove_ids(ARGV, 'finished', 4, 3 + nfinish)
 local now = now_ms()
 local out = {}
-local body_keys = {} -- read with one MGET at the end
 
 for ti = 4 + nfinish, #ARGV do
     local topic = ARGV[ti]
@@ -20,22 +19,16 @@ for ti = 4 + nfinish, #ARGV do
     end
     for i = 1, #taken, 2 do
         local id = taken[i]
-        local jk = job_key(id)
-        local j = redis.call('HMGET', jk, 'n', 'ttr', 'k')
-        local n = tonumber(j[1]) + 1
-        local due = now + tonumber(j[2])
-        redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(due))
-        schedule(id, j[3], due, topic, 'reserved', true)
+        local j = load_job(id)
+        local due = now + j.ttr
+        j.s, j.n, j.d = 'reserved', j.n + 1, due
+        store_job(id, j)
+        schedule(id, j.k, due, topic, 'reserved', true)
         move_count(topic, 'ready', 'reserved')
         count(topic, 'popped', 1)
-        out[#out + 1] = {id, topic, false, n, tonumber(j[2])}
-        body_keys[#out] = body_key(id)
+        out[#out + 1] = {id, topic, job_body(j), j.n, j.ttr}
     end
     if #out >= want then break end
-end
-if #out > 0 then
-    local bodies = redis.call('MGET', unpack(body_keys))
-    for i, job in ipairs(out) do job[3] = bodies[i] end
 end
 table.insert(out, 1, finished)
 return out

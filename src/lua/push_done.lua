@@ -9,16 +9,15 @@
 -- Returns the job's new state ('finished', 'deleted', 'delay', 'ready',
 -- 'buried') or 'stale'.
 local id, attempt, outcome = ARGV[1], ARGV[2], ARGV[3]
-local jk = job_key(id)
-local j = redis.call('HMGET', jk, 's', 't', 'k', 'n', 'r', 'kb', 'u', 'bo')
-if j[1] ~= 'reserved' or j[4] ~= attempt or not j[7] then return 'stale' end
+local j = load_job(id)
+if not j or j.s ~= 'reserved' or j.n ~= tonumber(attempt) or not j.push then return 'stale' end
 local now = now_ms()
 if outcome == 'ok' or outcome == 'gone' then
     local kind = outcome == 'ok' and 'finished' or 'deleted'
-    remove_job(id, {j[1], j[2], j[3], j[7]}, kind)
+    remove_job(id, j, kind)
     return kind
 end
-redis.call('HSET', jk, 'la', num(now), 'ls', ARGV[5], 'le', ARGV[6])
-unschedule(id, j[3], j[2], 'reserved')
+j.la, j.ls, j.le, j.whole = now, ARGV[5], ARGV[6], true -- after_failure writes them with the new state
+unschedule(id, j.k, j.t, 'reserved')
 local wait = outcome == 'wait' and tonumber(ARGV[4]) or nil
-return after_failure(id, {j[2], j[3], j[4], j[5], j[6], j[7], j[8]}, now, wait)
+return after_failure(id, j, now, wait)

@@ -41,19 +41,19 @@ while #out < want and looked < budget do
     for i = 1, #taken, 2 do
         looked = looked + 1
         local id = taken[i]
-        local jk = job_key(id)
-        local j = redis.call('HMGET', jk, 'n', 't', 'u', 'to', 'k')
-        if held_back(j[2], taken[i + 1]) then
-            redis.call('ZADD', hold_key(j[2]), taken[i + 1], id)
+        local j = load_job(id)
+        local topic = j.t
+        if held_back(topic, taken[i + 1]) then
+            redis.call('ZADD', hold_key(topic), taken[i + 1], id)
         else
-            local n = tonumber(j[1]) + 1
-            local deadline = now + tonumber(j[4]) + grace
-            redis.call('HSET', jk, 's', 'reserved', 'n', num(n), 'd', num(deadline))
-            redis.call('ZREM', push_index(j[2]), id)
-            schedule(id, j[5], deadline, j[2], 'reserved')
-            move_count(j[2], 'ready', 'reserved')
-            count(j[2], 'popped', 1)
-            out[#out + 1] = {id, j[2], redis.call('GET', body_key(id)), j[3], n, tonumber(j[4])}
+            local deadline = now + j.to + grace
+            j.s, j.n, j.d = 'reserved', j.n + 1, deadline
+            store_job(id, j)
+            redis.call('ZREM', push_index(topic), id)
+            schedule(id, j.k, deadline, topic, 'reserved')
+            move_count(topic, 'ready', 'reserved')
+            count(topic, 'popped', 1)
+            out[#out + 1] = {id, topic, job_body(j), j.u, j.n, j.to}
         end
     end
 end

@@ -8,26 +8,26 @@
 -- Errors: DQ_NOT_FOUND; DQ_CONFLICT reserved.
 limit_topics(ARGV[1])
 local id, delay, at = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local jk = job_key(id)
-local j = redis.call('HMGET', jk, 's', 't', 'k', 'n', 'u')
-if not j[1] or not allowed(j[2]) then return redis.error_reply('DQ_NOT_FOUND') end
-local state, topic, k = j[1], j[2], j[3]
+local j = load_job(id)
+if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
+local state, topic = j.s, j.t
 if state == 'reserved' then return redis.error_reply('DQ_CONFLICT reserved') end
 if state == 'delay' then
-    unschedule(id, k, topic, state)
+    unschedule(id, j.k, topic, state)
 else
-    unlist(id, topic, state, j[5])
+    unlist(id, topic, state, j.push)
 end
-if state == 'buried' then redis.call('HSET', jk, 'kb', j[4]) end
+if state == 'buried' then j.kb = j.n end
 local now = now_ms()
 local due = now + delay
 if at >= 0 then due = math.max(at, now) end
 if due <= now then
-    make_ready(id, topic, reserve_seq(1), j[5])
+    make_ready(id, j, reserve_seq(1))
     move_count(topic, state, 'ready')
     return {'ready', -1}
 end
-redis.call('HSET', jk, 's', 'delay', 'd', num(due))
-schedule(id, k, due, topic, 'delay')
+j.s, j.d = 'delay', due
+store_job(id, j)
+schedule(id, j.k, due, topic, 'delay')
 move_count(topic, state, 'delay')
 return {'delay', due}

@@ -27,8 +27,8 @@ local now = now_ms()
 local function ready_since(key)
     local first = redis.call('ZRANGE', key, 0, 0)
     if not first[1] then return nil end
-    local j = redis.call('HMGET', job_key(first[1]), 'rt', 'c')
-    return tonumber(j[1] or j[2])
+    local j = load_job(first[1])
+    return j and (j.rt or j.c)
 end
 for _, t in ipairs(topics) do
     local fields = redis.call('HGETALL', stats_key(t))

@@ -286,10 +286,6 @@ class Deployment:
             job_id = m.group(1)
         return zlib.crc32(job_id.encode("utf-8")) % self.shards
 
-    def job_key(self, job_id, kind="j"):
-        """The key of a job's hash (kind "j") or body ("v")."""
-        return "%s:%s:%s" % (self.tag(self.shard_of(job_id)), kind, job_id)
-
     def bucket_key(self, job_id):
         """The delay bucket a job is scheduled in."""
         n = zlib.crc32(job_id.encode("utf-8"))

@@ -2,7 +2,7 @@
 script so that it sees an atomic snapshot even while the service is busy.
 
 check(resp, prefix="{dq}") -> dict with
-  jobs           number of job hashes
+  jobs           number of jobs
   states         {state: count}
   by_topic       {topic: {state: count}}
   stats          {topic: {field: int}} (the P:s:<topic> hashes)
@@ -12,8 +12,11 @@ check(resp, prefix="{dq}") -> dict with
   problems       list of strings (empty when every invariant holds)
 
 Invariants:
-  - every job hash has a known state s (delay, ready, reserved, buried),
-    a topic t and a bucket k;
+  - every job (a string key P:j:<id>, decoded by job_keys; or a hash and a
+    body key P:v:<id>, the layout before it, which functions read and
+    rewrite) has a known state s (delay, ready,
+    reserved, buried), a topic t and a bucket k; every body key P:v:<id>
+    belongs to a job hash;
   - a delay or reserved job is a member of exactly one bucket zset, its own
     P:b:<k>, scored by its due time d;
   - a ready or buried job is in no bucket and is a member of the set of its
@@ -28,10 +31,10 @@ Invariants:
     reserved jobs of t (by deadline), P:q:<t> the ready push jobs of t (by
     their P:push score);
   - every topic with a job is in P:topics and not in P:idle; the gauges
-    delay/ready/reserved/buried of P:s:<t> equal the counts of job hashes by
+    delay/ready/reserved/buried of P:s:<t> equal the counts of jobs by
     state, and so does its `jobs` field in total; a topic listed in P:idle
     holds no job; the deployment's totals (P:totals) gauges equal the counts
-    of all job hashes by state;
+    of all jobs by state;
   - a ready job has rt (when it became ready), unless made before rt
     existed; a hold P:ph:<t> is only left while a resume moves it back or
     its topic is paused, and no job of the topic in P:push scores between
@@ -39,7 +42,9 @@ Invariants:
   - P:timerlag names only timers (P:timers) and holds "<ms>:<ms>".
 """
 
-SCRIPT = r"""
+from . import job_keys
+
+SCRIPT = job_keys.LUA + r"""
 local P = ARGV[1]
 local problems = {}
 local nproblems = 0
@@ -121,13 +126,27 @@ for _, kind in ipairs({'r', 'x'}) do
     end
 end
 
+-- A job's {s, k, t, d, u, rt} in either layout (see the docstring).
+local legacy_bodies = {}
+for _, vk in ipairs(redis.call('KEYS', P .. ':v:*')) do legacy_bodies[string.sub(vk, plen)] = true end
+local function read_job(jk, id)
+    if redis.call('TYPE', jk)['ok'] == 'hash' then
+        if not legacy_bodies[id] then bad('job hash ' .. id .. ' has no body key') end
+        legacy_bodies[id] = nil
+        return redis.call('HMGET', jk, 's', 'k', 't', 'd', 'u', 'rt')
+    end
+    local j = decode_job(redis.call('GET', jk))
+    if j.bad then bad('job ' .. id .. ': ' .. j.bad) end
+    return {j.s, j.k and tostring(j.k), j.t, j.d, j.u, j.rt}
+end
+
 local counts = {}
 local states = {}
 local live = {r = 0, x = 0, p = 0}
 local njobs = 0
 for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
     local id = string.sub(jk, plen)
-    local j = redis.call('HMGET', jk, 's', 'k', 't', 'd', 'u')
+    local j = read_job(jk, id)
     local s, k, t, d, u = j[1], j[2], j[3], j[4], j[5]
     njobs = njobs + 1
     if not s or not t or not k then
@@ -185,7 +204,7 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
         else
             bad('job ' .. id .. ': unknown state ' .. s)
         end
-        if s == 'ready' and not redis.call('HGET', jk, 'rt') then
+        if s == 'ready' and not j[6] then
             bad('job ' .. id .. ' is ready but has no rt')
         end
         if s == 'ready' and u and entries['p||' .. id] and holds['max|' .. t] then
@@ -196,9 +215,12 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
         end
     end
 end
+for id, _ in pairs(legacy_bodies) do
+    bad('body key ' .. P .. ':v:' .. id .. ' belongs to no job hash')
+end
 for id, e in pairs(inb) do
     if not e.seen then
-        bad('bucket ' .. e.ks .. ' holds ' .. id .. ', which has no job hash')
+        bad('bucket ' .. e.ks .. ' holds ' .. id .. ', which has no job')
     end
 end
 
@@ -230,7 +252,7 @@ for t, _ in pairs(topics) do
         local want = (counts[t] and counts[t][f]) or 0
         sum = sum + have
         if have ~= want then
-            bad('stats ' .. t .. ': gauge ' .. f .. ' = ' .. have .. ' but ' .. want .. ' job hashes are ' .. f)
+            bad('stats ' .. t .. ': gauge ' .. f .. ' = ' .. have .. ' but ' .. want .. ' jobs are ' .. f)
         end
     end
     if tonumber(v[12] or 0) ~= sum then
@@ -249,7 +271,7 @@ local tv = redis.call('HMGET', P .. ':totals', unpack(GAUGES))
 for i, f in ipairs(GAUGES) do
     if tonumber(tv[i] or 0) ~= (states[f] or 0) then
         bad('totals: gauge ' .. f .. ' = ' .. tostring(tv[i]) .. ' but ' .. (states[f] or 0) ..
-            ' job hashes are ' .. f)
+            ' jobs are ' .. f)
     end
 end
 

@@ -32,7 +32,7 @@ sys.dont_write_bytecode = True
 # An entry point, not a test module: it finds the shared test package itself.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import dqtest  # noqa: E402
-from dqtest import (Deployment, DeploymentError, Http, RedisError, Resp, invariants,  # noqa: E402
+from dqtest import (Deployment, DeploymentError, Http, RedisError, Resp, invariants, job_keys,  # noqa: E402
                     kill_pid, parse_body, pid_alive)
 
 PROFILES = {
@@ -810,11 +810,11 @@ def run(ctx):
         try:
             r = Resp(c.redis_port, timeout=5)
             try:
-                h = r("HGETALL", "{dq}:j:" + jid)
+                j = job_keys.read(r, "{dq}", jid)
             finally:
                 r.close()
-            return dict(zip([x.decode() for x in h[0::2]], [x.decode() for x in h[1::2]])) \
-                if h else "no job hash"
+            j.pop("body", None)
+            return j or "no job"
         except Exception as e:  # noqa: BLE001
             return "unknown (%r)" % e
     ctx.where = where
@@ -1019,7 +1019,7 @@ def run(ctx):
     print("invariant checks: %d runs, %d with problems" % (
         len(ctx.invariant_runs), sum(1 for r in ctx.invariant_runs if r[3])))
     if final:
-        print("final Redis: %d job hashes, %d bucket entries, stale entries ready %d buried %d" % (
+        print("final Redis: %d jobs, %d bucket entries, stale entries ready %d buried %d" % (
             final["jobs"], final["bucket_entries"], final["stale_ready"], final["stale_buried"]))
     print("keys left: %d (%s)" % (len(keys), ", ".join(
         sorted({k.split(":")[1] if k.count(":") > 1 else k for k in keys}))))

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-from dqtest import (SLOW, Deployment, DeploymentTestCase, Resp, invariants, main,
+from dqtest import (SLOW, Deployment, DeploymentTestCase, Resp, invariants, job_keys, main,
                     single_redis_only, unique)
 
 
@@ -121,7 +121,7 @@ class DurabilityBase(DeploymentTestCase):
         refused = [j for j, a in adds.items() if all(st == 503 for st, _, _ in a)]
         present = {}
         for jid in list(adds):
-            present[jid] = c.redis("HGET", c.job_key(jid), "s")
+            present[jid] = job_keys.read(c.redis, c.tag(c.shard_of(jid)), jid).get("s")
         # gone legitimately: a finish answered 200, or one with an unknown outcome
         lost = [j for j in acked if present[j] is None and
                 not set(finishes.get(j, [])) - {503}]
@@ -132,7 +132,7 @@ class DurabilityBase(DeploymentTestCase):
         states = {}
         for j in acked:
             s = present[j]
-            k = s.decode() if s else "gone"
+            k = s or "gone"
             states[k] = states.get(k, 0) + 1
         r = Resp(c.redis_port, timeout=30)
         try:

@@ -18,7 +18,7 @@ import threading
 import time
 import unittest
 
-from dqtest import BUILD_DIR, RedisError, RedisServer, Resp, invariants, main, pid_alive
+from dqtest import BUILD_DIR, RedisError, RedisServer, Resp, invariants, job_keys, main, pid_alive
 
 P = "{t}"
 BUCKETS = 4
@@ -83,8 +83,7 @@ class Functions(unittest.TestCase):
         return got[0], got[1:]
 
     def job(self, jid):
-        flat = self.redis("HGETALL", P + ":j:" + jid)
-        return {k.decode(): v.decode() for k, v in zip(flat[0::2], flat[1::2])}
+        return job_keys.read(self.server.resp(), P, jid)
 
     def stats(self, topic):
         flat = self.redis("HGETALL", P + ":s:" + topic)
@@ -133,7 +132,7 @@ class Functions(unittest.TestCase):
         j = self.job("a")
         self.assertEqual((j["s"], j["t"], j["ttr"], j["n"], j["r"], j["d"]),
                          ("ready", "q", "60000", "0", "-1", "-1"))
-        self.assertEqual(self.redis("GET", P + ":v:a"), b'{"exact": 1.0e+2}')
+        self.assertEqual(j["body"], b'{"exact": 1.0e+2}')
         self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [b"a"])
         self.assertEqual(self.job("d")["s"], "delay")
         bucket = self.job("d")["k"]
@@ -240,13 +239,67 @@ class Functions(unittest.TestCase):
         self.assertEqual(sorted(self.redis("KEYS", "*")), before)
         self.assertEqual(self.call("get", "mail.,order.", "secret", ro=True)[0], b"reserved")
 
+    def legacy_job(self, jid, state, body, **extra):
+        """A job as delayq before one key per job wrote it: a hash and a
+        body key, in a bucket or a ready set as its state says."""
+        now = int(self.redis("TIME")[0]) * 1000
+        k = str(sum(jid.encode()) % BUCKETS)
+        due = now - 1000 if state in ("delay", "reserved") else -1
+        fields = {"t": "q", "ttr": 60000, "n": 1 if state == "reserved" else 0, "r": -1, "kb": 0,
+                  "c": now - 2000, "k": k, "s": state, "d": due}
+        fields.update(extra)
+        job_keys.write_legacy(self.server.resp(), P, jid, fields, body)
+        if state == "ready":
+            self.redis("ZADD", P + ":r:q", self.redis("INCR", P + ":seq"), jid)
+        else:
+            self.redis("ZADD", P + ":b:" + k, due, jid)
+            self.redis("ZADD", P + {"delay": ":d:q", "reserved": ":w:q"}[state], due, jid)
+        self.redis("HINCRBY", P + ":s:q", state, 1)
+        self.redis("HINCRBY", P + ":s:q", "jobs", 1)
+        self.redis("HINCRBY", P + ":s:q", "added", 1)
+        self.redis("HINCRBY", P + ":totals", state, 1)
+        self.redis("ZADD", P + ":topics", 0, "q")
+        return k
+
+    def test_jobs_of_the_older_layout_are_read_and_rewritten(self):
+        """An upgrade finds jobs stored as a hash and a body key: every
+        function reads them, and the first change writes the job as one key
+        (the body key goes), byte for byte."""
+        body = bytes(range(256)) * 2
+        self.legacy_job("old-ready", "ready", body, rt=1)
+        k = self.legacy_job("old-delay", "delay", b"later")
+        self.legacy_job("old-reserved", "reserved", b"taken", bo="5000")
+        self.assertEqual(self.call("get", "", "old-ready", ro=True)[:3], [b"ready", b"q", body])
+        self.assertEqual(self.call("add", "", BUCKETS, SHARDS, 1, "old-ready", "q", b"x", 60000, -1,
+                                   0, -1, 0, "", "", 0), [b"DQ_CONFLICT ready"])
+        job = self.pop("q")[0]
+        self.assertEqual((job[0], job[2], job[3]), (b"old-ready", body, 1))
+        self.assertEqual(self.redis("TYPE", P + ":j:old-ready"), "string")
+        self.assertEqual(self.redis("EXISTS", P + ":v:old-ready"), 0)
+        self.assertEqual(self.job("old-ready")["body"], body)
+        # The timer's move: the delayed job becomes ready, the reserved one
+        # past its TTR waits for its backoff step.
+        self.assertEqual(self.call("move", k, 100, "")[0], 1)
+        self.call("move", str(sum(b"old-reserved") % BUCKETS), 100, "")
+        self.assertEqual((self.job("old-delay")["s"], self.job("old-reserved")["s"]),
+                         ("ready", "delay"))
+        self.assertEqual(self.redis("KEYS", P + ":v:*"), [])
+        self.assertEqual(self.pop("q")[0][2], b"later")
+        self.assertEqual(self.call("remove", "", "finished", "old-ready", "old-delay",
+                                   "old-reserved"), [b"ok", b"ok", b"ok"])
+        self.assertEqual(self.redis("KEYS", P + ":j:*"), [])
+        # A job of the older layout that is removed as it is takes its body key.
+        self.legacy_job("old-gone", "ready", b"x")
+        self.assertEqual(self.call("remove", "", "deleted", "old-gone"), [b"ok"])
+        self.assertEqual(self.redis("KEYS", P + ":[jv]:*"), [])
+
     # ---------------------------------------------------------- get / touch / release / bury / kick
 
     def test_get(self):
         self.add("g", body=b"[1, 2]", retries=3, delay=60000)
         r = self.call("get", "", "g", ro=True)
         self.assertEqual(r[:3], [b"delay", b"q", b"[1, 2]"])
-        self.assertEqual((r[4], r[5], r[6]), (b"60000", b"0", b"3"))
+        self.assertEqual((r[4], r[5], r[6]), (60000, 0, 3))
         self.assertDqError("DQ_NOT_FOUND", self.call, "get", "", "none", ro=True)
 
     def test_touch_release_bury_kick(self):
@@ -512,7 +565,7 @@ class Functions(unittest.TestCase):
     def test_lag_and_ready_age(self):
         now = int(self.redis("TIME")[0]) * 1000
         self.add("a")
-        self.redis("HSET", P + ":j:a", "rt", now - 5000)
+        job_keys.edit(self.server.resp(), P, "a", rt=now - 5000)
         flat = self.call("stats", "q", "", 10, ro=True)
         fields = dict(zip(flat[4][0::2], flat[4][1::2]))
         self.assertGreaterEqual(fields[b"ready_age"], 5000)
@@ -523,7 +576,7 @@ class Functions(unittest.TestCase):
         # A delayed job 3 s past due that no timer moved.
         self.add("d", delay=60000)
         j = self.job("d")
-        self.redis("HSET", P + ":j:d", "d", now - 3000)
+        job_keys.edit(self.server.resp(), P, "d", d=now - 3000)
         self.redis("ZADD", P + ":b:" + j["k"], now - 3000, "d")
         self.redis("ZADD", P + ":d:q", now - 3000, "d")  # its topic's index
         self.call("lock", "maintain", "t1", 5000, BUCKETS, 0, SHARDS)
@@ -540,7 +593,7 @@ class Functions(unittest.TestCase):
         # A smaller lateness within the second keeps the larger one.
         self.add("e", delay=60000)
         k = self.job("e")["k"]
-        self.redis("HSET", P + ":j:e", "d", now - 10)
+        job_keys.edit(self.server.resp(), P, "e", d=now - 10)
         self.redis("ZADD", P + ":b:" + k, now - 10, "e")
         self.call("move", k, 100, "t1")
         self.assertEqual(int(self.redis("HGET", P + ":timerlag", "t1").split(b":")[0]), late)
@@ -550,7 +603,7 @@ class Functions(unittest.TestCase):
     def due_now(self, jid):
         """Moves a delay or reserved job's due time (or deadline) to 0."""
         j = self.job(jid)
-        self.redis("HSET", P + ":j:" + jid, "d", 0)
+        job_keys.edit(self.server.resp(), P, jid, d=0)
         self.redis("ZADD", P + ":b:" + j["k"], 0, jid)
         index = {"delay": ":d:", "reserved": ":w:"}[j["s"]]
         self.redis("ZADD", P + index + j["t"], "XX", 0, jid)

@@ -32,7 +32,7 @@ import delayq
 from delayq import (BadRequest, Client, ClientError, Conflict, ConnectFailed, ConnectionLost,
                     Job, JobInfo, NotFound, Result, ServerError, Timeout, TooLarge, Unauthorized,
                     Unavailable, Worker)
-from dqtest import SLOW, Deployment, KeepOnFailure, free_port, unique
+from dqtest import SLOW, Deployment, KeepOnFailure, free_port, job_keys, unique
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT_DIR = os.path.dirname(HERE)
@@ -101,7 +101,7 @@ class Commands(Base):
         c = self.client
         t, id = unique("bo"), unique("bo-id")
         c.add(t, 1, id=id, delay=60, backoff=[1.5, 30])
-        self.assertEqual(DEPLOYMENT.redis("HGET", "{dq}:j:" + id, "bo"), b"1500,30000")
+        self.assertEqual(job_keys.read(DEPLOYMENT.redis, "{dq}", id)["bo"], "1500,30000")
         c.delete(id)
 
     def test_add_get_and_conflict(self):
