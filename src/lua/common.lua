@@ -21,10 +21,10 @@
 -- when it last became ready (ms; -1 before it first did, or on jobs made
 -- before rt existed: c stands in), n deliveries so far, kb deliveries at
 -- the last kick, r retries (-1 unlimited), ttr (ms), c created (ms), k
--- bucket, x (0: no more fields; 1: more; 3: more, and one is a callback URL),
--- the topic's length. The head's first five fields are all that a change of
+-- bucket, more (0: no more fields; 1: more; 3: more, and one is a callback
+-- URL), the topic's length. The head's first five fields are all that a change of
 -- state writes, in place (SETRANGE), so the move, pop and the rest never
--- copy the body back. Then the topic; then, when x > 0, a MessagePack array
+-- copy the body back. Then the topic; then, when more > 0, a MessagePack array
 -- of bo backoff steps (ms, comma-separated), u callback URL (a push job:
 -- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
 -- the last push attempt's time (ms), HTTP status and error (false where
@@ -58,6 +58,7 @@ local function legacy_body_key(id) return P .. ':v:' .. id end
 local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
 local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
 local HEAD_BYTES = 45
+local TOPIC_MAX = 128 -- bytes, DQ_TOPIC_MAX in src/request.h
 local STATE_CODE = {delay = 1, ready = 2, reserved = 3, buried = 4}
 local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
 local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le'}
@@ -90,7 +91,7 @@ local function load_job(id, head_only)
     local jk = job_key(id)
     local v
     if head_only then
-        v = redis.pcall('GETRANGE', jk, '0', num(HEAD_BYTES + 128 - 1)) -- topics are <= 128 bytes
+        v = redis.pcall('GETRANGE', jk, '0', num(HEAD_BYTES + TOPIC_MAX - 1))
     else
         v = redis.pcall('GET', jk)
     end
