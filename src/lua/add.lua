@@ -22,7 +22,7 @@ for i = 0, njobs - 1 do
     local id, topic, body = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     local ttr, retries, delay, at, k = ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5]),
         tonumber(ARGV[a + 6]), ARGV[a + 7]
-    local live = load_job(id)
+    local live = load_job(id, true)
     if live then
         out[#out + 1] = allowed(live.t) and ('DQ_CONFLICT ' .. live.s) or 'DQ_CONFLICT'
     else

@@ -84,9 +84,9 @@ end
 
 -- Job `id` as a table of its fields (nil where it has none; numbers as
 -- numbers; push: it has a callback URL), or nil. head_only: read the head
--- and the topic only (the move's case), so the fields only some jobs have
--- (j.more: it has them) and the body are not read. The body is
--- job_body(j), sliced when asked for.
+-- and the topic only (for a move, a removal, a conflict check), so the
+-- fields only some jobs have (j.more: it has them) and the body are not
+-- read. The body is job_body(j), sliced when asked for.
 local function load_job(id, head_only)
     local jk = job_key(id)
     local v
@@ -482,7 +482,7 @@ local function remove_ids(argv, kind, from, to)
     local out = {}
     for i = from, to do
         local id = argv[i]
-        local j = load_job(id)
+        local j = load_job(id, true) -- removing needs only the head
         if not j or not allowed(j.t) then
             out[#out + 1] = 'DQ_NOT_FOUND'
         else

@@ -21,7 +21,7 @@ end
 local push_since = -1
 local first = redis.call('ZRANGE', push_key(), 0, 0)
 if first[1] then
-    local j = load_job(first[1])
+    local j = load_job(first[1], true)
     push_since = j and (j.rt or j.c) or -1
 end
 local timers = {}
