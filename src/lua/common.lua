@@ -296,13 +296,20 @@ local function move_count(topic, from, to)
     count(topic, to, 1)
 end
 
-local function zadd(key, score, member)
-    local list = zadds[key]
+-- lists[key], a list made on first use, whose key then joins order (so
+-- the writes gathered per key happen in a deterministic order).
+local function list_for(lists, order, key)
+    local list = lists[key]
     if not list then
         list = {}
-        zadds[key] = list
-        zadd_order[#zadd_order + 1] = key
+        lists[key] = list
+        order[#order + 1] = key
     end
+    return list
+end
+
+local function zadd(key, score, member)
+    local list = list_for(zadds, zadd_order, key)
     list[#list + 1] = score
     list[#list + 1] = member
 end

@@ -35,12 +35,8 @@ if #ids > 0 then
         -- after_failure needs the backoff steps, among the fields only some jobs have
         if j.s == 'reserved' and j.more then j = load_job(id) end
         local topic = j.t
-        local ik = state_index(topic, j.s)
-        if not unindexed[ik] then
-            unindexed[ik] = {}
-            index_order[#index_order + 1] = ik
-        end
-        table.insert(unindexed[ik], id)
+        local list = list_for(unindexed, index_order, state_index(topic, j.s))
+        list[#list + 1] = id
         if j.s == 'delay' then
             make_ready(id, j, seq + i - 1)
             move_count(topic, 'delay', 'ready')
