@@ -28,18 +28,30 @@ def _port_free(port):
         s.close()
 
 
+def _ephemeral_low():
+    """The first port of the kernel's range for outgoing connections and
+    port 0 binds (free_port())."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_cluster_ports(n=1):
-    """The first of n consecutive ports for Redis Cluster nodes: each at
-    most 55535, with its cluster bus port (10000 above it) free too."""
+    """The first of n consecutive ports for Redis Cluster nodes, picked
+    together so no node's port is another's cluster bus port (10000 above
+    it), and kept with their bus ports below the ephemeral range so
+    free_port() and outgoing connections cannot take them meanwhile."""
+    low = _ephemeral_low()
+    top = low - 10000 - n  # the last bus port stays below the range
+    if top < 2048:
+        top = 55535 - n  # a range too low to stay under: any free ports
     for _ in range(1000):
-        base = random.randint(20000, 45000)
+        base = random.randint(max(1024, top - 12000), top)
         if all(_port_free(p) and _port_free(p + 10000) for p in range(base, base + n)):
             return base
     raise RuntimeError("no %d free ports for cluster nodes" % n)
-
-
-def free_cluster_port():
-    return free_cluster_ports(1)
 
 
 def tail(path, n=40):

@@ -9,7 +9,7 @@ import re
 import subprocess
 import time
 
-from .procs import free_cluster_port, tail
+from .procs import free_cluster_ports, tail
 from .redis_server import RedisServer
 from .resp import RedisError, Resp, text
 
@@ -55,8 +55,7 @@ class RedisCluster:
         self._clients = {}
         self._slots = None  # [(first, last, port)]
 
-    def _node(self, i):
-        port = free_cluster_port()
+    def _node(self, port):
         ndir = os.path.join(self.dir, "cluster", str(port))
         os.makedirs(ndir, exist_ok=True)
         args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
@@ -67,7 +66,8 @@ class RedisCluster:
 
     def start(self):
         n = self.nmasters * (1 + self.replicas)
-        self.servers = [self._node(i) for i in range(n)]
+        base = free_cluster_ports(n)  # together: no node takes another's bus port
+        self.servers = [self._node(base + i) for i in range(n)]
         for s in self.servers:
             s.start()
         argv = ["redis-cli", "--cluster", "create"]
