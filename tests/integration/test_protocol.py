@@ -22,6 +22,12 @@ def now_ms():
     return int(time.time() * 1000)
 
 
+# A delay (s) no job reaches while this file runs, even under valgrind on a
+# loaded machine: a job the timer moved mid-test would change the snapshot
+# a rejected request is checked against.
+LATER = 3600
+
+
 class ProtocolTest(DeploymentTestCase):
     # Long TTRs: no job may change state behind a test's back while it
     # compares Redis before and after a rejected request.
@@ -290,7 +296,7 @@ class ProtocolTest(DeploymentTestCase):
         t = unique("conf")
         jid = self.add(t, {"orig": True}, id=t + "-1", ttr=30)
         before = self.snap()
-        st, r = self.c.req("add", topic=t, id=jid, body="other", delay=100)
+        st, r = self.c.req("add", topic=t, id=jid, body="other", delay=LATER)
         self.assertError(st, r, 409, "conflict")
         self.assertEqual(before, self.snap(), "a 409 add changed Redis")
         st, r = self.c.req("get", id=jid)
@@ -303,7 +309,7 @@ class ProtocolTest(DeploymentTestCase):
             self.assertError(st, r, 409, "conflict", cmd + " on ready")
             self.assertEqual(before, self.snap(), cmd)
         # ... on a delayed job
-        jd = self.add(t, "d", delay=100)
+        jd = self.add(t, "d", delay=LATER)
         for cmd in ("touch", "release", "bury"):
             st, r = self.c.req(cmd, id=jd)
             self.assertError(st, r, 409, "conflict", cmd + " on delay")
@@ -418,14 +424,14 @@ class ProtocolTest(DeploymentTestCase):
         self.assertOk(st, r2)
         self.assertEqual(r2, r)
         # delayed
-        jd = self.add(t, "d", delay=100, TTR=9)
+        jd = self.add(t, "d", delay=LATER, TTR=9)
         st, r = self.c.req("get", id=jd)
         self.assertEqual(r["state"], "delay")
         self.assertEqual(r["ttr"], 9, "TTR is a synonym of ttr")
         self.assertIsNone(r["retries"])
-        self.assertLessEqual(abs(r["due"] - (now_ms() + 100000)), 3000, r)
+        self.assertLessEqual(abs(r["due"] - (now_ms() + LATER * 1000)), 3000, r)
         # at in the future / in the past
-        at = time.time() + 500.5
+        at = time.time() + LATER + 0.5
         ja = self.add(t, "a", at=at)
         st, r = self.c.req("get", id=ja)
         self.assertEqual(r["state"], "delay")
@@ -491,11 +497,11 @@ class ProtocolTest(DeploymentTestCase):
         st, r = self.c.req("pop", topic=t)
         self.assertEqual((r["id"], r["attempts"]), (jid, 2))
         # release with delay -> delay
-        st, r = self.c.req("release", id=jid, delay=100)
+        st, r = self.c.req("release", id=jid, delay=LATER)
         self.assertEqual(r["state"], "delay")
         st, g = self.c.req("get", id=jid)
         self.assertEqual(g["state"], "delay")
-        self.assertLessEqual(abs(g["due"] - (now_ms() + 100000)), 3000)
+        self.assertLessEqual(abs(g["due"] - (now_ms() + LATER * 1000)), 3000)
         st, r = self.c.req("pop", topic=t)
         self.assertIsNone(r["id"])
         # bury / kick
@@ -548,7 +554,7 @@ class ProtocolTest(DeploymentTestCase):
         for k in ("delay", "ready", "reserved", "buried", "finished", "deleted", "redelivered"):
             self.assertEqual(r["topics"][t][k], 0, "fresh topic %s" % k)
         self.assertIn("total", r)
-        self.add(t, 1, delay=100)
+        self.add(t, 1, delay=LATER)
         self.add(t, 2)
         self.add(t, 3)
         self.add(t, 4)
@@ -615,7 +621,7 @@ class ProtocolTest(DeploymentTestCase):
         t = unique("mg")
         for _ in range(3):
             self.add(t, 1)
-        self.add(t, 1, delay=100)
+        self.add(t, 1, delay=LATER)
         text = self.c.request("GET", "/metrics")[2].decode()
         m = dict(re.findall(r'delayq_jobs\{([^}]*topic="%s"[^}]*)\} ([0-9.e+]+)' % t, text))
         got = {re.search(r'state="([a-z]+)"', k).group(1): float(v) for k, v in m.items()}
@@ -629,7 +635,7 @@ class ProtocolTest(DeploymentTestCase):
         self.add(t, "orig", id=t + "-b")
         jobs = [{"topic": t, "id": t + "-a", "body": "A"},
                 {"topic": t, "id": t + "-b", "body": "B"},
-                {"topic": t, "id": t + "-c", "body": {"C": 1}, "delay": 500},
+                {"topic": t, "id": t + "-c", "body": {"C": 1}, "delay": LATER},
                 {"topic": t, "body": "generated"}]
         st, r = self.c.req("add", jobs=jobs)
         self.assertOk(st, r)
