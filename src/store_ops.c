@@ -1098,8 +1098,10 @@ void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n)
 /* Timer                                                                     */
 /* ------------------------------------------------------------------------ */
 
-void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit)
+void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
+                     store_error *first_err)
 {
+    clear_error(first_err);
     store_batch_begin(s);
     for (size_t i = 0; i < n; i++) {
         store_batch_call(s, SCRIPT_MOVE, calls[i].shard);
@@ -1112,6 +1114,8 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit)
         store_reply *r = NULL;
         store_move_call *c = &calls[i];
         c->status = store_batch_result(s, i, &r, NULL, 0);
+        if (c->status != DQ_OK && !first_err->detail[0])
+            store_batch_result(s, i, NULL, first_err->detail, sizeof first_err->detail);
         if (c->status == DQ_OK) {
             c->moved = reply_int(reply_at(r, 0));
             c->earliest = reply_int(reply_at(r, 1));

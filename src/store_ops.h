@@ -295,9 +295,11 @@ typedef struct {
     int64_t moved, earliest, redis_now; /* out, when status is DQ_OK */
 } store_move_call;
 /* The moves of many buckets in one pipelined round per node (at most
- * STORE_MOVES_PER_ROUND; the caller splits longer lists). */
+ * STORE_MOVES_PER_ROUND; the caller splits longer lists). first_err gets
+ * the error of the first call that failed, if any did. */
 #define STORE_MOVES_PER_ROUND 1024
-void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit);
+void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
+                     store_error *first_err);
 /* Heartbeat and bucket locks in every shard at once (one pipelined round):
  * held[shard * buckets + k] is set for each bucket k held, ok[shard] says
  * whether the shard answered. Returns DQ_OK if any did, DQ_MISCONFIGURED

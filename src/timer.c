@@ -13,6 +13,7 @@
 #include "cron.h"
 #include "log.h"
 #include "sched_time.h"
+#include "status.h"
 #include "store.h"
 #include "store_ops.h"
 #include "store_sentinel.h"
@@ -20,6 +21,7 @@
 
 #define NEVER INT64_MAX
 #define RETRY_MS 200 /* after a failed Redis call */
+#define FAILURE_REPORT_MS 10000 /* failed moves are logged at most this often */
 #define SWEEP_BATCH 100 /* topics forgotten per sweep call */
 #define SWEEP_CALLS 10  /* sweep calls per sweep and shard, at most */
 #define SWEEP_MAX_MS 30000 /* the longest wait between two sweeps */
@@ -48,6 +50,8 @@ typedef struct {
                                 NEVER unless we hold its bucket 0 */
     dq_tz *zones[ZONES_MAX]; /* loaded time zones, by tz_name */
     int nzones;
+    int64_t failed_moves;    /* since the last report of them */
+    int64_t failures_reported_ms;
 } timer_state;
 
 static void *xcalloc(size_t n, size_t size)
@@ -190,6 +194,23 @@ static void read_wakeups(timer_state *t, int64_t *next_maintain)
         log_warn("wake-up subscription lost; resubscribing");
 }
 
+/* A failed move is retried every RETRY_MS, so a line per failure would
+ * flood the log: one at most every FAILURE_REPORT_MS says how many failed
+ * and why the first of this round did. */
+static void report_failed_moves(timer_state *t, size_t failed, const store_move_call *first,
+                                const store_error *err)
+{
+    t->failed_moves += (int64_t)failed;
+    int64_t now = util_mono_ms();
+    if (t->failures_reported_ms && now - t->failures_reported_ms < FAILURE_REPORT_MS)
+        return;
+    log_warn("moves failing: %" PRId64 " failed since the last report, e.g. shard %d bucket %d: "
+             "%s%s%s; retrying every %d ms", t->failed_moves, first->shard, first->bucket,
+             status_code(first->status), err->detail[0] ? ": " : "", err->detail, RETRY_MS);
+    t->failed_moves = 0;
+    t->failures_reported_ms = now;
+}
+
 /* Moves every held bucket that is due, all of them in one pipelined round
  * per node (a round trip per bucket would make the last of many buckets
  * late); a bucket with more due than timer_batch goes again at once.
@@ -209,14 +230,19 @@ static int64_t move_due(timer_state *t, int64_t until)
         if (n == 0)
             break;
         int64_t sent_us = util_mono_us();
-        store_move_many(t->cmd, t->moves, n, t->cfg->timer_batch);
+        store_error err;
+        store_move_many(t->cmd, t->moves, n, t->cfg->timer_batch, &err);
         /* Redis read its clock about halfway through the round trip. */
         int64_t mono = (sent_us + util_mono_us()) / 2000;
+        const store_move_call *first_failed = NULL;
+        size_t failed = 0;
         for (size_t m = 0; m < n; m++) {
             const store_move_call *c = &t->moves[m];
             size_t i = at(t, c->shard, c->bucket);
             if (c->status != DQ_OK) {
                 t->next_due[i] = mono + RETRY_MS;
+                if (!failed++)
+                    first_failed = c;
                 continue;
             }
             t->redis_offset[c->shard] = c->redis_now - mono;
@@ -227,6 +253,8 @@ static int64_t move_due(timer_state *t, int64_t until)
             else
                 t->next_due[i] = c->earliest < 0 ? NEVER : mono + (c->earliest - c->redis_now);
         }
+        if (failed)
+            report_failed_moves(t, failed, first_failed, &err);
     }
     for (size_t i = 0; i < total; i++) {
         if (t->held[i] && t->next_due[i] < until)

@@ -12,6 +12,19 @@ local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', bk, '-inf', num(now), 'WITHSCORES', 'LIMIT', '0', num(limit))
 local ids = {}
 for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+-- Every job is read before anything is written: Redis does not undo a
+-- script's writes when it fails midway, so a job that cannot be read must
+-- fail the call while its bucket entry is still in place (the timer
+-- retries and reports it).
+local jobs = {}
+for i, id in ipairs(ids) do
+    -- A bucket entry is removed with its job, so the job exists and is
+    -- delay or reserved.
+    local j = load_job(id, true)
+    -- after_failure needs the backoff steps, among the fields only some jobs have
+    if j.s == 'reserved' and j.more then j = load_job(id) end
+    jobs[i] = j
+end
 if #ids > 0 and timer ~= '' then
     local late = now - tonumber(due[2])
     local old = redis.call('HGET', P .. ':timerlag', timer)
@@ -29,11 +42,7 @@ if #ids > 0 then
     -- delay index, never the reserved one).
     local unindexed, index_order = {}, {}
     for i, id in ipairs(ids) do
-        -- A bucket entry is removed with its job, so the job exists and is
-        -- delay or reserved.
-        local j = load_job(id, true)
-        -- after_failure needs the backoff steps, among the fields only some jobs have
-        if j.s == 'reserved' and j.more then j = load_job(id) end
+        local j = jobs[i]
         local topic = j.t
         local list = list_for(unindexed, index_order, state_index(topic, j.s))
         list[#list + 1] = id

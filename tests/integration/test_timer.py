@@ -230,5 +230,36 @@ class TimerSigtermTest(DeploymentTestCase):
         self.assertEqual({j: n for j, n in deliveries.items() if n != 1}, {})
 
 
+class FailingMoveTest(DeploymentTestCase):
+    """A move Redis refuses is retried, not dropped, and reported in the
+    timer's log at most once per 10 s rather than at every retry."""
+    DEPLOYMENT_KW = dict(workers=1, threads=4, n_timers=1)
+
+    def test_failing_move_is_reported_and_retried(self):
+        t = unique("broken")
+        jid = t + "-1"
+        self.assertOk(*self.c.req("add", topic=t, id=jid, body="b", delay=1.0, ttr=60))
+        [key] = self.c.redis("KEYS", "*:j:" + jid)
+        saved = self.c.redis("DUMP", key)
+        # A list where the job's key should be: its bucket's move fails with
+        # WRONGTYPE until the job is put back.
+        self.c.redis("DEL", key)
+        self.c.redis("RPUSH", key, "not a job")
+        log = self.c.timer_logs[0]
+        failing = 3.0 * SLOW
+        time.sleep(failing)
+        with open(log, encoding="utf-8") as f:
+            reports = [line for line in f if "moves failing" in line]
+        print("%.1f s of a failing move (retried every 200 ms): %d report(s): %s" %
+              (failing, len(reports), reports[:1]))
+        self.assertEqual(len(reports), 1, reports)
+        self.assertIn("WRONGTYPE", reports[0])
+        self.c.redis("DEL", key)
+        self.c.redis("RESTORE", key, 0, saved)
+        st, r = self.c.req("pop", topic=t, timeout=2.0 * SLOW)
+        self.assertOk(st, r)
+        self.assertEqual(r["id"], jid, "the job was not moved once it could be")
+
+
 if __name__ == "__main__":
     main()
