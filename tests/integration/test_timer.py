@@ -3,8 +3,10 @@ timer killed with SIGKILL loses its buckets after the lease; SIGTERM releases
 its locks at once."""
 
 import collections
+import datetime
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -235,6 +237,17 @@ class FailingMoveTest(DeploymentTestCase):
     timer's log at most once per 10 s rather than at every retry."""
     DEPLOYMENT_KW = dict(workers=1, threads=4, n_timers=1)
 
+    def wait_for_reports(self, n, timeout):
+        """The timer's first n "moves failing" lines, waiting up to timeout s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.c.timer_logs[0], encoding="utf-8") as f:
+                reports = [line for line in f if "moves failing" in line]
+            if len(reports) >= n or time.monotonic() > deadline:
+                self.assertGreaterEqual(len(reports), n, reports)
+                return reports[:n]
+            time.sleep(0.2)
+
     def test_failing_move_is_reported_and_retried(self):
         t = unique("broken")
         jid = t + "-1"
@@ -245,15 +258,17 @@ class FailingMoveTest(DeploymentTestCase):
         # WRONGTYPE until the job is put back.
         self.c.redis("DEL", key)
         self.c.redis("RPUSH", key, "not a job")
-        log = self.c.timer_logs[0]
-        failing = 3.0 * SLOW
-        time.sleep(failing)
-        with open(log, encoding="utf-8") as f:
-            reports = [line for line in f if "moves failing" in line]
-        print("%.1f s of a failing move (retried every 200 ms): %d report(s): %s" %
-              (failing, len(reports), reports[:1]))
-        self.assertEqual(len(reports), 1, reports)
+        reports = self.wait_for_reports(2, 15.0 * SLOW)
+        stamps = [datetime.datetime.strptime(line[:23], "%Y-%m-%dT%H:%M:%S.%f")
+                  for line in reports]
+        gap = (stamps[1] - stamps[0]).total_seconds()
+        retries = int(re.search(r"moves failing: (\d+) failed", reports[1]).group(1))
+        print("failing move: reports %.2f s apart, %d failed moves between them: %s" %
+              (gap, retries, reports[1].strip()))
+        self.assertGreaterEqual(gap, 10.0, "reported more often than every 10 s")
         self.assertIn("WRONGTYPE", reports[0])
+        # retried every 200 ms: about 50 in 10 s
+        self.assertGreaterEqual(retries, 25, "the move was not retried")
         self.c.redis("DEL", key)
         self.c.redis("RESTORE", key, 0, saved)
         st, r = self.c.req("pop", topic=t, timeout=2.0 * SLOW)
