@@ -127,11 +127,12 @@ void hints_set(shard_hints *h, const char *topic, size_t len, int shard, int64_t
 }
 
 int hints_pick(shard_hints *h, const char *const *topics, size_t ntopics,
-               const unsigned char *skip)
+               const unsigned char *skip, size_t *nfirst)
 {
     int best = -1;
+    size_t t = 0;
     pthread_mutex_lock(&h->lock);
-    for (size_t t = 0; t < ntopics && best < 0; t++) {
+    for (; t < ntopics && best < 0; t++) {
         hint_entry *e = find(h, topics[t], strlen(topics[t]), 0);
         if (!e)
             continue;
@@ -144,6 +145,8 @@ int hints_pick(shard_hints *h, const char *const *topics, size_t ntopics,
         }
     }
     pthread_mutex_unlock(&h->lock);
+    if (nfirst)
+        *nfirst = best < 0 ? 0 : t; /* t is one past the topic picked */
     return best;
 }
 

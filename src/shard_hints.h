@@ -31,9 +31,12 @@ void hints_take(shard_hints *h, const char *topic, size_t len, int shard, int64_
 void hints_set(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
 /* The shard to pop from for these topics (in priority order): the one with
  * the most jobs of the first topic that has any, skipping shards where
- * skip[shard] is set (skip may be NULL); -1 when no hint says any. */
+ * skip[shard] is set (skip may be NULL); -1 when no hint says any.
+ * *nfirst (may be NULL) gets that topic's position + 1: the pop asks the
+ * shard for those first topics only, so no shard gives a later topic's
+ * jobs while the hints know of an earlier topic's jobs anywhere. */
 int hints_pick(shard_hints *h, const char *const *topics, size_t ntopics,
-               const unsigned char *skip);
+               const unsigned char *skip, size_t *nfirst);
 /* Forgets every hint (subscription lost: counts are unknown). */
 void hints_clear(shard_hints *h);
 /* Topics tracked, for tests. */

@@ -11,20 +11,21 @@ typedef struct {
     store_pop_req q; /* without ids to finish: they went first */
     store_jobs *out;
     store_error *err;
-    unsigned char *tried; /* per shard: popped from (or failed) this round */
-    unsigned char *down;  /* per shard: did not answer */
+    unsigned char *down; /* per shard: did not answer */
+    int counted;         /* the hints come from a count of every shard */
     int answered;
     dq_status failure;
 } pop_round;
 
-/* Pops from shard k what is still wanted, and corrects the hints: the
- * jobs taken, and zero for every topic when the shard had fewer. */
-static void pop_from(pop_round *p, int k)
+/* Pops from shard k what is still wanted, of the first nfirst topics only,
+ * and corrects the hints: the jobs taken, and zero for each of those
+ * topics when the shard had fewer. */
+static void pop_from(pop_round *p, int k, size_t nfirst)
 {
-    p->tried[k] = 1;
     size_t before = p->out->n;
     store_pop_req q = p->q;
     q.count = p->q.count - (int)before;
+    q.ntopics = nfirst;
     dq_status st = store_pop(p->s, k, &q, p->out, p->err);
     if (st != DQ_OK) {
         p->down[k] = 1;
@@ -35,19 +36,26 @@ static void pop_from(pop_round *p, int k)
     for (size_t i = before; i < p->out->n; i++)
         hints_take(p->hints, p->out->jobs[i].topic, p->out->jobs[i].topic_len, k, 1);
     if ((int)(p->out->n - before) < q.count) {
-        for (size_t t = 0; t < q.ntopics; t++)
+        for (size_t t = 0; t < nfirst; t++)
             hints_set(p->hints, q.topics[t], strlen(q.topics[t]), k, 0);
     }
 }
 
-/* Pops from the shards the hints name until count jobs are in. */
+/* Pops from the shards the hints name until count jobs are in, a topic's
+ * jobs in every shard before the next topic's: a shard is asked only for
+ * the topics up to the first the hints know jobs of. Before a later topic's
+ * jobs are taken on the hints' word that the earlier topics have none, a
+ * count must have said so (a ready message of an earlier topic may not be
+ * read yet). Each pop either fills the count or zeroes the hints it
+ * followed, so this ends. */
 static void pop_hinted(pop_round *p)
 {
     while ((int)p->out->n < p->q.count) {
-        int k = hints_pick(p->hints, p->q.topics, p->q.ntopics, p->tried);
-        if (k < 0)
+        size_t nfirst;
+        int k = hints_pick(p->hints, p->q.topics, p->q.ntopics, p->down, &nfirst);
+        if (k < 0 || (nfirst > 1 && !p->counted))
             return;
-        pop_from(p, k);
+        pop_from(p, k, nfirst);
     }
 }
 
@@ -59,6 +67,7 @@ static void count_shards(pop_round *p)
     int64_t *counts = calloc((size_t)shards * ntopics, sizeof *counts);
     if (!counts)
         abort();
+    p->counted = 1;
     dq_status st = store_ready_counts(p->s, p->q.topics, ntopics, counts, p->err);
     if (st != DQ_OK)
         p->failure = st;
@@ -95,9 +104,8 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, sto
         if (st != DQ_OK)
             return st;
     }
-    pop_round p = {s, hints, *q, out, err, calloc((size_t)shards, 1), calloc((size_t)shards, 1), 0,
-                   DQ_OK};
-    if (!p.tried || !p.down)
+    pop_round p = {s, hints, *q, out, err, calloc((size_t)shards, 1), 0, 0, DQ_OK};
+    if (!p.down)
         abort();
     p.q.nfinish = 0;
     pop_hinted(&p);
@@ -105,11 +113,8 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, sto
         /* Fewer than asked: the hints may have missed some (a message not
          * read yet); one count of every shard tells. */
         count_shards(&p);
-        for (int k = 0; k < shards; k++)
-            p.tried[k] |= p.down[k]; /* the shards popped gave all they had */
         pop_hinted(&p);
     }
-    free(p.tried);
     free(p.down);
     if (out->n > 0 || p.answered)
         return DQ_OK;

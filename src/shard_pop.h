@@ -1,10 +1,12 @@
 /* shard_pop: a pop over every shard of a deployment. It goes to the shard
  * the hints name for the first topic that has jobs (one function call in
  * the common case); when the hints know of too few, it counts the ready
- * jobs of every shard in one pipelined round and pops where they are. Shards
- * that do not answer are passed over while others can serve: a pop fails
- * only when no shard answered. Jobs come in order within a shard, not
- * across shards. */
+ * jobs of every shard in one pipelined round and pops where they are.
+ * Topics keep their priority across shards: a later topic's jobs are
+ * taken only after a count found none of the earlier topics' in any shard
+ * that answered. Shards that do not answer are passed over while others
+ * can serve: a pop fails only when no shard answered. A topic's jobs come
+ * in order within a shard, not across shards. */
 #ifndef DQ_SHARD_POP_H
 #define DQ_SHARD_POP_H
 

@@ -244,13 +244,13 @@ class Deployment:
         if self.redis_mode != "single":
             test.skipTest("tests one redis-server process (DQTEST_REDIS=%s)" % self.redis_mode)
 
-    def one_shard_ids(self, base, n):
-        """n ids base-<k> that share a shard, for tests of FIFO order (which
-        holds within a shard)."""
+    def one_shard_ids(self, base, n, shard=0):
+        """n ids base-<k> in the given shard (modulo the shard count), for
+        tests of FIFO order (which holds within a shard)."""
         out, k = [], 0
         while len(out) < n:
             i = "%s-%d" % (base, k)
-            if self.shard_of(i) == 0:
+            if self.shard_of(i) == shard % self.shards:
                 out.append(i)
             k += 1
         return out

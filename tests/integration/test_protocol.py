@@ -751,18 +751,16 @@ class ProtocolTest(DeploymentTestCase):
         self.assertEqual(r["id"], jb2)
         st, r = self.c.req("pop", topics=[a, b, c])
         self.assertIsNone(r["id"])
-        # count across topics: first topic first
-        x1 = self.add(a, 1)
-        y1 = self.add(b, 2)
-        y2 = self.add(b, 3)
-        z1 = self.add(c, 4)
+        # count across topics: first topic first, across shards too: a and
+        # c share a shard, b's jobs are in another (with several shards)
+        x1, z1 = self.c.one_shard_ids(unique("ac"), 2, shard=0)
+        y1, y2 = self.c.one_shard_ids(unique("b"), 2, shard=1)
+        self.add(a, 1, id=x1)
+        self.add(b, 2, id=y1)
+        self.add(b, 3, id=y2)
+        self.add(c, 4, id=z1)
         st, r = self.c.req("pop", topics=[a, b, c], count=3)
-        got = [j["id"] for j in r["jobs"]]
-        self.assertEqual([j["topic"] for j in r["jobs"]], [a, b, b])
-        if self.c.shards == 1:
-            self.assertEqual(got, [x1, y1, y2])
-        else:  # topic order holds; within a topic, FIFO only within a shard
-            self.assertEqual((got[0], sorted(got[1:])), (x1, sorted([y1, y2])))
+        self.assertEqual([(j["topic"], j["id"]) for j in r["jobs"]], [(a, x1), (b, y1), (b, y2)])
         st, r = self.c.req("pop", topic="%s,%s,%s" % (a, b, c), count=3)
         self.assertEqual([j["id"] for j in r["jobs"]], [z1])
         # a GET of pop is refused even with several topics

@@ -15,7 +15,7 @@
 static int pick1(shard_hints *h, const char *topic)
 {
     const char *topics[1] = {topic};
-    return hints_pick(h, topics, 1, NULL);
+    return hints_pick(h, topics, 1, NULL, NULL);
 }
 
 static void add(shard_hints *h, const char *topic, int shard, int64_t n)
@@ -70,9 +70,32 @@ static void test_topics_in_priority_order(void **state)
     add(h, "low", 0, 50);
     add(h, "high", 2, 1);
     const char *topics[2] = {"high", "low"};
-    assert_int_equal(hints_pick(h, topics, 2, NULL), 2);
+    assert_int_equal(hints_pick(h, topics, 2, NULL, NULL), 2);
     hints_take(h, "high", 4, 2, 1);
-    assert_int_equal(hints_pick(h, topics, 2, NULL), 0);
+    assert_int_equal(hints_pick(h, topics, 2, NULL, NULL), 0);
+    hints_free(h);
+}
+
+/* A pop asks the shard picked for the topics up to the one picked: earlier
+ * topics it may hold unknown to the hints, never later ones. */
+static void test_pick_names_how_many_topics_to_ask_for(void **state)
+{
+    (void)state;
+    shard_hints *h = hints_new(3, 16);
+    const char *topics[3] = {"high", "mid", "low"};
+    size_t nfirst = 99;
+    assert_int_equal(hints_pick(h, topics, 3, NULL, &nfirst), -1);
+    assert_int_equal(nfirst, 0);
+    add(h, "low", 0, 5);
+    add(h, "mid", 1, 1);
+    assert_int_equal(hints_pick(h, topics, 3, NULL, &nfirst), 1);
+    assert_int_equal(nfirst, 2);
+    hints_set(h, "mid", 3, 1, 0);
+    assert_int_equal(hints_pick(h, topics, 3, NULL, &nfirst), 0);
+    assert_int_equal(nfirst, 3);
+    add(h, "high", 2, 1);
+    assert_int_equal(hints_pick(h, topics, 3, NULL, &nfirst), 2);
+    assert_int_equal(nfirst, 1);
     hints_free(h);
 }
 
@@ -84,9 +107,9 @@ static void test_skip_passes_shards_over(void **state)
     add(h, "t", 1, 1);
     unsigned char skip[3] = {1, 0, 0};
     const char *topics[1] = {"t"};
-    assert_int_equal(hints_pick(h, topics, 1, skip), 1);
+    assert_int_equal(hints_pick(h, topics, 1, skip, NULL), 1);
     skip[1] = 1;
-    assert_int_equal(hints_pick(h, topics, 1, skip), -1);
+    assert_int_equal(hints_pick(h, topics, 1, skip, NULL), -1);
     hints_free(h);
 }
 
@@ -156,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_picks_the_shard_with_most),
         cmocka_unit_test(test_set_is_exact),
         cmocka_unit_test(test_topics_in_priority_order),
+        cmocka_unit_test(test_pick_names_how_many_topics_to_ask_for),
         cmocka_unit_test(test_skip_passes_shards_over),
         cmocka_unit_test(test_bad_shards_and_untracked_topics_change_nothing),
         cmocka_unit_test(test_bounded_table_clears_when_full),
