@@ -90,6 +90,18 @@ def lock_owners(c):
     return out
 
 
+def describe_buckets(c, ids):
+    """{bucket key: (jobs of ids in it, its lock's owner)}, for a failure's
+    report: which timer should have moved what was left behind."""
+    out = {}
+    for j in ids:
+        bk = c.bucket_key(j)
+        lock = bk.replace(":b:", ":lock:")
+        n, _ = out.get(bk, (0, None))
+        out[bk] = (n + 1, c.redis("GET", lock))
+    return out
+
+
 class TwoTimersTest(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=2, threads=8, n_timers=2, timer_lease_ms=LEASE_MS)
 
@@ -152,6 +164,9 @@ class TwoTimersTest(DeploymentTestCase):
               "max lateness %.2f s (lease %d ms)" %
               (victim, t_kill - t0, len(first), len(ids),
                max(first.values()) - t_kill if first else -1, late[-1] if late else -1, LEASE_MS))
+        if missing:
+            print("never delivered, by bucket (its lock's owner now): %s" %
+                  describe_buckets(self.c, missing))
         self.assertEqual(missing, set(), "%d jobs never delivered" % len(missing))
         wt.join()
         print("the surviving timer owned all buckets %.2f s after the kill" % watch.get("t", -1))
