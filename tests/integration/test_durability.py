@@ -3,10 +3,15 @@
 With AOF `appendfsync everysec` and with `always`: several threads add jobs
 (and a consumer pops and finishes some) while redis-server is killed with -9
 in the middle; Redis is started again from the same dir. Then:
-  - every add answered 200 is stored (OPERATIONS.md: a process kill loses
-    nothing acknowledged in either mode, since Redis write()s the AOF before
-    it replies and the page cache survives a process crash);
-  - every finish answered 200 stays finished (the job is not back);
+  - every add answered 200 is stored, and every finish answered 200 stays
+    finished (the job is not back). With `always` that holds for every
+    one: Redis write()s the AOF before it replies, and the page cache
+    survives a process crash. With `everysec` it holds for all but what
+    Redis answered in the last POSTPONE_S before a kill -9: while a
+    background fsync is still running (a busy disk), Redis holds its AOF
+    write back for up to 2 s and keeps answering (OPERATIONS.md, "what
+    survives what"). So the everysec load runs well past that window, and
+    a loss from before it fails the test;
   - every add answered 503 wrote nothing; adds answered 504 may or may not
     be stored (counted);
   - no job is in two states or two buckets, and the stats gauges equal the
@@ -23,10 +28,16 @@ from dqtest import (SLOW, Deployment, DeploymentTestCase, Resp, invariants, job_
                     single_redis_only, unique)
 
 
+# Redis postpones an everysec AOF write while the last fsync runs, until
+# its clock's second has moved on twice: up to about 3 s of answers.
+POSTPONE_S = 3.0
+
+
 class DurabilityBase(DeploymentTestCase):
     FSYNC = "everysec"
     DEPLOYMENT_KW = dict(workers=2, threads=32)
     PRODUCERS = 6
+    LOAD_S = 1.2  # of load before the break
 
     @classmethod
     def make_deployment(cls):
@@ -59,8 +70,7 @@ class DurabilityBase(DeploymentTestCase):
                     st, r = None, repr(e)
                     conn.close()
                 with lock:
-                    adds.setdefault(jid, []).append((st, r if st not in (200,) else None,
-                                                     broken.is_set()))
+                    adds.setdefault(jid, []).append((st, time.monotonic(), broken.is_set()))
                 if st != 200:
                     time.sleep(0.02)
             conn.close()
@@ -86,14 +96,14 @@ class DurabilityBase(DeploymentTestCase):
                             st2 = None
                             conn.close()
                         with lock:
-                            finishes.setdefault(j["id"], []).append(st2)
+                            finishes.setdefault(j["id"], []).append((st2, time.monotonic()))
             conn.close()
 
         ths = [threading.Thread(target=producer, args=(p,)) for p in range(self.PRODUCERS)]
         ths.append(threading.Thread(target=consumer))
         for th in ths:
             th.start()
-        time.sleep(1.2 * SLOW)
+        time.sleep(self.LOAD_S * SLOW)
         t_break = time.monotonic()
         if how == "kill9":
             c.redis_server.kill9()
@@ -110,11 +120,16 @@ class DurabilityBase(DeploymentTestCase):
         while c.get("/health")[0] != 200:
             self.assertLess(time.monotonic() - t0, 10 * SLOW, "health did not come back")
             time.sleep(0.05)
-        return t, adds, finishes, pops, down_for
+        return t, adds, finishes, pops, down_for, t_break
+
+    def may_lose(self, how, t_break, t_ack):
+        """True for an answer the break may undo: with everysec, one a kill
+        -9 followed within POSTPONE_S (see the module's text)."""
+        return self.FSYNC == "everysec" and how == "kill9" and t_ack >= t_break - POSTPONE_S
 
     def check(self, how):
         c = self.c
-        t, adds, finishes, pops, down_for = self.load_and_break(how)
+        t, adds, finishes, pops, down_for, t_break = self.load_and_break(how)
         acked = [j for j, a in adds.items() if any(st == 200 for st, _, _ in a)]
         unknown = [j for j, a in adds.items() if j not in acked and
                    any(st not in (200, 503) for st, _, _ in a)]
@@ -123,10 +138,14 @@ class DurabilityBase(DeploymentTestCase):
         for jid in list(adds):
             present[jid] = job_keys.read(c.redis, c.tag(c.shard_of(jid)), jid).get("s")
         # gone legitimately: a finish answered 200, or one with an unknown outcome
-        lost = [j for j in acked if present[j] is None and
-                not set(finishes.get(j, [])) - {503}]
-        finished_ok = [j for j, sts in finishes.items() if 200 in sts]
-        resurrected = [j for j in finished_ok if present[j] is not None]
+        lost_all = [j for j in acked if present[j] is None and
+                    not {st for st, _ in finishes.get(j, [])} - {503}]
+        lost = [j for j in lost_all if not self.may_lose(
+            how, t_break, min(tr for st, tr, _ in adds[j] if st == 200))]
+        finished_ok = [j for j, fs in finishes.items() if any(st == 200 for st, _ in fs)]
+        back_all = [j for j in finished_ok if present[j] is not None]
+        resurrected = [j for j in back_all if not self.may_lose(
+            how, t_break, min(tr for st, tr in finishes[j] if st == 200))]
         written_on_503 = [j for j in refused if present[j] is not None]
         unknown_stored = [j for j in unknown if present[j] is not None]
         states = {}
@@ -140,12 +159,14 @@ class DurabilityBase(DeploymentTestCase):
         finally:
             r.close()
         print("AOF appendfsync %s, %s of redis-server (down %.2f s): %d adds answered 200 "
-              "before it, %d stored after the restart, %d lost; by state %s; %d finishes "
-              "answered 200, %d came back; %d adds with an unknown outcome (%d stored); %d "
+              "before it, %d stored after the restart, %d lost (%d beyond what a break may undo, "
+              "%.0f s with everysec and kill -9); by state %s; %d finishes answered 200, %d came "
+              "back (%d beyond, %.0f s); %d adds with an unknown outcome (%d stored); %d "
               "answered 503 (%d stored); %d deliveries; invariants: %d jobs, %d problems" %
-              (self.FSYNC, how, down_for, len(acked), len(acked) - len(lost), len(lost), states,
-               len(finished_ok), len(resurrected), len(unknown), len(unknown_stored),
-               len(refused), len(written_on_503), len(pops), inv["jobs"], inv["nproblems"]))
+              (self.FSYNC, how, down_for, len(acked), len(acked) - len(lost_all), len(lost_all),
+               len(lost), POSTPONE_S, states, len(finished_ok), len(back_all), len(resurrected),
+               POSTPONE_S, len(unknown), len(unknown_stored), len(refused), len(written_on_503),
+               len(pops), inv["jobs"], inv["nproblems"]))
         self.assertGreater(len(acked), 200, "too little load to mean anything")
         self.assertTrue(adds and any(a[-1][2] for a in adds.values()),
                         "no add was attempted after the break")
@@ -170,6 +191,7 @@ class DurabilityBase(DeploymentTestCase):
 @single_redis_only
 class EverysecTest(DurabilityBase):
     FSYNC = "everysec"
+    LOAD_S = 2 * POSTPONE_S  # answers from before the window a kill may undo
 
 
 @single_redis_only
