@@ -33,11 +33,16 @@ from dqtest import (SLOW, Deployment, DeploymentTestCase, Resp, invariants, job_
 POSTPONE_S = 3.0
 
 
+def first_ok_at(attempts):
+    """When the first of a job's attempts, (status, time, ...) each, was
+    answered 200."""
+    return min(a[1] for a in attempts if a[0] == 200)
+
+
 class DurabilityBase(DeploymentTestCase):
     FSYNC = "everysec"
     DEPLOYMENT_KW = dict(workers=2, threads=32)
     PRODUCERS = 6
-    LOAD_S = 1.2  # of load before the break
 
     @classmethod
     def make_deployment(cls):
@@ -103,7 +108,8 @@ class DurabilityBase(DeploymentTestCase):
         ths.append(threading.Thread(target=consumer))
         for th in ths:
             th.start()
-        time.sleep(self.LOAD_S * SLOW)
+        # Twice the window a break may undo, so losses from before it show.
+        time.sleep(max(1.2, 2 * self.undo_window(how)) * SLOW)
         t_break = time.monotonic()
         if how == "kill9":
             c.redis_server.kill9()
@@ -122,10 +128,10 @@ class DurabilityBase(DeploymentTestCase):
             time.sleep(0.05)
         return t, adds, finishes, pops, down_for, t_break
 
-    def may_lose(self, how, t_break, t_ack):
-        """True for an answer the break may undo: with everysec, one a kill
-        -9 followed within POSTPONE_S (see the module's text)."""
-        return self.FSYNC == "everysec" and how == "kill9" and t_ack >= t_break - POSTPONE_S
+    def undo_window(self, how):
+        """Seconds of answers before the break that it may undo: POSTPONE_S
+        for a kill -9 with everysec (see the module's text), else none."""
+        return POSTPONE_S if self.FSYNC == "everysec" and how == "kill9" else 0
 
     def check(self, how):
         c = self.c
@@ -140,12 +146,15 @@ class DurabilityBase(DeploymentTestCase):
         # gone legitimately: a finish answered 200, or one with an unknown outcome
         lost_all = [j for j in acked if present[j] is None and
                     not {st for st, _ in finishes.get(j, [])} - {503}]
-        lost = [j for j in lost_all if not self.may_lose(
-            how, t_break, min(tr for st, tr, _ in adds[j] if st == 200))]
+        window = self.undo_window(how)
+
+        def undoable(t_ack):
+            return window > 0 and t_ack >= t_break - window
+
+        lost = [j for j in lost_all if not undoable(first_ok_at(adds[j]))]
         finished_ok = [j for j, fs in finishes.items() if any(st == 200 for st, _ in fs)]
         back_all = [j for j in finished_ok if present[j] is not None]
-        resurrected = [j for j in back_all if not self.may_lose(
-            how, t_break, min(tr for st, tr in finishes[j] if st == 200))]
+        resurrected = [j for j in back_all if not undoable(first_ok_at(finishes[j]))]
         written_on_503 = [j for j in refused if present[j] is not None]
         unknown_stored = [j for j in unknown if present[j] is not None]
         states = {}
@@ -160,12 +169,11 @@ class DurabilityBase(DeploymentTestCase):
             r.close()
         print("AOF appendfsync %s, %s of redis-server (down %.2f s): %d adds answered 200 "
               "before it, %d stored after the restart, %d lost (%d beyond what a break may undo, "
-              "%.0f s with everysec and kill -9); by state %s; %d finishes answered 200, %d came "
-              "back (%d beyond, %.0f s); %d adds with an unknown outcome (%d stored); %d "
+              "%.0f s); by state %s; %d finishes answered 200, %d came back (%d beyond); %d adds with an unknown outcome (%d stored); %d "
               "answered 503 (%d stored); %d deliveries; invariants: %d jobs, %d problems" %
               (self.FSYNC, how, down_for, len(acked), len(acked) - len(lost_all), len(lost_all),
-               len(lost), POSTPONE_S, states, len(finished_ok), len(back_all), len(resurrected),
-               POSTPONE_S, len(unknown), len(unknown_stored), len(refused), len(written_on_503),
+               len(lost), window, states, len(finished_ok), len(back_all), len(resurrected),
+               len(unknown), len(unknown_stored), len(refused), len(written_on_503),
                len(pops), inv["jobs"], inv["nproblems"]))
         self.assertGreater(len(acked), 200, "too little load to mean anything")
         self.assertTrue(adds and any(a[-1][2] for a in adds.values()),
@@ -191,7 +199,6 @@ class DurabilityBase(DeploymentTestCase):
 @single_redis_only
 class EverysecTest(DurabilityBase):
     FSYNC = "everysec"
-    LOAD_S = 2 * POSTPONE_S  # answers from before the window a kill may undo
 
 
 @single_redis_only
