@@ -1110,11 +1110,12 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
         store_arg_str(s, calls[i].timer ? calls[i].timer : "");
     }
     store_batch_run(s);
+    size_t failed = 0;
     for (size_t i = 0; i < n; i++) {
         store_reply *r = NULL;
         store_move_call *c = &calls[i];
         c->status = store_batch_result(s, i, &r, NULL, 0);
-        if (c->status != DQ_OK && !first_err->detail[0])
+        if (c->status != DQ_OK && !failed++)
             store_batch_result(s, i, NULL, first_err->detail, sizeof first_err->detail);
         if (c->status == DQ_OK) {
             c->moved = reply_int(reply_at(r, 0));
