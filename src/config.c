@@ -47,7 +47,7 @@ static const key_spec keys[] = {
     INT_KEY(redis_wait_timeout_ms, "1000", 1, 60000),
     STR_KEY(prefix, "dq"),
     INT_KEY(buckets, "16", 1, 4096),
-    INT_KEY(shards, "1", 1, 1024),
+    INT_KEY(shards, "0", 0, DQ_SHARDS_MAX), /* 0: chosen at start (daemon.c) */
     INT_KEY(max_body, "65536", 1, 16 * 1024 * 1024),
     INT_KEY(max_request, "1048576", 1024, 64 * 1024 * 1024),
     INT_KEY(default_ttr, "60", 1, 86400),

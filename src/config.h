@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 
+/* The most shards a deployment may have (config key 'shards'). */
+#define DQ_SHARDS_MAX 1024
+
 typedef struct {
     char listen[256];
     int workers;

@@ -2,21 +2,57 @@
 #include "daemon.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "store.h"
 #include "store_ops.h"
 
-int daemon_layout_refused(const dq_config *cfg)
+/* Seconds between attempts to learn the shard count while Redis is away. */
+#define CHOOSE_RETRY_S 1
+
+static void choose_shards(dq_config *cfg)
 {
+    char why[256];
+    int waited = 0;
+    while (store_layout_choose_shards(cfg, why, sizeof why) != DQ_OK) {
+        if (!waited++)
+            log_warn("shards is unset and %s; waiting for Redis to learn the shard count", why);
+        sleep(CHOOSE_RETRY_S);
+    }
+    log_info("shards = %d (%s)", cfg->shards, why);
+}
+
+/* A Cluster master that serves none of the shards holds none of the jobs:
+ * said at every start (and by /health and /metrics). */
+static void warn_spread(const dq_config *cfg)
+{
+    dq_store *s = store_new(cfg);
+    if (!s)
+        abort();
+    int masters, used = store_cluster_spread(s, &masters);
+    if (used < masters)
+        log_warn("this deployment's %d shards use %d of the Redis Cluster's %d masters: the "
+                 "others hold none of its jobs (docs/OPERATIONS.md, \"Spreading over a Cluster\")",
+                 cfg->shards, used, masters);
+    store_free(s);
+}
+
+int daemon_layout_settle(dq_config *cfg)
+{
+    if (cfg->shards == 0)
+        choose_shards(cfg);
     char why[512];
-    if (store_layout_check(cfg, why, sizeof why) != DQ_MISCONFIGURED)
-        return 0;
-    log_error("%s; not starting", why);
-    return 1;
+    if (store_layout_check(cfg, why, sizeof why) == DQ_MISCONFIGURED) {
+        log_error("%s; not starting", why);
+        return 1;
+    }
+    warn_spread(cfg);
+    return 0;
 }
 
 int daemon_main(const char *name, int argc, char **argv,
@@ -35,7 +71,7 @@ int daemon_main(const char *name, int argc, char **argv,
         return 2;
     }
     log_init(name, cfg.log_level);
-    if (daemon_layout_refused(&cfg))
+    if (daemon_layout_settle(&cfg))
         return 1;
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;

@@ -6,10 +6,14 @@
 
 #include "config.h"
 
-/* 1 (logged) when Redis records another bucket or shard layout than cfg:
- * such a process would put jobs where no other process looks. 0 when the
- * layouts agree, or Redis is not there yet (the functions check on use). */
-int daemon_layout_refused(const dq_config *cfg);
+/* Settles the layout before a process starts: with shards unset (0), sets
+ * cfg->shards to the deployment's count (store_layout_choose_shards),
+ * waiting for Redis if it must. Then 1 (logged) when Redis records another
+ * bucket or shard layout than cfg: such a process would put jobs where no
+ * other process looks. 0 when the layouts agree, or Redis is not there yet
+ * (the functions check on use). Logs a warning when the shards leave a
+ * Cluster master without jobs. */
+int daemon_layout_settle(dq_config *cfg);
 
 /* main() of delayq-timer and delayq-push: parses the configuration into a
  * static dq_config, checks the layout, blocks SIGTERM and SIGINT and hands

@@ -80,7 +80,7 @@ int main(int argc, char **argv)
         return 2;
     }
     guard_allow_free(allow);
-    if (daemon_layout_refused(&cfg))
+    if (daemon_layout_settle(&cfg))
         return 1;
     if (cfg.listen[0] == '/')
         unlink(cfg.listen); /* a stale socket of an earlier run */

@@ -202,8 +202,10 @@ static dq_status pop_once(call_ctx *c, store_jobs *jobs, store_error *err)
     if (q.nfinish > 0 && (st == DQ_OK || store_items_partly_done(pg->finished, req->nids)))
         pg->finish_done = 1;
     /* Finishes that took effect are answered even when no shard could then
-     * be popped: the pop finds nothing, as it would with no job ready. */
-    return st != DQ_OK && pg->finish_done ? DQ_OK : st;
+     * be popped: the pop finds nothing, as it would with no job ready. But
+     * a pop that may have reserved jobs answers 504, never a 200 that would
+     * hide them. */
+    return st != DQ_OK && st != DQ_TIMEOUT && pg->finish_done ? DQ_OK : st;
 }
 
 static dq_response handle_pop(call_ctx *c)
@@ -766,6 +768,22 @@ static void put_alert_metrics(dq_buf *out, const store_stats *st, size_t shown,
     }
 }
 
+/* How the deployment spreads over a Redis Cluster's masters: a master that
+ * serves none of its shards holds none of its jobs. */
+static void put_spread_metrics(call_ctx *c)
+{
+    int masters, used = store_cluster_spread(c->h->store, &masters);
+    buf_printf(c->out, "# HELP delayq_shards The deployment's shards.\n# TYPE delayq_shards gauge\n"
+                       "delayq_shards %d\n", store_shards(c->h->store));
+    buf_printf(c->out, "# HELP delayq_cluster_masters Masters of the Redis Cluster (0 without "
+                       "one).\n# TYPE delayq_cluster_masters gauge\ndelayq_cluster_masters %d\n",
+               masters);
+    buf_printf(c->out, "# HELP delayq_cluster_masters_unused Cluster masters serving none of the "
+                       "deployment's shards: they hold none of its jobs.\n"
+                       "# TYPE delayq_cluster_masters_unused gauge\n"
+                       "delayq_cluster_masters_unused %d\n", masters - used);
+}
+
 static dq_response handle_metrics(call_ctx *c)
 {
     store_stats st;
@@ -795,6 +813,7 @@ static dq_response handle_metrics(call_ctx *c)
     for (int f = 0; f < STORE_NGAUGES; f++)
         buf_printf(out, "delayq_deployment_jobs{state=\"%s\"} %lld\n", store_stat_names[f],
                    (long long)st.totals[f]);
+    put_spread_metrics(c);
     buf_puts(out, "# HELP delayq_jobs Jobs by topic and state.\n# TYPE delayq_jobs gauge\n");
     for (size_t i = 0; i < shown; i++) {
         for (int f = 0; f < STORE_NGAUGES; f++) {
@@ -837,7 +856,16 @@ static dq_response handle_metrics(call_ctx *c)
 static dq_response handle_health(call_ctx *c)
 {
     if (store_ping(c->h->store) == DQ_OK) {
-        buf_puts(c->out, "{\"success\":true,\"redis\":\"ok\"}");
+        int masters, used = store_cluster_spread(c->h->store, &masters);
+        buf_printf(c->out, "{\"success\":true,\"redis\":\"ok\",\"shards\":%d",
+                   store_shards(c->h->store));
+        if (masters) /* a Cluster */
+            buf_printf(c->out, ",\"masters\":%d,\"masters_used\":%d", masters, used);
+        if (used < masters)
+            buf_printf(c->out, ",\"warning\":\"%d of the Redis Cluster's %d masters serve none of "
+                               "this deployment's %d shards and hold none of its jobs\"",
+                       masters - used, masters, store_shards(c->h->store));
+        buf_putc(c->out, '}');
         return answer(DQ_OK);
     }
     char cause[300];

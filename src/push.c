@@ -464,6 +464,8 @@ int push_run(const dq_config *cfg, int stop_fd)
             wait = 0;
         if (wait > RESCAN_MS)
             wait = RESCAN_MS;
+        if (store_sub_open_now(p.sub) && wait > store_sub_wait_ms(p.sub))
+            wait = store_sub_wait_ms(p.sub); /* the subscription's keepalive */
         curl_multi_poll(p.multi, extra, (unsigned)(1 + n), (int)wait, NULL);
         if (extra[0].revents && !stopping) {
             struct signalfd_siginfo si;
@@ -473,7 +475,7 @@ int push_run(const dq_config *cfg, int stop_fd)
             stop_by = util_mono_ms() + STOP_WAIT_MS;
             log_info("stopping; %d requests in flight", p.inflight);
         }
-        if (n > 0)
+        if (store_sub_open_now(p.sub))
             read_wakeups(&p);
     }
     if (p.inflight || p.ndone)

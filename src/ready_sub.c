@@ -48,10 +48,11 @@ static void *subscriber_main(void *arg)
                 hints_clear(hints);
             notify_announce_all();
         }
-        /* No timeout: an idle worker should cost no CPU. A dropped
-         * connection wakes poll (POLLHUP) and is resubscribed above. */
+        /* A dropped connection wakes poll (POLLHUP) and is resubscribed
+         * above; a silent one is noticed by store_sub_read's PINGs, so an
+         * idle worker wakes about once a second. */
         int n = store_sub_fds(st, fds, MAX_FDS);
-        if (poll(fds, (nfds_t)n, -1) <= 0)
+        if (poll(fds, (nfds_t)n, store_sub_wait_ms(st)) < 0)
             continue;
         int shard, r;
         size_t len;

@@ -14,6 +14,7 @@ typedef struct {
     unsigned char *down; /* per shard: did not answer */
     int counted;         /* the hints come from a count of every shard */
     int answered;
+    int unknown; /* a shard's pop had an unknown outcome (504) */
     dq_status failure;
 } pop_round;
 
@@ -30,6 +31,7 @@ static void pop_from(pop_round *p, int k, size_t nfirst)
     if (st != DQ_OK) {
         p->down[k] = 1;
         p->failure = st;
+        p->unknown |= st == DQ_TIMEOUT;
         return;
     }
     p->answered = 1;
@@ -50,7 +52,7 @@ static void pop_from(pop_round *p, int k, size_t nfirst)
  * followed, so this ends. */
 static void pop_hinted(pop_round *p)
 {
-    while ((int)p->out->n < p->q.count) {
+    while ((int)p->out->n < p->q.count && !p->unknown) {
         size_t nfirst;
         int k = hints_pick(p->hints, p->q.topics, p->q.ntopics, p->down, &nfirst);
         if (k < 0 || (nfirst > 1 && !p->counted))
@@ -104,18 +106,25 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, sto
         if (st != DQ_OK)
             return st;
     }
-    pop_round p = {s, hints, *q, out, err, calloc((size_t)shards, 1), 0, 0, DQ_OK};
+    pop_round p = {s, hints, *q, out, err, calloc((size_t)shards, 1), 0, 0, 0, DQ_OK};
     if (!p.down)
         abort();
     p.q.nfinish = 0;
     pop_hinted(&p);
-    if ((int)out->n < q->count) {
+    if ((int)out->n < q->count && !p.unknown) {
         /* Fewer than asked: the hints may have missed some (a message not
          * read yet); one count of every shard tells. */
         count_shards(&p);
         pop_hinted(&p);
     }
     free(p.down);
+    if (p.unknown) {
+        /* That shard may have reserved jobs: a 200 would hide them until
+         * their TTR with the client none the wiser. The jobs other shards
+         * gave come back after their TTR too, as with any 504 pop. */
+        store_jobs_free(out);
+        return DQ_TIMEOUT;
+    }
     if (out->n > 0 || p.answered)
         return DQ_OK;
     return p.failure != DQ_OK ? p.failure : DQ_UNAVAILABLE;

@@ -31,8 +31,15 @@
 #define MAP_REFRESH_MIN_MS 100
 #define MAX_NODES 64
 #define TAG_MAX 80
+/* A subscription silent this long is sent a PING; one whose PING is not
+ * answered within redis_timeout_ms is given up and made again (a node that
+ * froze or was cut off by a partition sends no EOF). */
+#define SUB_PING_MS 1000
 /* Read buffer a connection keeps between calls (hiredis' own default). */
 #define READER_KEEP (16 * 1024)
+#define NUM_CHUNK 1024
+
+typedef char num_text[24]; /* an int64 in decimal, NUL-ended */
 
 typedef enum { MODE_SINGLE, MODE_SENTINEL, MODE_CLUSTER } store_mode;
 
@@ -45,7 +52,13 @@ typedef struct {
     int64_t retry_at;  /* monotonic ms before which we do not reconnect */
     int64_t failed_at; /* monotonic ms of the last failed connect */
     int backoff_ms;
+    /* Its last connect or call failed, and no reply came since: the slot
+     * map is asked of it only when no other node answers (a frozen or cut
+     * off node costs a timeout). */
+    int down;
     redisContext *sub; /* subscriber connection to this node */
+    int64_t sub_heard;  /* monotonic ms of the last reply on sub */
+    int64_t sub_pinged; /* monotonic ms of the PING sent on sub; 0: none owed */
     /* Found while reading a round's replies, done once all are read (the
      * connection may still owe replies of other calls until then): */
     int drop;   /* close the connection (a READONLY: no primary any more) */
@@ -61,6 +74,7 @@ typedef struct {
     int node;         /* where it goes this round */
     int asking;       /* send ASKING first (an ASK redirection) */
     int pause;        /* a "try again": wait before the next round */
+    int rerouted; /* routed again once after its node was unreachable */
     int done;
     dq_status status;
     char detail[128];
@@ -77,6 +91,9 @@ struct dq_store {
     int nnodes;
     slots_map *map;       /* cluster: slot -> master */
     int64_t map_fetched;  /* monotonic ms of the last refresh */
+    /* A node failed or answered that it is not the slot's master: the map
+     * may be stale. The next routing reads it again (rate-limited). */
+    int map_suspect;
     dq_addr seeds[CONFIG_MAX_ADDRS];
     int nseeds;
     /* The batch being built or run. */
@@ -85,7 +102,12 @@ struct dq_store {
     const char **argv;
     size_t *len;
     size_t nargv, argvcap;
-    char (*nums)[24];
+    /* Integer arguments as text, in chunks that never move (argv points
+     * into them), kept for the store's life: as many as the largest batch
+     * needed. The request limits bound that (DQ_BATCH_MAX jobs, 1,024
+     * shards); no cap here to drift from them. */
+    num_text **num_chunks;
+    size_t nchunks;
     size_t nnums;
     /* Subscriber: the channel suffix, and which shards each node carries. */
     char sub_suffix[32];
@@ -256,8 +278,6 @@ void store_batch_call(dq_store *s, dq_script fn, int shard)
 
 void store_arg(dq_store *s, const char *str, size_t n)
 {
-    if (s->nargv >= STORE_MAX_ARGS + HEAD_ARGS * (s->ncalls + 1))
-        abort(); /* request limits keep us far below this */
     grow_argv(s, 1);
     s->argv[s->nargv] = str;
     s->len[s->nargv++] = n;
@@ -271,10 +291,15 @@ void store_arg_str(dq_store *s, const char *str)
 
 void store_arg_int(dq_store *s, int64_t v)
 {
-    if (s->nnums >= STORE_MAX_ARGS)
-        abort();
-    char *p = s->nums[s->nnums++];
-    int n = snprintf(p, sizeof s->nums[0], "%" PRId64, v);
+    size_t chunk = s->nnums / NUM_CHUNK;
+    if (chunk == s->nchunks) {
+        s->num_chunks = realloc(s->num_chunks, (chunk + 1) * sizeof *s->num_chunks);
+        if (!s->num_chunks || !(s->num_chunks[chunk] = malloc(NUM_CHUNK * sizeof(num_text))))
+            abort();
+        s->nchunks++;
+    }
+    char *p = s->num_chunks[chunk][s->nnums++ % NUM_CHUNK];
+    int n = snprintf(p, sizeof(num_text), "%" PRId64, v);
     store_arg(s, p, (size_t)n);
 }
 
@@ -316,14 +341,32 @@ static void node_disconnect(store_node *n)
     }
 }
 
-/* The node at host:port, added if new (reusing a slot no map names when
- * the table is full). */
-static int node_index(dq_store *s, const char *host, int port)
+/* Something failed on the way to a node of a cluster: a failover or a
+ * moved slot may have made the map stale. Nothing else would re-read it
+ * while it still names a node that is gone (a dead node sends no MOVED). */
+static void suspect_map(dq_store *s)
+{
+    if (s->mode == MODE_CLUSTER)
+        s->map_suspect = 1;
+}
+
+/* The node at host:port, or -1 (never adds one). */
+static int find_node(const dq_store *s, const char *host, int port)
 {
     for (int i = 0; i < s->nnodes; i++) {
         if (s->nodes[i].port == port && strcasecmp(s->nodes[i].host, host) == 0)
             return i;
     }
+    return -1;
+}
+
+/* The node at host:port, added if new (reusing a slot no map names when
+ * the table is full). */
+static int node_index(dq_store *s, const char *host, int port)
+{
+    int found = find_node(s, host, port);
+    if (found >= 0)
+        return found;
     int i = s->nnodes < MAX_NODES ? s->nnodes++ : (int)(util_crc32(host, strlen(host)) % MAX_NODES);
     store_node *n = &s->nodes[i];
     node_disconnect(n);
@@ -435,6 +478,12 @@ static int ensure_connected(dq_store *s, int i)
     __atomic_store_n(&last_connect_ok, util_mono_ms(), __ATOMIC_RELAXED);
     return 0;
 failed:
+    n->down = 1;
+    suspect_map(s);
+    /* The sentinels' answer may be a primary that is gone: ask them again
+     * (they name the new one once they have promoted it). */
+    if (s->mode == MODE_SENTINEL)
+        sentinel_doubt(n->gen);
     n->failed_at = now;
     n->retry_at = now + n->backoff_ms;
     n->backoff_ms = n->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : n->backoff_ms * 2;
@@ -451,10 +500,10 @@ static void node_lost(dq_store *s, int i)
                  ? "timed out" : "connection lost",
              n->ctx ? n->ctx->errstr : "");
     node_disconnect(n);
+    n->down = 1;
     if (s->mode == MODE_SENTINEL)
         sentinel_forget(n->gen);
-    if (s->mode == MODE_CLUSTER)
-        s->map_fetched = 0; /* a failover may be under way: ask again */
+    suspect_map(s); /* a failover may be under way */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -490,28 +539,52 @@ static int fetch_map_from(dq_store *s, const char *host, int port)
     return rc;
 }
 
-/* Refreshes the slot map from a known master, else from the seeds. A node
- * whose host the map leaves empty is the one that answered. */
+/* Is host:port a node that failed and has not answered since? */
+static int known_down(const dq_store *s, const char *host, int port)
+{
+    int i = find_node(s, host, port);
+    return i >= 0 && s->nodes[i].down;
+}
+
+/* Asks host:port for the map, unless it is known down and this pass skips
+ * those. Returns 0 when the map was replaced. */
+static int fetch_map_if(dq_store *s, const char *host, int port, int with_down)
+{
+    if (!host[0] || (!with_down && known_down(s, host, port)))
+        return -1;
+    char h[SLOTS_HOST_MAX + 1];
+    snprintf(h, sizeof h, "%s", host); /* the map it points into changes */
+    return fetch_map_from(s, h, port);
+}
+
+/* Refreshes the slot map from any node that answers: the masters, then
+ * the replicas the map knows, then the seeds; nodes that failed last are
+ * asked only when no other node answers (a frozen or cut-off node costs a
+ * timeout). At most once per MAP_REFRESH_MIN_MS. A node whose host the map
+ * leaves empty is the one that answered. */
 static int refresh_map(dq_store *s)
 {
     int64_t now = util_mono_ms();
     if (s->map_fetched && now - s->map_fetched < MAP_REFRESH_MIN_MS)
         return slots_map_covers_all(s->map) ? 0 : -1;
     s->map_fetched = now;
-    char host[SLOTS_HOST_MAX + 1];
-    for (size_t i = 0; i < slots_map_nodes(s->map); i++) {
-        const slots_node *n = slots_map_node(s->map, i);
-        if (!n->is_master || !n->host[0])
-            continue;
-        snprintf(host, sizeof host, "%s", n->host);
-        if (fetch_map_from(s, host, n->port) == 0)
-            return 0;
-    }
-    for (int i = 0; i < s->nseeds; i++) {
-        if (fetch_map_from(s, s->seeds[i].host, s->seeds[i].port) == 0)
-            return 0;
+    for (int with_down = 0; with_down < 2; with_down++) {
+        for (int masters = 1; masters >= 0; masters--) {
+            for (size_t i = 0; i < slots_map_nodes(s->map); i++) {
+                const slots_node *n = slots_map_node(s->map, i);
+                if (n->is_master == masters && fetch_map_if(s, n->host, n->port, with_down) == 0)
+                    goto fetched;
+            }
+        }
+        for (int i = 0; i < s->nseeds; i++) {
+            if (fetch_map_if(s, s->seeds[i].host, s->seeds[i].port, with_down) == 0)
+                goto fetched;
+        }
     }
     return -1;
+fetched:
+    s->map_suspect = 0;
+    return 0;
 }
 
 /* The node that serves shard's slot now, or -1. */
@@ -520,8 +593,10 @@ static int route(dq_store *s, int shard)
     if (s->mode != MODE_CLUSTER)
         return 0;
     int m = slots_map_node_of(s->map, s->slots[shard]);
-    if (m < 0 && refresh_map(s) == 0)
+    if (m < 0 || s->map_suspect) {
+        refresh_map(s);
         m = slots_map_node_of(s->map, s->slots[shard]);
+    }
     if (m < 0)
         return -1;
     const slots_node *n = slots_map_node(s->map, (size_t)m);
@@ -604,12 +679,12 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
         c->pause = 1;
         c->node = -1;
         snprintf(c->detail, sizeof c->detail, "%s", r->str);
-        s->map_fetched = 0;
+        suspect_map(s);
         return;
     case SLOTS_ERR_READONLY:
         /* A replica now: the map or the primary moved (nothing was run). */
         n->drop = 1;
-        s->map_fetched = 0;
+        suspect_map(s);
         c->pause = 1;
         c->node = -1;
         snprintf(c->detail, sizeof c->detail, "%s", r->str);
@@ -623,7 +698,7 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
         c->pause = 1;
         c->node = -1;
         snprintf(c->detail, sizeof c->detail, "the Redis Cluster is moving this shard's slot");
-        s->map_fetched = 0;
+        suspect_map(s);
         return;
     }
     if (strstr(r->str, "Function not found")) {
@@ -681,6 +756,24 @@ static void fail_node_calls(dq_store *s, int i)
             finish_call(c, DQ_TIMEOUT, "no answer from Redis");
         else
             finish_call(c, DQ_UNAVAILABLE, "no answer from Redis");
+    }
+}
+
+/* hiredis writes a connection's buffer only when it reads the first reply,
+ * so reading node after node would make a round cost the sum of their
+ * round trips: every node's buffer goes out first. */
+static void write_round(dq_store *s)
+{
+    for (int i = 0; i < s->nnodes; i++) {
+        redisContext *ctx = s->nodes[i].ctx;
+        int done = !ctx || sdslen(ctx->obuf) == 0;
+        while (!done) {
+            if (redisBufferWrite(ctx, &done) != REDIS_OK) {
+                node_lost(s, i);
+                fail_node_calls(s, i);
+                break;
+            }
+        }
     }
 }
 
@@ -742,6 +835,7 @@ static void read_round(dq_store *s)
             continue;
         }
         clear_cause(&s->nodes[i]);
+        s->nodes[i].down = 0;
         if (confirmed >= 0 && confirmed < waits) {
             /* Applied, but fewer replicas than asked have it: a failover now
              * could lose it. The client must treat it as an unknown outcome. */
@@ -808,11 +902,17 @@ void store_batch_run(dq_store *s)
                 continue;
             }
             if (ensure_connected(s, c->node) < 0) {
-                finish_call(c, DQ_UNAVAILABLE, "Redis is unreachable");
+                int again = s->mode == MODE_CLUSTER && !c->rerouted;
                 c->node = -1;
+                c->rerouted = 1;
+                /* The map may name a node that is gone: the next round
+                 * reads it again and routes the call once more. */
+                if (!again)
+                    finish_call(c, DQ_UNAVAILABLE, "Redis is unreachable");
             }
         }
         send_round(s);
+        write_round(s);
         read_round(s);
         after_round(s);
     }
@@ -862,6 +962,26 @@ dq_status store_ping(dq_store *s)
     return DQ_OK;
 }
 
+int store_cluster_spread(dq_store *s, int *masters)
+{
+    *masters = 0;
+    if (s->mode != MODE_CLUSTER)
+        return 0;
+    if (!slots_map_covers_all(s->map) || s->map_suspect)
+        refresh_map(s);
+    return slots_masters_used(s->map, s->cfg->prefix, s->shards, masters);
+}
+
+int store_pick_shards(dq_store *s, int per_master)
+{
+    if (s->mode != MODE_CLUSTER)
+        return 1;
+    s->map_fetched = 0;
+    if (refresh_map(s) < 0)
+        return 0;
+    return slots_pick_shards(s->map, s->cfg->prefix, per_master, DQ_SHARDS_MAX);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Life                                                                      */
 /* ------------------------------------------------------------------------ */
@@ -875,8 +995,7 @@ dq_store *store_new(const dq_config *cfg)
     s->shards = cfg->shards;
     s->tags = calloc((size_t)s->shards, sizeof *s->tags);
     s->slots = calloc((size_t)s->shards, sizeof *s->slots);
-    s->nums = calloc(STORE_MAX_ARGS, sizeof *s->nums);
-    if (!s->tags || !s->slots || !s->nums)
+    if (!s->tags || !s->slots)
         abort();
     for (int i = 0; i < s->shards; i++) {
         if (s->shards == 1)
@@ -926,7 +1045,9 @@ void store_free(dq_store *s)
     slots_map_free(s->map);
     free(s->tags);
     free(s->slots);
-    free(s->nums);
+    for (size_t i = 0; i < s->nchunks; i++)
+        free(s->num_chunks[i]);
+    free(s->num_chunks);
     free(s->calls);
     free(s->argv);
     free(s->len);
@@ -980,10 +1101,16 @@ dq_status store_sub_open(dq_store *s, const char *suffix)
         if (!ok)
             goto fail;
     }
-    /* Messages are waited for with poll; reads must not time out. */
+    /* Messages are waited for with poll; reads must not time out. Silence
+     * is bounded by store_sub_read's PINGs instead. */
+    int64_t now = util_mono_ms();
     for (int i = 0; i < s->nnodes; i++) {
-        if (s->nodes[i].sub)
+        if (s->nodes[i].sub) {
             redisSetTimeout(s->nodes[i].sub, (struct timeval){0, 0});
+            redisEnableKeepAlive(s->nodes[i].sub);
+            s->nodes[i].sub_heard = now;
+            s->nodes[i].sub_pinged = 0;
+        }
     }
     s->subscribed = 1;
     if (s->mode == MODE_SENTINEL)
@@ -1042,6 +1169,51 @@ static int next_pushed(redisContext *c, redisReply **out)
     return 1;
 }
 
+/* PINGs each subscription that was silent for SUB_PING_MS. Returns -1 when
+ * one did not answer its PING in time (or the PING could not be sent). */
+static int sub_keepalive(dq_store *s)
+{
+    int64_t now = util_mono_ms();
+    for (int i = 0; i < s->nnodes; i++) {
+        store_node *n = &s->nodes[i];
+        if (!n->sub)
+            continue;
+        if (n->sub_pinged) {
+            if (now - n->sub_pinged > s->cfg->redis_timeout_ms) {
+                log_warn("redis %s:%d: the subscription did not answer a PING in %d ms",
+                         n->host, n->port, s->cfg->redis_timeout_ms);
+                return -1;
+            }
+            continue;
+        }
+        if (now - n->sub_heard < SUB_PING_MS)
+            continue;
+        int done = 0;
+        redisAppendCommand(n->sub, "PING");
+        while (!done) {
+            if (redisBufferWrite(n->sub, &done) != REDIS_OK)
+                return -1;
+        }
+        n->sub_pinged = now;
+    }
+    return 0;
+}
+
+int store_sub_wait_ms(const dq_store *s)
+{
+    int64_t now = util_mono_ms(), wait = SUB_PING_MS;
+    for (int i = 0; i < s->nnodes; i++) {
+        const store_node *n = &s->nodes[i];
+        if (!n->sub)
+            continue;
+        int64_t at = n->sub_pinged ? n->sub_pinged + s->cfg->redis_timeout_ms + 1
+                                   : n->sub_heard + SUB_PING_MS;
+        if (at - now < wait)
+            wait = at - now;
+    }
+    return wait < 0 ? 0 : (int)wait;
+}
+
 int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen, size_t *len)
 {
     if (!s->subscribed)
@@ -1066,6 +1238,8 @@ int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen, size_t *
             }
             if (!got)
                 break;
+            s->nodes[i].sub_heard = util_mono_ms();
+            s->nodes[i].sub_pinged = 0; /* any reply proves the connection */
             int resubscribe = 0, found = 0;
             if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
                 r->element[0]->type == REDIS_REPLY_STRING) {
@@ -1093,6 +1267,10 @@ int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen, size_t *
             if (found)
                 return 0;
         }
+    }
+    if (sub_keepalive(s) < 0) {
+        sub_close_all(s);
+        return -1;
     }
     return 1;
 }

@@ -32,11 +32,6 @@
 typedef struct dq_store dq_store;
 typedef struct redisReply store_reply;
 
-/* Arguments of one batch, all calls together (KEYS[1] is added by the
- * store): the largest is an add of DQ_BATCH_MAX jobs, 11 arguments each,
- * plus 4 per shard's call. */
-#define STORE_MAX_ARGS 12300
-
 dq_store *store_new(const dq_config *cfg);
 void store_free(dq_store *s);
 
@@ -72,6 +67,14 @@ dq_status store_run(dq_store *s, store_reply **reply, char *detail, size_t detai
 /* PING of every Redis the deployment uses (every master of a cluster), for
  * /health. */
 dq_status store_ping(dq_store *s);
+/* A Cluster: how many masters serve at least one of this deployment's
+ * shards, with the number of masters in *masters (from the map this store
+ * has, read again when it is stale). 0 and 0 elsewhere. */
+int store_cluster_spread(dq_store *s, int *masters);
+/* The shard count a new deployment spreads over the cluster's masters
+ * with (slots_pick_shards, per_master shards per master): 1 on one Redis
+ * or behind Sentinel, 0 when no cluster node answered. */
+int store_pick_shards(dq_store *s, int per_master);
 /* Why Redis cannot be used right now, as a sentence for clients and logs
  * ("Redis at h:p refused delayq's credentials: AUTH failed (...)"), or ""
  * when the last command worked. Process-wide: every thread's stores share
@@ -91,6 +94,10 @@ dq_status store_sub_open(dq_store *s, const char *suffix);
 int store_sub_fds(dq_store *s, struct pollfd *fds, int max);
 int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen, size_t *len);
 int store_sub_open_now(const dq_store *s);
+/* The longest a subscriber may wait before calling store_sub_read again:
+ * it PINGs silent subscriptions and gives up one whose PING goes
+ * unanswered, so a node that froze or was cut off is noticed. */
+int store_sub_wait_ms(const dq_store *s);
 
 /* Reply access, for store_ops.c. */
 void store_reply_free(store_reply *r);

@@ -168,6 +168,98 @@ static int read_layout(dq_store *s, long *buckets, long *shards)
     return known;
 }
 
+/* Shards a new deployment on a Cluster gets per master: room for the
+ * cluster to grow to about twice its masters with every master busy. */
+#define SHARDS_PER_MASTER 4
+
+/* The shard count recorded by the deployment whose shard-0 tag is that of
+ * a store with `shards` shards: 1 with *recorded, 0 for none, -1 when
+ * Redis did not answer. */
+static int recorded_shards(const dq_config *cfg, int shards, long *recorded)
+{
+    dq_config probe = *cfg;
+    probe.shards = shards;
+    dq_store *s = store_new(&probe);
+    if (!s)
+        abort();
+    long buckets = 0;
+    int known = read_layout(s, &buckets, recorded);
+    store_free(s);
+    return known;
+}
+
+/* Records the chosen counts in the new deployment's shard 0, or reads
+ * those another process recorded first. Returns the shard count, or -1. */
+static long claim_shards(const dq_config *cfg, int shards)
+{
+    dq_config probe = *cfg;
+    probe.shards = shards;
+    dq_store *s = store_new(&probe);
+    if (!s)
+        abort();
+    store_begin(s, SCRIPT_LAYOUT_CLAIM, 0);
+    store_arg_int(s, cfg->buckets);
+    store_arg_int(s, shards);
+    store_reply *r = NULL;
+    long recorded = -1;
+    if (store_run(s, &r, NULL, 0) == DQ_OK && !reply_is_nil(reply_at(r, 1)))
+        recorded = (long)reply_int(reply_at(r, 1));
+    store_reply_free(r);
+    store_free(s);
+    return recorded;
+}
+
+dq_status store_layout_choose_shards(dq_config *cfg, char *why, size_t whylen)
+{
+    snprintf(why, whylen, "%s", "");
+    long recorded = 0;
+    int known = recorded_shards(cfg, 2, &recorded); /* "{prefix:0}" */
+    if (known == 0) {
+        known = recorded_shards(cfg, 1, &recorded); /* "{prefix}" */
+        recorded = 1;
+    }
+    if (known > 0) {
+        cfg->shards = (int)recorded;
+        snprintf(why, whylen, "recorded by this deployment's Redis");
+        return DQ_OK;
+    }
+    if (known < 0 && !cfg->redis_cluster[0]) {
+        /* One Redis, or behind Sentinel: 1 unless Redis records another
+         * count, which the functions then refuse on use (as with a count
+         * set by hand); a process does not wait for Redis to start. */
+        cfg->shards = 1;
+        snprintf(why, whylen, "one Redis; it did not answer yet");
+        return DQ_OK;
+    }
+    if (known < 0) {
+        snprintf(why, whylen, "no Redis Cluster node answered");
+        return DQ_UNAVAILABLE;
+    }
+    dq_store *probe = store_new(cfg);
+    if (!probe)
+        abort();
+    int pick = store_pick_shards(probe, SHARDS_PER_MASTER);
+    store_free(probe);
+    if (pick == 0) {
+        snprintf(why, whylen, "no Redis Cluster node answered with its slot map");
+        return DQ_UNAVAILABLE;
+    }
+    if (pick == 1) { /* one Redis: the first add records it */
+        cfg->shards = 1;
+        snprintf(why, whylen, "one Redis");
+        return DQ_OK;
+    }
+    long claimed = claim_shards(cfg, pick);
+    if (claimed < 1 || claimed > DQ_SHARDS_MAX) {
+        snprintf(why, whylen, "could not record the shard count in Redis");
+        return DQ_UNAVAILABLE;
+    }
+    cfg->shards = (int)claimed;
+    snprintf(why, whylen, claimed == pick ? "chosen for the Redis Cluster's masters"
+                                          : "chosen by another process of this deployment");
+    return DQ_OK;
+}
+
 dq_status store_layout_check(const dq_config *cfg, char *why, size_t whylen)
 {
     snprintf(why, whylen, "%s", "");

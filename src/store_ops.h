@@ -78,6 +78,13 @@ void store_jobs_copy(store_jobs *j, const store_job *job);
  * (one shard vs several). DQ_OK, DQ_MISCONFIGURED with a sentence in why,
  * or a failure (Redis unreachable: the functions check again on use). */
 dq_status store_layout_check(const dq_config *cfg, char *why, size_t whylen);
+/* shards = 0 (unset): sets cfg->shards to the count this deployment's
+ * Redis records or, for a new deployment, to the one chosen now: 1 on one
+ * Redis or behind Sentinel; on a Cluster, enough to spread over every
+ * master with room to grow, recorded in Redis so that every later process
+ * reads the same. DQ_OK with where it came from in why, or DQ_UNAVAILABLE
+ * with why (try again). */
+dq_status store_layout_choose_shards(dq_config *cfg, char *why, size_t whylen);
 
 /* Adds jobs; ids[i] is jobs[i]'s id (generated where the job had none).
  * Returns DQ_OK when every shard's call worked; else the failure (items

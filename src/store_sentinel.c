@@ -12,6 +12,15 @@
 
 #include "log.h"
 #include "store_conn.h"
+#include "util.h"
+
+/* A primary that cannot be reached is doubted at most this often per
+ * process: every thread's failed connect would otherwise ask the sentinels. */
+#define DOUBT_MIN_MS 500
+/* The watcher pings a sentinel that said nothing for this long, and gives it
+ * up when the PING gets no answer in as long again (a sentinel cut off by a
+ * partition sends no EOF). */
+#define WATCH_PING_MS 2000
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char primary_host[256];
@@ -142,6 +151,19 @@ void sentinel_forget(uint64_t gen)
     pthread_mutex_unlock(&lock);
 }
 
+void sentinel_doubt(uint64_t gen)
+{
+    static int64_t last_doubt;
+    int64_t now = util_mono_ms();
+    pthread_mutex_lock(&lock);
+    if (gen == generation && (!last_doubt || now - last_doubt >= DOUBT_MIN_MS)) {
+        last_doubt = now;
+        primary_port = 0;
+        generation++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 uint64_t sentinel_generation(void)
 {
     pthread_mutex_lock(&lock);
@@ -194,11 +216,31 @@ static void watch_one(redisContext *c)
     int port;
     if (ask_sentinels(watch_cfg, host, sizeof host, &port, err, sizeof err) == 0)
         record(host, port);
-    redisSetTimeout(c, (struct timeval){0, 0});
+    int pinged = 0;
     for (;;) {
         void *v = NULL;
-        if (redisGetReply(c, &v) != REDIS_OK || !v)
+        if (redisGetReplyFromReader(c, &v) != REDIS_OK)
             return;
+        if (!v) {
+            struct pollfd p = {c->fd, POLLIN, 0};
+            int ready = poll(&p, 1, WATCH_PING_MS);
+            if (ready < 0 && errno == EINTR)
+                continue;
+            if (ready == 0 && !pinged) {
+                int done = 0;
+                redisAppendCommand(c, "PING");
+                while (!done) {
+                    if (redisBufferWrite(c, &done) != REDIS_OK)
+                        return;
+                }
+                pinged = 1;
+                continue;
+            }
+            if (ready <= 0 || redisBufferRead(c) != REDIS_OK)
+                return; /* silent past its PING, or gone */
+            continue;
+        }
+        pinged = 0;
         redisReply *m = v;
         if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
             m->element[0]->type == REDIS_REPLY_STRING &&

@@ -21,6 +21,9 @@ int sentinel_primary(const dq_config *cfg, char *host, size_t hostlen, int *port
                      char *err, size_t errlen);
 /* The answer of generation gen proved wrong: ask the sentinels next time. */
 void sentinel_forget(uint64_t gen);
+/* A store could not reach the primary of generation gen (a failed connect):
+ * ask the sentinels again (at most twice a second per process). */
+void sentinel_doubt(uint64_t gen);
 /* The current generation (a store connected at an older one reconnects). */
 uint64_t sentinel_generation(void);
 /* Starts the +switch-master watcher thread (once per process). */

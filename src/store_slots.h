@@ -74,6 +74,17 @@ int slots_map_find(const slots_map *m, const char *host, int port);
 /* 1 when every slot has a master, else 0. */
 int slots_map_covers_all(const slots_map *m);
 
+/* How many masters (nodes that serve a slot) serve at least one of a
+ * deployment's shards, whose tags are "{prefix}" (one shard) or
+ * "{prefix:i}"; *masters gets the number of masters. */
+int slots_masters_used(const slots_map *m, const char *prefix, int shards, int *masters);
+/* The shard count a new deployment of prefix spreads over the map's
+ * masters with, leaving room for the cluster to grow: the smallest
+ * n >= per_master * masters (and >= 2) at which every master serves at
+ * least per_master / 2 (at least 1) of the n shards; max when no n below
+ * it does. 0 when the map has no master. */
+int slots_pick_shards(const slots_map *m, const char *prefix, int per_master, int max);
+
 /* Records a MOVED answer: slot is now served by host:port, a master, added
  * to the nodes if new (a known replica is marked master). Requires
  * slot < SLOTS_COUNT, a host such as slots_parse_redirect gives (at most

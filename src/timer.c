@@ -21,6 +21,11 @@
 
 #define NEVER INT64_MAX
 #define RETRY_MS 200 /* after a failed Redis call */
+/* A held bucket's head is read again at least this often, whatever its
+ * cached due time says: a wake-up lost with a failed-over master, or a
+ * job a promoted replica holds that its old master never announced, would
+ * otherwise wait until the next job of that bucket. */
+#define HEAD_RECHECK_MS 2000
 #define FAILURE_REPORT_MS 10000 /* failed moves are logged at most this often */
 #define SWEEP_BATCH 100 /* topics forgotten per sweep call */
 #define SWEEP_CALLS 10  /* sweep calls per sweep and shard, at most */
@@ -115,6 +120,8 @@ static int maintain(timer_state *t)
             }
             t->held[i] = t->now_held[i];
             nheld += t->held[i];
+            if (t->held[i] && t->next_due[i] > now + HEAD_RECHECK_MS)
+                t->next_due[i] = now + HEAD_RECHECK_MS;
         }
     }
     if (gained || lost)
@@ -459,6 +466,8 @@ int timer_run(const dq_config *cfg, int stop_fd)
         int64_t wake = fire_schedules(&t, move_due(&t, next_maintain));
         if (!store_sub_open_now(t.sub) && wake > util_mono_ms() + RETRY_MS)
             wake = util_mono_ms() + RETRY_MS; /* retry the subscription soon */
+        if (store_sub_open_now(t.sub) && wake > util_mono_ms() + store_sub_wait_ms(t.sub))
+            wake = util_mono_ms() + store_sub_wait_ms(t.sub); /* its keepalive */
         /* Sleep to the microsecond the due millisecond starts: a whole-ms
          * timeout would add up to 1 ms to every job's lateness. */
         int64_t timeout_us = wake * 1000 - util_mono_us();
@@ -471,7 +480,7 @@ int timer_run(const dq_config *cfg, int stop_fd)
             continue;
         if (fds[0].revents)
             break;
-        if (nfds > 1)
+        if (store_sub_open_now(t.sub))
             read_wakeups(&t, &next_maintain);
     }
 

@@ -121,7 +121,11 @@ class Deployment:
                 flags["shards"] = int(env)
             elif self.redis_mode == "cluster":
                 flags["shards"] = CLUSTER_SHARDS
-        self.shards = int(flags.get("shards", 1))
+        if flags.get("shards") == "auto":  # unset: delayq chooses; /health says
+            del flags["shards"]
+            self.shards = None
+        else:
+            self.shards = int(flags.get("shards", 1))
         self.workers = workers
         self.threads = threads
         self.n_timers = n_timers
@@ -192,6 +196,8 @@ class Deployment:
                 self.start_pusher()
             self._start_nginx_on_a_free_port()
             self.wait_healthy(self.start_timeout)
+            if self.shards is None:
+                self.shards = self.get("/health")[1]["shards"]
             if not self.allow_unhealthy:
                 self.wait_timers_joined(self.start_timeout)
         except BaseException:
@@ -520,6 +526,19 @@ class Deployment:
             time.sleep(0.05)
         raise DeploymentError("GET /health did not answer 200 within %.0f s (last: %r)\n%s" %
                               (timeout, last, self.log_tails()))
+
+    def health_answer(self):
+        """What GET /health answers while this deployment is healthy."""
+        r = {"success": True, "redis": "ok", "shards": self.shards}
+        if self.redis_mode == "cluster":
+            masters = self.redis_server.masters()
+            used = {self.redis_server.master_of(self.tag(k)).port for k in range(self.shards)}
+            r.update(masters=len(masters), masters_used=len(used))
+            if len(used) < len(masters):
+                r["warning"] = ("%d of the Redis Cluster's %d masters serve none of this "
+                                "deployment's %d shards and hold none of its jobs" %
+                                (len(masters) - len(used), len(masters), self.shards))
+        return r
 
     # ---------------------------------------------------------- HTTP
 

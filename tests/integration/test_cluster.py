@@ -285,5 +285,129 @@ class MasterFailover(ClusterTestCase):
         return m if m is not victim else None
 
 
+
+class DefaultSpread(ClusterTestCase):
+    """shards unset: the first process picks a count that spreads over every
+    master, records it, and every later process reads it."""
+
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, shards="auto")
+
+    def test_every_master_gets_jobs(self):
+        st, h = self.c.get("/health")
+        self.assertEqual(st, 200, h)
+        print("/health with shards unset: %s" % h)
+        self.assertGreaterEqual(h["shards"], 12, "about 4 shards per master")
+        self.assertEqual((h["masters"], h["masters_used"]), (3, 3))
+        self.assertNotIn("warning", h)
+        self.assertEqual(self.cluster("GET", "{dq:0}:shards"), str(h["shards"]).encode())
+        per_master = {m.port: 0 for m in self.cluster.masters()}
+        for k in range(self.c.shards):
+            per_master[self.shard_master(k).port] += 1
+        self.assertGreaterEqual(min(per_master.values()), 2, per_master)
+        t = unique("spread")
+        self.assertOk(*self.c.req("add", jobs=[{"topic": t, "id": "%s-%d" % (t, i), "body": i}
+                                               for i in range(300)]))
+        held = {m.port: len(self.cluster.client(m.port)("KEYS", "*:j:%s-*" % t))
+                for m in self.cluster.masters()}
+        print("jobs of one topic per master: %s" % held)
+        self.assertEqual(sum(held.values()), 300)
+        self.assertGreater(min(held.values()), 300 / 10, held)
+        st, _, body = self.c.request("GET", "/metrics")
+        self.assertIn(b"\ndelayq_cluster_masters_unused 0\n", body)
+        self.assertIn(("\ndelayq_shards %d\n" % h["shards"]).encode(), body)
+
+    def test_later_process_reads_the_count(self):
+        d = self.c
+        log = d.path("late-timer.log")
+        p = d.popen([d.timer_bin] + d.redis_flags() + ["--log-level=debug"], log)
+        try:
+            deadline = time.monotonic() + 20
+            while "started" not in open(log).read():
+                self.assertLess(time.monotonic(), deadline, open(log).read())
+                self.assertIsNone(p.poll(), open(log).read())
+                time.sleep(0.1)
+            text = open(log).read()
+            self.assertIn("shards = %d (recorded by this deployment's Redis)" % d.shards, text)
+        finally:
+            p.terminate()
+            p.wait(20)
+
+    def test_one_shard_is_warned_of(self):
+        """A deployment of one shard on a 3-master cluster says two masters
+        hold none of its jobs."""
+        d = self.c
+        log = d.path("narrow-timer.log")
+        p = d.popen([d.timer_bin] + d.redis_flags() + ["--prefix=narrow", "--shards=1"], log)
+        try:
+            deadline = time.monotonic() + 20
+            while "started" not in open(log).read():
+                self.assertLess(time.monotonic(), deadline, open(log).read())
+                time.sleep(0.1)
+            self.assertIn("shards use 1 of the Redis Cluster's 3 masters", open(log).read())
+        finally:
+            p.terminate()
+            p.wait(20)
+
+
+class MasterLost(ClusterTestCase):
+    """A master killed with -9 and never started again, as when a machine is
+    lost: its replica takes over, and every process finds it by itself, with
+    nobody calling /health: delayed jobs of every shard are moved and
+    delivered, adds to the lost master's shards work again, callbacks go
+    out."""
+
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, n_pushers=1, push_allow="*,loopback",
+                         redis_args=("--cluster-node-timeout", "2000"))
+
+    def test_kill9_master_for_good(self):
+        from dqtest.receiver import Receiver
+        rcv = Receiver().start()
+        try:
+            self.run_kill(rcv)
+        finally:
+            rcv.stop()
+
+    def run_kill(self, rcv):
+        d, t = self.c, unique("lost")
+        victim = self.shard_master(0)
+        lost_shards = [k for k in range(d.shards) if self.shard_master(k) is victim]
+        ids = ["%s-%d" % (t, i) for i in range(400)]
+        for i in range(0, len(ids), 100):
+            self.assertOk(*d.req("add", jobs=[{"topic": t, "id": j, "delay": 4, "ttr": 30,
+                                                "body": j} for j in ids[i:i + 100]]))
+        hooks = d.one_shard_ids(t + "-hook", 3, shard=lost_shards[0])
+        for j in hooks:
+            self.assertOk(*d.req("add", topic=t + "-hook", id=j, delay=4, body=j,
+                                 url=rcv.url()))
+        t0 = time.monotonic()
+        self.cluster.kill9(victim)
+        probes = d.one_shard_ids(t + "-probe", 200, shard=lost_shards[0])
+        add_back = None
+        got = set()
+        while time.monotonic() - t0 < 60 and (len(got) < len(ids) or add_back is None):
+            if add_back is None:
+                st, r = d.req("add", topic=t + "-probe", id=probes.pop(), body=1)
+                if st == 200:
+                    add_back = time.monotonic() - t0
+            st, r = d.req("pop", topic=t, count=100, timeout=0.2)
+            if st == 200 and r["jobs"]:
+                got.update(j["id"] for j in r["jobs"])
+                d.req("finish", ids=[j["id"] for j in r["jobs"]])
+        delivered = time.monotonic() - t0
+        try:
+            hooked = rcv.wait_for(lambda reqs: len(reqs) >= len(hooks),
+                                  timeout=max(1.0, 60 - (time.monotonic() - t0)))
+        except AssertionError:
+            hooked = list(rcv.requests)
+        print("master %d lost for good (shards %s): %d of %d delayed jobs delivered in %.1f s; "
+              "an add to its shard answered 200 after %s s; %d of %d callbacks received" %
+              (victim.port, lost_shards, len(got), len(ids), delivered,
+               "%.1f" % add_back if add_back is not None else "never", len(hooked), len(hooks)))
+        self.assertEqual(sorted(got), sorted(ids))
+        self.assertIsNotNone(add_back)
+        self.assertLess(add_back, 15)
+        self.assertEqual(len(hooked), len(hooks))
+
+
 if __name__ == "__main__":
     main()

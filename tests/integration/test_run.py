@@ -484,7 +484,7 @@ class ClusterRun(RunTestCase):
             # Replicas hold copies: count the masters only.
             if node("ROLE")[0] in (b"master", "master") and node("KEYS", "*:j:c-*"):
                 holders.add(port)
-        self.assertEqual(len(holders), 3, "jobs on every master (shards = 6)")
+        self.assertEqual(len(holders), 3, "jobs on every master (shards unset: spread)")
         st, p = r.http("pop", topic="c", count=100)
         self.assertEqual(sorted(j["id"] for j in p["jobs"]), sorted(ids))
         self.assertIn("Redis Cluster on ports %d-%d" % (r.redis_port, r.redis_port + 5),
@@ -492,8 +492,8 @@ class ClusterRun(RunTestCase):
 
     def test_b_another_run_uses_the_cluster(self):
         first = self.run_
-        second = Run(env={"DELAYQ_REDIS_CLUSTER": "127.0.0.1:%d" % first.redis_port,
-                          "DELAYQ_SHARDS": "6"})
+        # shards unset: the second run reads the count the first one chose
+        second = Run(env={"DELAYQ_REDIS_CLUSTER": "127.0.0.1:%d" % first.redis_port})
         try:
             second.start()
             self.assertFalse([n for n, p in second.pids().items() if n.startswith("redis") and p],

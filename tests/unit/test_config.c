@@ -167,7 +167,7 @@ static void test_defaults(void **state)
     assert_string_equal(cfg.auth_file, "");
     assert_string_equal(cfg.redis_cluster, "");
     assert_string_equal(cfg.redis_sentinels, "");
-    assert_int_equal(cfg.shards, 1);
+    assert_int_equal(cfg.shards, 0); /* chosen at start */
     assert_int_equal(cfg.redis_wait_replicas, 0);
     assert_int_equal(cfg.redis_wait_timeout_ms, 1000);
 }

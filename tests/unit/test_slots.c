@@ -1067,6 +1067,85 @@ static void test_mutated_replies(void **state)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Spreading a deployment's shards                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The fewest of n shards "{dq:i}" any of the map's masters serves, counted
+ * here from the map's owners rather than by the code under test. */
+static int fewest_served(const slots_map *m, int n, int *masters)
+{
+    int per[16] = {0}, is_master[16] = {0};
+    assert_true(slots_map_nodes(m) <= 16);
+    for (unsigned slot = 0; slot < SLOTS_COUNT; slot++) {
+        int k = slots_map_node_of(m, slot);
+        if (k >= 0)
+            is_master[k] = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        char tag[32];
+        int len = snprintf(tag, sizeof tag, "{dq:%d}", i);
+        int k = slots_map_node_of(m, slots_keyslot(tag, (size_t)len));
+        if (k >= 0)
+            per[k]++;
+    }
+    int fewest = -1;
+    *masters = 0;
+    for (size_t k = 0; k < slots_map_nodes(m); k++) {
+        if (!is_master[k])
+            continue;
+        (*masters)++;
+        if (fewest < 0 || per[k] < fewest)
+            fewest = per[k];
+    }
+    return fewest;
+}
+
+/* The pick is the smallest count from per_master * masters on at which
+ * every master serves per_master / 2 shards or more. */
+static void assert_pick(const slots_map *m, int per_master, int want_masters)
+{
+    int n = slots_pick_shards(m, "dq", per_master, 1024), masters;
+    assert_true(n >= per_master * want_masters);
+    assert_true(fewest_served(m, n, &masters) >= per_master / 2);
+    assert_int_equal(masters, want_masters);
+    for (int smaller = per_master * want_masters; smaller < n; smaller++)
+        assert_true(fewest_served(m, smaller, &masters) < per_master / 2);
+    int counted;
+    assert_int_equal(slots_masters_used(m, "dq", n, &counted), want_masters);
+    assert_int_equal(counted, want_masters);
+}
+
+static void test_pick_shards(void **state)
+{
+    (void)state;
+    slots_map *m = SHARDS(HEALTHY_SHARDS);
+    assert_pick(m, 4, 3);
+    assert_pick(m, 2, 3);
+    /* One shard ("{dq}") leaves two of the three masters without jobs. */
+    int masters;
+    assert_int_equal(slots_masters_used(m, "dq", 1, &masters), 1);
+    assert_int_equal(masters, 3);
+    slots_map_free(m);
+
+    /* A failed master without a failover: its slots are uncovered, and the
+     * two masters left are spread over. */
+    m = SHARDS(NOFAILOVER_SHARDS);
+    assert_pick(m, 4, 2);
+    slots_map_free(m);
+
+    /* One master for every slot. */
+    m = slots_map_new();
+    assert_int_equal(slots_pick_shards(m, "dq", 4, 1024), 0); /* no master yet */
+    for (unsigned s = 0; s < SLOTS_COUNT; s++)
+        slots_map_set(m, s, "a.example", 7000);
+    assert_int_equal(slots_pick_shards(m, "dq", 4, 1024), 4);
+    assert_int_equal(slots_masters_used(m, "dq", 4, &masters), 1);
+    /* The cap holds when no count below it qualifies. */
+    assert_int_equal(slots_pick_shards(m, "dq", 4, 3), 3);
+    slots_map_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1092,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_shards_malformed),
         cmocka_unit_test(test_slots_malformed),
         cmocka_unit_test(test_mutated_replies),
+        cmocka_unit_test(test_pick_shards),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
