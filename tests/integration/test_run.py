@@ -8,6 +8,9 @@ answers again within a few seconds, that a job added before the kill can be
 popped after it, and that the restart is logged. Then that SIGTERM stops
 every process of the run, and (on a second run) that a child exiting 5
 times within 30 s stops scripts/run with status 1 and a message naming it.
+StopUnderLoad: a signal to scripts/run's whole process group (what Ctrl-C in
+a terminal does) under load stops every process, every time, in a bounded
+time; and when scripts/run is killed with SIGKILL, its children stop too.
 
 Every process is stopped by pid, also when a test fails or the run is
 interrupted (atexit). Loopback only. Standard library only.
@@ -16,11 +19,13 @@ interrupted (atexit). Loopback only. Standard library only.
 import atexit
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -454,6 +459,139 @@ class CrashLoop(RunTestCase):
         self.assertEqual([p for p in everything if alive(p)], [], "left running")
         self.assertEqual(r.members(), [], "left running")
         self.assertNoSanitizerReports()
+
+
+class Load:
+    """Clients adding and popping on a run until stop(); errors (the run
+    stopping under them) are expected and ignored."""
+
+    def __init__(self, port, clients=4):
+        self.port = port
+        self.done = threading.Event()
+        self.answered = 0
+        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True)
+                        for i in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def _client(self, i):
+        add = json.dumps({"topic": "load", "body": i}).encode()
+        pop = json.dumps({"topic": "load", "timeout": 1}).encode()
+        while not self.done.is_set():
+            for body, cmd in ((add, "/add"), (pop, "/pop")):
+                try:
+                    st, _, _ = raw_http(self.port, "POST", cmd, body, timeout=3)
+                    self.answered += st == 200
+                except OSError:
+                    time.sleep(0.02)
+
+    def stop(self):
+        self.done.set()
+        for t in self.threads:
+            t.join(5)
+
+
+class StopUnderLoad(KeepOnFailure):
+    """Stop must always stop. A signal to scripts/run's process group also
+    kills the `sleep` that times its supervision loop; bash 5.2 could lose
+    that child's exit while the signal interrupted `wait -n`, and a `wait`
+    for it in the stop then blocked for good, with every child left running
+    (one stop in two, before the fix). And a scripts/run killed with SIGKILL
+    left its children running."""
+
+    ROUNDS = [(signal.SIGTERM, 143)] * 6 + [(signal.SIGINT, 130)]  # signal, exit status
+    STOP_BOUND = 20.0  # s: a stop takes ~1 s; a child ignoring SIGTERM gets 15 s
+
+    @classmethod
+    def setUpClass(cls):
+        reason = skip_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+
+    def start_loaded(self):
+        r = Run()
+        try:
+            r.start()
+        except BaseException:
+            r.stop(failed=True)
+            raise
+        load = Load(r.http_port)
+        deadline = time.monotonic() + 10
+        while load.answered < 4:  # the load reaches delayq before the signal
+            if time.monotonic() > deadline:
+                load.stop()
+                r.stop(failed=True)
+                self.fail("no answers to the load within 10 s")
+            time.sleep(0.02)
+        return r, load
+
+    def started(self, r):
+        """The pids scripts/run started (pid files), all alive."""
+        pids = {n: p for n, p in r.pids().items() if p}
+        self.assertEqual(sorted(pids), sorted(CHILDREN))
+        self.assertEqual([n for n, p in pids.items() if not alive(p)], [])
+        return pids
+
+    def wait_gone(self, r, pids, timeout):
+        """Seconds until no process of the run is left (the children and
+        whatever they forked), or a failure naming what is left."""
+        t0 = time.monotonic()
+        while True:
+            left = sorted(set(r.members()) | {p for p in pids.values() if alive(p)})
+            if not left:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                self.fail("left running %.0f s after the signal: %s\n%s" %
+                          (timeout, ["%d %s" % (p, cmdline(p)[:60]) for p in left],
+                           r.output()[-2000:]))
+            time.sleep(0.05)
+
+    def test_a_signal_to_the_group_under_load(self):
+        times = []
+        for i, (sig, want_rc) in enumerate(self.ROUNDS):
+            with self.subTest(round=i, signal=sig.name):
+                r, load = self.start_loaded()
+                ok = False
+                try:
+                    pids = self.started(r)
+                    time.sleep(random.uniform(0.0, 0.5))  # anywhere in the loop's tick
+                    t0 = time.monotonic()
+                    os.killpg(r.proc.pid, sig)  # its own session: pgid = its pid
+                    try:
+                        rc = r.proc.wait(self.STOP_BOUND)
+                    except subprocess.TimeoutExpired:
+                        # A hung stop; Run.stop kills what is left by pid.
+                        r.proc.kill()
+                        r.proc.wait()
+                        self.fail("round %d: scripts/run did not exit within %.0f s of %s to "
+                                  "its group:\n%s" % (i, self.STOP_BOUND, sig.name,
+                                                       r.output()[-2000:]))
+                    took = time.monotonic() - t0
+                    times.append(took)
+                    self.assertEqual(rc, want_rc, r.output()[-2000:])
+                    self.wait_gone(r, pids, 0.0)
+                    self.assertEqual(os.listdir(r.path("run")), [], "pid files or socket left")
+                    ok = True
+                finally:
+                    load.stop()
+                    r.stop(failed=not ok)
+        print("%d stops under load: %s s" % (len(times), " ".join("%.2f" % t for t in times)))
+
+    def test_b_sigkill_of_scripts_run(self):
+        r, load = self.start_loaded()
+        ok = False
+        try:
+            pids = self.started(r)
+            os.killpg(r.proc.pid, signal.SIGKILL)  # scripts/run and its sleep
+            r.proc.wait(5)
+            # Each child got SIGTERM from the kernel (its parent died): Redis
+            # writes its AOF, nginx and delayq-fcgi stop their workers.
+            took = self.wait_gone(r, pids, self.STOP_BOUND)
+            print("SIGKILL of scripts/run: its children gone %.2f s later" % took)
+            ok = True
+        finally:
+            load.stop()
+            r.stop(failed=not ok)
 
 
 class ClusterRun(RunTestCase):
