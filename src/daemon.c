@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "store.h"
+#include "store_migrate.h"
 #include "store_ops.h"
 
 /* Seconds between attempts to learn the shard count while Redis is away. */
@@ -52,7 +53,7 @@ int daemon_layout_settle(dq_config *cfg)
         return 1;
     }
     warn_spread(cfg);
-    return 0;
+    return store_layout_refused(cfg);
 }
 
 int daemon_main(const char *name, int argc, char **argv,

@@ -10,9 +10,10 @@
  * cfg->shards to the deployment's count (store_layout_choose_shards),
  * waiting for Redis if it must. Then 1 (logged) when Redis records another
  * bucket or shard layout than cfg: such a process would put jobs where no
- * other process looks. 0 when the layouts agree, or Redis is not there yet
- * (the functions check on use). Logs a warning when the shards leave a
- * Cluster master without jobs. */
+ * other process looks, or when its data is of a newer stored layout than
+ * this delayq knows (store_layout_refused). 0 when the layouts agree, or
+ * Redis is not there yet (the functions check on use). Logs a warning when
+ * the shards leave a Cluster master without jobs. */
 int daemon_layout_settle(dq_config *cfg);
 
 /* main() of delayq-timer and delayq-push: parses the configuration into a

@@ -15,6 +15,7 @@
 #include "push_guard.h"
 #include "fcgi_front.h"
 #include "log.h"
+#include "store_migrate.h"
 #include "store_ops.h"
 #include "metrics.h"
 #include "worker.h"
@@ -56,9 +57,17 @@ int main(int argc, char **argv)
     static dq_config cfg;
     char err[512];
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        printf("usage: delayq-fcgi [-c delayq.conf] [--key=value ...]\n"
-               "Every key of delayq.conf can also be set as DELAYQ_<KEY> or --key=value.\n");
+        printf("usage: delayq-fcgi [--migrate] [-c delayq.conf] [--key=value ...]\n"
+               "Every key of delayq.conf can also be set as DELAYQ_<KEY> or --key=value.\n"
+               "--migrate: convert the deployment's data of an older stored layout, then exit\n"
+               "(docs/OPERATIONS.md, \"Upgrading without losing jobs\").\n");
         return 0;
+    }
+    int migrate = argc > 1 && strcmp(argv[1], "--migrate") == 0;
+    if (migrate) {
+        argv[1] = argv[0];
+        argc--;
+        argv++;
     }
     if (config_init(&cfg, argc, argv, err, sizeof err) < 0) {
         fprintf(stderr, "delayq-fcgi: %s\n", err);
@@ -82,6 +91,8 @@ int main(int argc, char **argv)
     guard_allow_free(allow);
     if (daemon_layout_settle(&cfg))
         return 1;
+    if (migrate) /* after the settling: it learns the shard count */
+        return store_migrate_run(&cfg);
     if (cfg.listen[0] == '/')
         unlink(cfg.listen); /* a stale socket of an earlier run */
     int listen_fd = fcgi_listen(&cfg);

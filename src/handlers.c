@@ -10,6 +10,7 @@
 #include "reply.h"
 #include "sched_time.h"
 #include "shard_pop.h"
+#include "store_migrate.h"
 #include "store_ops.h"
 #include "util.h"
 
@@ -784,10 +785,25 @@ static void put_spread_metrics(call_ctx *c)
                        "delayq_cluster_masters_unused %d\n", masters - used);
 }
 
+/* The layout gauges: the stored layout of the data (its oldest shard's)
+ * and the one this delayq uses; they differ only until a migration. */
+static void put_layout_metrics(dq_buf *out, const store_layout_info *info)
+{
+    buf_printf(out, "# HELP delayq_layout_stored The stored layout of the deployment's data (its "
+                    "oldest shard's; docs/OPERATIONS.md).\n# TYPE delayq_layout_stored gauge\n"
+                    "delayq_layout_stored %d\n"
+                    "# HELP delayq_layout_known The stored layout this delayq reads and writes.\n"
+                    "# TYPE delayq_layout_known gauge\ndelayq_layout_known %d\n",
+               info->lowest ? info->lowest : info->known, info->known);
+}
+
 static dq_response handle_metrics(call_ctx *c)
 {
     store_stats st;
     store_error err;
+    store_layout_info layout;
+    if (store_layout_read(c->h->store, &layout) != DQ_OK)
+        memset(&layout, 0, sizeof layout);
     int limit = c->h->cfg->metrics_max_topics;
     dq_status s = store_stats_read(c->h->store, NULL, NULL, limit > 0 ? limit : 1, &st, &err);
     if (s != DQ_OK)
@@ -847,10 +863,34 @@ static dq_response handle_metrics(call_ctx *c)
         }
     }
     put_alert_metrics(out, &st, shown, &lag);
+    put_layout_metrics(out, &layout);
     store_lag_free(&lag);
     store_stats_free(&st);
     metrics_render_requests(out);
     return (dq_response){DQ_OK, 1, 0};
+}
+
+/* The stored layout of the deployment's data (its oldest shard's; the one
+ * this delayq writes while no shard holds any; null when Redis did not
+ * say). When it is not the one this delayq uses, "layout_known" gives
+ * that and "layout_error" what to do. */
+static void put_layout(dq_buf *out, dq_store *store)
+{
+    store_layout_info info;
+    if (store_layout_read(store, &info) != DQ_OK) {
+        buf_puts(out, ",\"layout\":null");
+        return;
+    }
+    int stored = info.highest > info.known ? info.highest : info.lowest ? info.lowest : info.known;
+    buf_printf(out, ",\"layout\":%d", stored);
+    if (stored != info.known)
+        buf_printf(out, ",\"layout_known\":%d", info.known);
+    if (stored < info.known)
+        buf_puts(out, ",\"layout_error\":\"data of an older stored layout: requests answer 503 "
+                      "until 'delayq-fcgi --migrate' converts it\"");
+    else if (stored > info.known)
+        buf_puts(out, ",\"layout_error\":\"data of a newer stored layout than this delayq "
+                      "knows: run the release that wrote it\"");
 }
 
 static dq_response handle_health(call_ctx *c)
@@ -865,6 +905,7 @@ static dq_response handle_health(call_ctx *c)
             buf_printf(c->out, ",\"warning\":\"%d of the Redis Cluster's %d masters serve none of "
                                "this deployment's %d shards and hold none of its jobs\"",
                        masters - used, masters, store_shards(c->h->store));
+        put_layout(c->out, c->h->store);
         buf_putc(c->out, '}');
         return answer(DQ_OK);
     }

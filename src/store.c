@@ -16,6 +16,7 @@
 #include "lua_library.inc"
 #include "store_conn.h"
 #include "store_errors.h"
+#include "store_migrate.h"
 #include "store_sentinel.h"
 #include "store_slots.h"
 #include "util.h"
@@ -715,6 +716,8 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
         if (store_error_is_auth(r->str, r->len))
             set_cause(n, "Redis at %s wants credentials: AUTH failed (%s); set redis_password",
                       conn_where(&spec, at, sizeof at), r->str);
+        else if (store_error_is_layout(r->str, r->len))
+            store_layout_log_once(c->detail);
         else
             log_warn("redis refused %s: %s", lua_functions[c->fn].name, r->str);
     } else if (c->status == DQ_INTERNAL) {

@@ -14,6 +14,11 @@ static const struct {
     {"DQ_LAYOUT", DQ_MISCONFIGURED}, /* detail: the deployment's bucket and shard counts */
 };
 
+/* A shard whose data is of another stored layout (layout_refused in
+ * common.lua; detail: "<found> <known>"): nothing ran, and nothing will
+ * until the data is migrated (older) or the newer release runs. */
+static const char *const layout_codes[] = {"DQ_LAYOUT_OLD", "DQ_LAYOUT_NEW"};
+
 /* Errors Redis answers without running the command. */
 static const char *const no_effect[] = {"LOADING",  "READONLY", "MASTERDOWN", "BUSY",
                                         "NOAUTH",   "WRONGPASS", "NOPERM",    "OOM",
@@ -59,6 +64,28 @@ static void copy_detail(char *detail, size_t detail_len, const char *s, size_t n
     detail[n] = '\0';
 }
 
+int store_error_is_layout(const char *msg, size_t len)
+{
+    strip_err(&msg, &len);
+    return starts_with(msg, len, layout_codes[0]) || starts_with(msg, len, layout_codes[1]);
+}
+
+/* The sentence for a layout error: what the data is and what to do. */
+static void layout_sentence(const char *msg, size_t len, char *detail, size_t detail_len)
+{
+    int found = 0, known = 0;
+    char text[64];
+    copy_detail(text, sizeof text, msg, len);
+    if (sscanf(text, "DQ_LAYOUT_%*s %d %d", &found, &known) != 2 || !detail_len)
+        return;
+    if (found < known)
+        snprintf(detail, detail_len, "its delayq data is of stored layout %d, this delayq's is %d: "
+                 "run 'delayq-fcgi --migrate' first", found, known);
+    else
+        snprintf(detail, detail_len, "its delayq data is of stored layout %d, newer than this "
+                 "delayq's (%d): run the release that wrote it", found, known);
+}
+
 dq_status store_error_status(const char *msg, size_t len, char *detail, size_t detail_len)
 {
     copy_detail(detail, detail_len, "", 0);
@@ -69,6 +96,10 @@ dq_status store_error_status(const char *msg, size_t len, char *detail, size_t d
         return DQ_UNAVAILABLE;
     }
     strip_err(&msg, &len);
+    if (store_error_is_layout(msg, len)) {
+        layout_sentence(msg, len, detail, detail_len);
+        return DQ_UNAVAILABLE;
+    }
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         if (starts_with(msg, len, codes[i].code)) {
             size_t c = strlen(codes[i].code);

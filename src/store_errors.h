@@ -18,6 +18,11 @@ dq_status store_error_status(const char *msg, size_t len, char *detail, size_t d
 /* 1 if a Redis error means the command was refused before it ran. */
 int store_error_no_effect(const char *msg, size_t len);
 
+/* 1 if a function refused to run on data of another stored layout
+ * (DQ_LAYOUT_OLD, DQ_LAYOUT_NEW): DQ_UNAVAILABLE, with a detail that says
+ * what to do. */
+int store_error_is_layout(const char *msg, size_t len);
+
 /* 1 if the error is Redis refusing the credentials (NOAUTH, WRONGPASS). */
 int store_error_is_auth(const char *msg, size_t len);
 

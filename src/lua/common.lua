@@ -565,14 +565,83 @@ local function sched_set_next(id, next_ms)
     end
 end
 
+-- The stored layout: which keys exist and of what type, numbered; every
+-- change of it since the first release is a row of the table in
+-- docs/OPERATIONS.md ("Upgrading without losing jobs"). P:layout records
+-- it, written by the first process of a deployment or by the migration
+-- (migrate.lua); before it existed nothing recorded it and stored_layout()
+-- tells it from the data. These functions read and write LAYOUT only: a
+-- shard of another layout is refused whole (DQ_LAYOUT_OLD, DQ_LAYOUT_NEW)
+-- before a function touches it, so no function half-reads a structure.
+local LAYOUT = 8
+local function layout_key() return P .. ':layout' end
+
+-- Does every delayed, reserved and ready push job of the shard stand in
+-- its topic's index (layout 6 on)? Looks at each bucket's and P:push's
+-- first entry: layouts before 6 indexed none, later ones every one.
+local function indexed(nb)
+    local function head_indexed(key, index_of)
+        local first = redis.call('ZRANGE', key, 0, 0)
+        if not first[1] then return true end
+        local j = load_job(first[1], true)
+        local ik = j and index_of(j)
+        return not ik or redis.call('ZSCORE', ik, first[1]) ~= false
+    end
+    for k = 0, nb - 1 do
+        if not head_indexed(bucket_key(k), function(j) return state_index(j.t, j.s) end) then
+            return false
+        end
+    end
+    return head_indexed(push_key(), function(j) return push_index(j.t) end)
+end
+
+-- The layout the shard's data is in: P:layout, or for data written before
+-- that key existed, the oldest layout whose structures it matches (1:
+-- lists and a set of topics; 2-5: sorted sets without per-topic indexes,
+-- told apart by the keys each added; data that these functions read as it
+-- is, layouts 6-8, counts as LAYOUT), or nil for a
+-- shard that holds nothing yet.
+local function stored_layout()
+    local v = redis.call('GET', layout_key())
+    if v then return tonumber(v) end
+    local nb = redis.call('GET', P .. ':buckets')
+    if not nb then return nil end
+    if redis.call('TYPE', P .. ':topics').ok == 'set' then return 1 end
+    if indexed(tonumber(nb)) then return LAYOUT end
+    if redis.call('EXISTS', P .. ':sched:ids') > 0 then return 5 end
+    if redis.call('EXISTS', push_key()) > 0 then return 4 end
+    if redis.call('EXISTS', P .. ':shards') > 0 then return 3 end
+    return 2
+end
+
+-- Shards this library's Lua state saw at LAYOUT. A shard's layout only
+-- moves forward while Redis runs (the migration is its only writer), so
+-- each is read once per library load, not once per call.
+local layout_seen = {}
+
+-- nil when the shard may be used (it is at LAYOUT, or holds nothing
+-- yet), else the error every function answers instead of running.
+local function layout_refused()
+    if layout_seen[P] then return nil end
+    local v = stored_layout()
+    if v == LAYOUT then
+        if redis.call('EXISTS', layout_key()) == 1 then layout_seen[P] = true end
+        return nil
+    end
+    if not v then return nil end
+    return redis.error_reply((v < LAYOUT and 'DQ_LAYOUT_OLD ' or 'DQ_LAYOUT_NEW ') .. num(v) ..
+        ' ' .. num(LAYOUT))
+end
+
 -- Every process of a deployment must split jobs into the same number of
 -- shards and buckets, or jobs would land where no process looks. The first
--- process records both in each shard; a process configured differently is
--- refused. Returns nil when they match, else the error to answer.
+-- process records both in each shard, with the layout; a process configured
+-- differently is refused. Returns nil when they match, else the error to
+-- answer.
 local function layout_mismatch(nb, ns)
     local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
     if not known[1] then
-        redis.call('MSET', P .. ':buckets', nb, P .. ':shards', ns)
+        redis.call('MSET', P .. ':buckets', nb, P .. ':shards', ns, layout_key(), num(LAYOUT))
         return nil
     end
     local known_shards = known[2] or '1' -- recorded before shards existed

@@ -10,7 +10,10 @@
 # other file becomes the body of a function wrapped to run begin(KEYS)
 # before it (and refuse while the shard's slot moves between cluster
 # nodes) and flush() after it. A file whose header says
-# "-- flags: no-writes" is registered read-only. The library and function
+# "-- flags: no-writes" is registered read-only; one whose header says
+# "any-layout" among its flags runs whatever layout the shard's data is in
+# (the others answer DQ_LAYOUT_OLD/NEW first: layout_refused in
+# common.lua). The library and function
 # names carry a checksum of the sources, so processes of two versions can
 # use one Redis at once.
 set -e
@@ -23,6 +26,9 @@ name_of() {
 }
 read_only() {
     grep -q '^-- flags: no-writes' "$1"
+}
+any_layout() {
+    grep -q '^-- flags:.* any-layout' "$1"
 }
 
 {
@@ -39,6 +45,7 @@ read_only() {
         echo "    callback = function(keys, args)"
         echo "        begin(keys)"
         echo "        if slot_moving() then return redis.error_reply('DQ_MOVING') end"
+        any_layout "$f" || echo "        local refused = layout_refused() if refused then return refused end"
         echo "        local result = run_$name(keys, args)"
         echo "        flush()"
         echo "        return result"

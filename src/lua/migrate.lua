@@ -1,0 +1,131 @@
+-- migrate: one bounded step of converting a shard's data of an older
+-- layout into LAYOUT (docs/OPERATIONS.md, "Upgrading without losing
+-- jobs"); `delayq-fcgi --migrate` calls it until it answers done. Every
+-- step is atomic and leaves its progress in Redis, so a migration stopped
+-- anywhere goes on where it was when run again. No other function runs on
+-- the shard meanwhile (they answer DQ_LAYOUT_OLD), and no process of the
+-- older release may run either: it would write the old structures again.
+-- flags: any-layout
+-- KEYS: P. ARGV: limit (the most list entries or jobs a step reads).
+-- Returns {1, 'done'} once the shard is at LAYOUT (recorded in P:layout),
+-- else {0, what is left}.
+-- Error: DQ_LAYOUT_NEW <found> <known> when the data is newer than LAYOUT.
+--
+-- From layout 1: P:topics was a set, a topic's ready (P:r) and buried (P:x)
+-- queues lists of '<generation>:<id>' entries (stale ones left behind by
+-- finish and delete), the per-topic counters had no 'jobs', and there were
+-- no totals and no idle topics. The set is renamed to P:migrate:topics,
+-- the topics still to convert; each topic's lists are renamed to
+-- P:migrate:r:<topic> and :x:, and their live entries move to the sorted
+-- sets in list order, `limit` at a time; a topic whose lists are done gets
+-- its 'jobs' gauge, joins P:topics (and P:idle when empty) and adds its
+-- figures to P:totals, in the step that takes it out of the pending set.
+-- From layouts 1-5: the per-topic indexes of delayed, reserved and ready
+-- push jobs (P:d, P:w, P:q) are built by walking every bucket and P:push
+-- by rank, the position kept in P:migrate:at; bucket entries of jobs that
+-- no longer exist are dropped on the way.
+local limit = math.max(1, tonumber(ARGV[1]))
+local pending = P .. ':migrate:topics'
+local at_key = P .. ':migrate:at'
+local GAUGE = {delay = true, ready = true, reserved = true, buried = true}
+
+local v = stored_layout()
+if v and v > LAYOUT then return redis.error_reply('DQ_LAYOUT_NEW ' .. num(v) .. ' ' .. num(LAYOUT)) end
+
+-- Moves up to `budget` entries of list `from` to the sorted set `to`,
+-- those whose job is still in `state` with that generation, in order.
+local function convert_entries(from, to, state, budget)
+    local entries = redis.call('LRANGE', from, '0', num(budget - 1))
+    if #entries == 0 then return 0 end
+    redis.call('LTRIM', from, num(#entries), '-1')
+    local seq = reserve_seq(#entries)
+    for i, e in ipairs(entries) do
+        local sep = string.find(e, ':', 1, true)
+        local id = sep and string.sub(e, sep + 1)
+        local h = id and redis.pcall('HMGET', job_key(id), 's', 'g')
+        if h and h[1] == state and h[2] == string.sub(e, 1, sep - 1) then
+            zadd(to, num(seq + i - 1), id)
+        end
+    end
+    return #entries
+end
+
+-- A converted topic's counters: its 'jobs' gauge, its share of the
+-- totals, and its entries in P:topics and P:idle.
+local function finish_topic(topic)
+    local sk = stats_key(topic)
+    local fields = redis.call('HGETALL', sk)
+    local jobs = 0
+    for i = 1, #fields, 2 do
+        local field, by = fields[i], tonumber(fields[i + 1])
+        if GAUGE[field] then jobs = jobs + by end
+        if field ~= 'jobs' and by ~= 0 then redis.call('HINCRBY', P .. ':totals', field, num(by)) end
+    end
+    redis.call('HSET', sk, 'jobs', num(jobs))
+    redis.call('ZADD', P .. ':topics', '0', topic)
+    if jobs == 0 then redis.call('ZADD', P .. ':idle', num(now_ms()), topic) end
+    redis.call('SREM', pending, topic)
+end
+
+-- Converts the lists of one pending topic, `limit` entries at most.
+local function convert_topic(topic)
+    local budget = limit
+    for _, q in ipairs({{ready_key(topic), 'r', 'ready'}, {buried_key(topic), 'x', 'buried'}}) do
+        local old = P .. ':migrate:' .. q[2] .. ':' .. topic
+        if redis.call('TYPE', q[1]).ok == 'list' then redis.call('RENAME', q[1], old) end
+        budget = budget - convert_entries(old, q[1], q[3], budget)
+        if budget <= 0 then return end
+    end
+    finish_topic(topic)
+end
+
+-- Adds up to `limit` entries of `key` from rank `from` to their topics'
+-- indexes (index_of(j): the index of job j, or nil for none). Returns the rank
+-- after them, or nil when the walk went past the end.
+local function index_entries(key, from, index_of)
+    local entries = redis.call('ZRANGE', key, num(from), num(from + limit - 1), 'WITHSCORES')
+    local rank = from
+    for i = 1, #entries, 2 do
+        local id, score = entries[i], entries[i + 1]
+        local j = load_job(id, true)
+        if j then
+            local ik = index_of(j)
+            if ik then zadd(ik, score, id) end
+            rank = rank + 1
+        else
+            redis.call('ZREM', key, id) -- its job is gone
+        end
+    end
+    if #entries < 2 * limit then return nil end
+    return rank
+end
+
+if v == 1 and redis.call('EXISTS', pending) == 0 then
+    redis.call('RENAME', P .. ':topics', pending)
+    return {0, 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
+end
+if redis.call('EXISTS', pending) == 1 then
+    convert_topic(redis.call('SRANDMEMBER', pending))
+    return {0, 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
+end
+-- Once begun, the walk goes to its end: the first entries it indexed may
+-- make the data look indexed to stored_layout(), which reads only heads.
+if (v and v < LAYOUT) or redis.call('EXISTS', at_key) == 1 then
+    local nb = tonumber(redis.call('GET', P .. ':buckets'))
+    local at = redis.call('HMGET', at_key, 'b', 'r')
+    local b, r = tonumber(at[1] or '0'), tonumber(at[2] or '0')
+    if b < nb then
+        r = index_entries(bucket_key(b), r, function(j) return state_index(j.t, j.s) end)
+        if not r then b, r = b + 1, 0 end
+        redis.call('HSET', at_key, 'b', num(b), 'r', num(r))
+        return {0, 'indexes: bucket ' .. num(b) .. ' of ' .. num(nb)}
+    end
+    r = index_entries(push_key(), r, function(j) return j.push and push_index(j.t) end)
+    if r then
+        redis.call('HSET', at_key, 'r', num(r))
+        return {0, 'indexes: ready push jobs from ' .. num(r)}
+    end
+end
+redis.call('DEL', at_key)
+redis.call('SET', layout_key(), num(LAYOUT))
+return {1, 'done'}
