@@ -41,6 +41,7 @@ from dqtest.receiver import Receiver  # noqa: E402
 
 NEW_BUILD = BUILD_DIR
 SOON_S = 6  # the "due soon" job becomes due after the upgrade
+READ_AS_IS = 6  # data of this layout on is read as it is: no --migrate
 B_INT = "12345678901234567890"
 B_OBJ = '{"order":42,"items":["a","b"],"nested":{"z":1,"a":[]}}'
 B_ODD = '{"s":"\\u0000\\u00e9\\ud83d\\ude00\\"q\\\\","n":[1.0e+2,-0,1E-7,true,null]}'
@@ -113,16 +114,15 @@ def val(node, *path):
 # ------------------------------------------------------------------ builds
 
 def build(commit, into):
-    """The commit's delayq-fcgi, delayq-timer (and delayq-push when it has
-    one), built in a worktree of this repository at `into`."""
+    """The commit's programs (its tests are not built), in a worktree of
+    this repository at `into`."""
     if os.path.exists(os.path.join(into, "delayq-fcgi")):
         return into
+    drop_worktree(into)  # what a build that failed or was stopped left
     subprocess.run(["git", "-C", TOP, "worktree", "add", "--force", "--detach", into, commit],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    targets = ["delayq-fcgi", "delayq-timer"]
-    if os.path.exists(os.path.join(into, "src", "push_main.c")):
-        targets.append("delayq-push")
-    steps = "mkdir -p m4 && autoreconf -fi && ./configure -q && make -j2 " + " ".join(targets)
+    # `all` (not the daemons alone) makes the generated sources first.
+    steps = "mkdir -p m4 && autoreconf -fi && ./configure -q && make -j2 all"
     r = subprocess.run(["sh", "-c", steps], cwd=into, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT)
     if r.returncode != 0:
@@ -283,7 +283,10 @@ def side_by_side(d, new_build):
 def expect_503_until_migrated(d, layout):
     st, _, body = d.request("GET", "/health")
     h = json.loads(body)
-    check(st == 200 and h.get("layout") == layout and h.get("layout_known") == 8,
+    # Layouts 2-5 differ only by keys each added, which data may not hold:
+    # /health names the oldest layout the data matches.
+    told = h.get("layout") == layout or 2 <= h.get("layout", 0) <= layout
+    check(st == 200 and told and h.get("layout_known") == 8,
           "/health before the migration: %s" % body)
     for cmd, fields in (("stats", {}), ("pop", {"topic": "up"}), ("add", {"topic": "up"}),
                         ("kick", {"topic": "bur", "count": 1})):
@@ -409,7 +412,7 @@ def one_layout(layout, commit, features, builds):
         d._start_nginx_on_a_free_port()
         d._local.http = None  # its keep-alive connection went to the old nginx
         d.wait_healthy(15)
-        if layout < 8:
+        if layout < READ_AS_IS:
             expect_503_until_migrated(d, layout)
             migrate(d, NEW_BUILD)
         d.start_timer()
