@@ -6,4 +6,4 @@
 -- nil where the shard holds nothing yet, and the layout these functions
 -- use (LAYOUT).
 local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
-return {known[1], known[2], stored_layout(), redis.call('EXISTS', layout_key()), LAYOUT}
+return {known[1], known[2], stored_layout() or false, redis.call('EXISTS', layout_key()), LAYOUT}

@@ -59,6 +59,7 @@ KEEP = _env_flag("DELAYQ_KEEP")
 REDIS_MODE = os.environ.get("DQTEST_REDIS") or "single"
 if REDIS_MODE not in ("single", "cluster", "sentinel"):
     raise SystemExit("DQTEST_REDIS must be single, cluster or sentinel, not %r" % REDIS_MODE)
+LAYOUT = 8  # the stored layout delayq writes (src/lua/common.lua)
 CLUSTER_SHARDS = 6  # with redis-cli's slot split, two shards per master
 
 # For tests of one redis-server process (stops, restarts, AOF, a proxy in
@@ -529,7 +530,7 @@ class Deployment:
 
     def health_answer(self):
         """What GET /health answers while this deployment is healthy."""
-        r = {"success": True, "redis": "ok", "shards": self.shards}
+        r = {"success": True, "redis": "ok", "shards": self.shards, "layout": LAYOUT}
         if self.redis_mode == "cluster":
             masters = self.redis_server.masters()
             used = {self.redis_server.master_of(self.tag(k)).port for k in range(self.shards)}

@@ -23,6 +23,7 @@ from dqtest import BUILD_DIR, RedisError, RedisServer, Resp, invariants, job_key
 P = "{t}"
 BUCKETS = 4
 SHARDS = 1
+LAYOUT = 8  # the stored layout these functions write (common.lua)
 
 
 def library():
@@ -406,12 +407,14 @@ class Functions(unittest.TestCase):
     # ---------------------------------------------------------- layout, ready
 
     def test_layout_and_ready_counts(self):
-        self.assertEqual(self.call("layout", ro=True), [None, None], "nothing recorded yet")
+        self.assertEqual(self.call("layout", ro=True), [None, None, None, 0, LAYOUT],
+                         "nothing recorded yet")
         self.add("r1", topic="one")
         self.add("r2", topic="one")
         self.add("d1", topic="one", delay=60000)
         self.add("t1", topic="two")
-        self.assertEqual(self.call("layout", ro=True), [str(BUCKETS).encode(), b"1"])
+        self.assertEqual(self.call("layout", ro=True), [str(BUCKETS).encode(), b"1", LAYOUT, 1,
+                                                        LAYOUT])
         self.assertEqual(self.call("ready", "one", "two", "none", ro=True), [2, 1, 0])
         self.pop("one")
         self.assertEqual(self.call("ready", "one", ro=True), [1])
@@ -421,6 +424,110 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.add("old"), [b"ok"])
         self.assertDqError("DQ_LAYOUT buckets %d shards 1" % BUCKETS, self.call, "add", "",
                            BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0)
+
+    # ---------------------------------------------------------- stored layouts, migration
+
+    def fcall(self, name, *args, ro=False):
+        """FCALL without the invariants check, for data of an older layout."""
+        return self.server.resp()("FCALL_RO" if ro else "FCALL",
+                                  "dq_%s_%s" % (self.version, name), 1, P, *args)
+
+    def write_layout1(self):
+        """What delayq wrote at 1656faa (layout 1): job hashes with a list
+        generation g and body keys, ready and buried lists of
+        '<generation>:<id>' (stale entries too: r1 under an older
+        generation, a job gone), a set of topics, counters without 'jobs'."""
+        far = 5000000000000
+        jobs = (("r1", "ready", "2.1", -1, 0), ("r2", "ready", "3.1", -1, 1),
+                ("b1", "buried", "4.1", -1, 2), ("d1", "delay", None, far, 1),
+                ("w1", "reserved", None, far + 1, 3))
+        for jid, state, g, due, k in jobs:
+            fields = ["t", "q", "ttr", "60000", "n", "1" if state in ("buried", "reserved") else "0",
+                      "r", "-1", "kb", "0", "c", "1000", "s", state, "d", str(due), "k", str(k)]
+            if g:
+                fields += ["g", g]
+            self.redis("HSET", P + ":j:" + jid, *fields)
+            self.redis("SET", P + ":v:" + jid, '{"id":"%s"}' % jid)
+            if due > 0:
+                self.redis("ZADD", P + ":b:%d" % k, due, jid)
+        self.redis("RPUSH", P + ":r:q", "1.1:r1", "2.1:r1", "2.2:gone", "3.1:r2")
+        self.redis("RPUSH", P + ":x:q", "4.1:b1")
+        self.redis("HSET", P + ":s:q", "delay", 1, "ready", 2, "reserved", 1, "buried", 1,
+                   "added", 6, "finished", 1, "popped", 2)
+        self.redis("HSET", P + ":s:idle", "delay", 0, "ready", 0, "added", 1, "deleted", 1)
+        self.redis("SADD", P + ":topics", "q", "idle")
+        self.redis("SET", P + ":buckets", BUCKETS)
+        self.redis("SET", P + ":seq", 4)
+
+    def migrate_all(self, limit):
+        """Runs migrate until done; returns how many steps it took."""
+        for steps in range(1, 1000):
+            done, what = self.fcall("migrate", limit)
+            if done:
+                self.assertEqual(what, b"done")
+                return steps
+        self.fail("migrate never finished")
+
+    def test_layout1_is_refused_until_migrated_in_bounded_steps(self):
+        self.write_layout1()
+        self.assertEqual(self.fcall("layout", ro=True), [str(BUCKETS).encode(), None, 1, 0, LAYOUT])
+        for name, args in (("stats", ("", "", 10)), ("pop", ("", 1, 0, "q")),
+                           ("kick", ("q", 1)), ("move", (0, 100, ""))):
+            self.assertDqError("DQ_LAYOUT_OLD 1 %d" % LAYOUT, self.fcall, name, *args)
+        # One entry a step: the lists take a step each of their entries, and
+        # a half-converted shard is still refused.
+        self.assertEqual(self.fcall("migrate", 1)[0], 0)
+        self.assertEqual(self.fcall("migrate", 1)[0], 0)
+        self.assertDqError("DQ_LAYOUT_OLD", self.fcall, "pop", "", 1, 0, "q")
+        self.assertGreaterEqual(self.migrate_all(1), 6)
+        self.assertEqual(self.redis("GET", P + ":layout"), str(LAYOUT).encode())
+        self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [b"r1", b"r2"],
+                         "live entries in list order, stale ones dropped")
+        self.assertEqual(self.redis("ZRANGE", P + ":x:q", 0, -1), [b"b1"])
+        self.assertEqual(self.redis("ZRANGE", P + ":d:q", 0, -1), [b"d1"])
+        self.assertEqual(self.redis("ZRANGE", P + ":w:q", 0, -1), [b"w1"])
+        self.assertEqual(self.redis("ZRANGE", P + ":topics", 0, -1), [b"idle", b"q"])
+        self.assertEqual(self.redis("ZRANGE", P + ":idle", 0, -1), [b"idle"])
+        self.assertEqual(self.stats("q")["jobs"], 5)
+        totals = dict(zip(*[iter(self.redis("HGETALL", P + ":totals"))] * 2))
+        self.assertEqual((totals[b"added"], totals[b"finished"], totals[b"deleted"],
+                          totals[b"ready"]), (b"7", b"1", b"1", b"2"))
+        self.assertEqual(self.redis("KEYS", P + ":migrate*"), [])
+        # Every function works now (self.call checks the invariants).
+        self.assertEqual([j[0] for j in self.pop("q", count=5)], [b"r1", b"r2"])
+        self.assertEqual(self.call("kick", "q", 5), 1)
+        self.assertEqual(self.pop("q")[0][2], b'{"id":"b1"}')
+        self.assertEqual(self.fcall("migrate", 1), [1, b"done"], "a migrated shard is done")
+
+    def test_indexes_of_layouts_2_to_5_are_built_by_a_resumable_walk(self):
+        for i in range(12):
+            self.add("d%d" % i, topic="t%d" % (i % 2), delay=60000 + i)
+        self.add("h1", topic="t0", url="http://example.com/h", timeout=2000)
+        self.add("w1", topic="t0")
+        self.pop("t0")  # reserved
+        indexes = {k: self.redis("ZRANGE", k, 0, -1, "WITHSCORES")
+                   for k in (P + ":d:t0", P + ":d:t1", P + ":w:t0", P + ":q:t0")}
+        # What layouts 2-5 held: the same, without the indexes and P:layout;
+        # loaded anew, as after the Redis restart that an upgrade of a
+        # Redis holding such data begins with (the library caches layouts).
+        self.redis("DEL", P + ":layout", *indexes)
+        self.redis("FUNCTION", "LOAD", "REPLACE", self.lib)
+        self.assertEqual(self.fcall("layout", ro=True)[2:4], [4, 0])
+        self.assertDqError("DQ_LAYOUT_OLD 4 %d" % LAYOUT, self.fcall, "jobs", "t0", "delay", 10,
+                           "", "")
+        self.assertGreaterEqual(self.migrate_all(2), BUCKETS + 1)
+        for k, v in indexes.items():
+            self.assertEqual(self.redis("ZRANGE", k, 0, -1, "WITHSCORES"), v, k)
+        self.assertEqual(len(self.call("jobs", "t1", "delay", 10, "", "")), 1 + 3 * 6)
+
+    def test_a_newer_layout_is_refused(self):
+        self.add("a")
+        self.redis("SET", P + ":layout", LAYOUT + 1)
+        for name, args in (("get", ("", "a")), ("add", ("", BUCKETS, SHARDS, 0)),
+                           ("migrate", (10,))):
+            self.assertDqError("DQ_LAYOUT_NEW %d %d" % (LAYOUT + 1, LAYOUT), self.fcall, name,
+                               *args)
+        self.assertEqual(self.fcall("layout", ro=True)[2:], [LAYOUT + 1, 1, LAYOUT])
 
     # ---------------------------------------------------------- push jobs
 
