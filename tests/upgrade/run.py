@@ -119,6 +119,9 @@ def build(commit, into):
     if os.path.exists(os.path.join(into, "delayq-fcgi")):
         return into
     drop_worktree(into)  # what a build that failed or was stopped left
+    if subprocess.run(["git", "-C", TOP, "cat-file", "-e", commit + "^{commit}"],
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        raise Failure("commit %s is not in this clone's history (a shallow clone?)" % commit)
     subprocess.run(["git", "-C", TOP, "worktree", "add", "--force", "--detach", into, commit],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # `all` (not the daemons alone) makes the generated sources first.
