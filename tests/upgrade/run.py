@@ -114,18 +114,26 @@ def val(node, *path):
 # ------------------------------------------------------------------ builds
 
 def build(commit, into):
-    """The commit's programs (its tests are not built), in a worktree of
-    this repository at `into`."""
+    """The commit's daemons (not its tests, nor its command-line client),
+    built in a worktree of this repository at `into`."""
     if os.path.exists(os.path.join(into, "delayq-fcgi")):
         return into
     drop_worktree(into)  # what a build that failed or was stopped left
     if subprocess.run(["git", "-C", TOP, "cat-file", "-e", commit + "^{commit}"],
                       stderr=subprocess.DEVNULL).returncode != 0:
         raise Failure("commit %s is not in this clone's history (a shallow clone?)" % commit)
+    targets = ["delayq-fcgi", "delayq-timer"]
+    if subprocess.run(["git", "-C", TOP, "cat-file", "-e", commit + ":src/push_main.c"],
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        targets.append("delayq-push")
     subprocess.run(["git", "-C", TOP, "worktree", "add", "--force", "--detach", into, commit],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # `all` (not the daemons alone) makes the generated sources first.
-    steps = "mkdir -p m4 && autoreconf -fi && ./configure -q && make -j2 all"
+    # The daemons only, after the generated sources they include; configure's
+    # answers are shared by the builds (one cache file).
+    cache = os.path.join(os.path.dirname(into), "config.cache")
+    steps = ("mkdir -p m4 && autoreconf -fi && ./configure -q -C --cache-file=%s && "
+             "printf 'built-sources: $(BUILT_SOURCES)\\n' | make -f Makefile -f - built-sources && "
+             "make -j2 %s") % (cache, " ".join(targets))
     r = subprocess.run(["sh", "-c", steps], cwd=into, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT)
     if r.returncode != 0:
