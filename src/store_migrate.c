@@ -122,7 +122,7 @@ int store_layout_refused(const dq_config *cfg)
         refused = 1;
     } else if (info.lowest && info.lowest < info.known) {
         log_warn("Redis holds delayq data of stored layout %d; this delayq uses layout %d: "
-                 "requests answer 503 until 'delayq-fcgi --migrate' converts it",
+                 "nothing is served or moved (503) until 'delayq-fcgi --migrate' converts it",
                  info.lowest, info.known);
     } else if (info.unrecorded) {
         for (int k = 0; k < store_shards(s); k++) {
