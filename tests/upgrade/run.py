@@ -23,7 +23,6 @@ Old builds go to a temp dir (or DIR, kept and reused) and skip their tests.
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
