@@ -110,6 +110,7 @@ struct dq_store {
     num_text **num_chunks;
     size_t nchunks;
     size_t nnums;
+    int wait_replicas; /* WAIT after each write: redis_wait_replicas, or 0 */
     /* Subscriber: the channel suffix, and which shards each node carries. */
     char sub_suffix[32];
     int subscribed;
@@ -182,6 +183,11 @@ void store_last_cause(char *out, size_t outlen)
 /* ------------------------------------------------------------------------ */
 /* Shards                                                                    */
 /* ------------------------------------------------------------------------ */
+
+void store_skip_wait(dq_store *s)
+{
+    s->wait_replicas = 0;
+}
 
 int store_shards(const dq_store *s)
 {
@@ -729,7 +735,7 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
  * asked, WAIT after writes when redis_wait_replicas asks. */
 static void send_round(dq_store *s)
 {
-    int waits = s->cfg->redis_wait_replicas;
+    int waits = s->wait_replicas;
     char nrep[16], tmo[16];
     snprintf(nrep, sizeof nrep, "%d", waits);
     snprintf(tmo, sizeof tmo, "%d", s->cfg->redis_wait_timeout_ms);
@@ -796,7 +802,7 @@ static void trim_reader(redisContext *c)
 /* Reads the replies of the calls sent, in the order they were sent. */
 static void read_round(dq_store *s)
 {
-    int waits = s->cfg->redis_wait_replicas;
+    int waits = s->wait_replicas;
     for (size_t k = 0; k < s->ncalls; k++) {
         store_pending *c = &s->calls[k];
         if (c->done || c->node < 0)
@@ -996,6 +1002,7 @@ dq_store *store_new(const dq_config *cfg)
         return NULL;
     s->cfg = cfg;
     s->shards = cfg->shards;
+    s->wait_replicas = cfg->redis_wait_replicas;
     s->tags = calloc((size_t)s->shards, sizeof *s->tags);
     s->slots = calloc((size_t)s->shards, sizeof *s->slots);
     if (!s->tags || !s->slots)

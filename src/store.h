@@ -35,6 +35,12 @@ typedef struct redisReply store_reply;
 dq_store *store_new(const dq_config *cfg);
 void store_free(dq_store *s);
 
+/* This store's writes are not followed by WAIT, whatever
+ * redis_wait_replicas says: for a caller whose writes a failover may undo
+ * harmlessly (the timer: a lost move leaves the job where it was, to be
+ * moved again; a lost lock renewal is taken again). */
+void store_skip_wait(dq_store *s);
+
 int store_shards(const dq_store *s);
 int store_buckets(const dq_store *s); /* per shard */
 /* "{prefix}" or "{prefix:i}": the hash-tagged key prefix of shard i. */

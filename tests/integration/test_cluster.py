@@ -412,5 +412,39 @@ class MasterLost(ClusterTestCase):
         self.assertEqual(len(hooked), len(hooks))
 
 
+
+class MasterLostWithWait(ClusterTestCase):
+    """With redis_wait_replicas = 1, a master lost for good leaves its
+    promoted replica without a replica: its adds and pops answer 504 until
+    one joins, but the timers (whose writes do not WAIT) still move its due
+    jobs, at once and without failing moves."""
+
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, redis_wait_replicas=1,
+                         redis_wait_timeout_ms=500,
+                         redis_args=("--cluster-node-timeout", "2000"))
+
+    def test_due_jobs_moved_without_a_replica(self):
+        d, t = self.c, unique("waitlost")
+        victim = self.shard_master(0)
+        ids = d.one_shard_ids(t, 40, shard=0)
+        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": j, "delay": 8, "body": j}
+                                          for j in ids]))
+        self.cluster.kill9(victim)
+        deadline = time.monotonic() + 40 * SLOW
+        states = {}
+        while time.monotonic() < deadline:
+            states = {}
+            for j in ids:
+                st, r = d.get("/get?id=" + j)
+                states[j] = r.get("state") if st == 200 else st
+            if set(states.values()) == {"ready"}:
+                break
+            time.sleep(0.5)
+        self.assertEqual(set(states.values()), {"ready"}, states)
+        for log in d.timer_logs:  # moves fail while the master is unreachable, not after
+            with open(log) as f:
+                self.assertNotIn("replicas confirmed", f.read(), log)
+
+
 if __name__ == "__main__":
     main()
