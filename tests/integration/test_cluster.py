@@ -413,6 +413,36 @@ class MasterLost(ClusterTestCase):
 
 
 
+class PopUnknownOutcome(ClusterTestCase):
+    """A pop over several shards whose call to one shard gets no answer
+    (that master is paused past redis_timeout_ms) answers 504: that shard
+    may have reserved jobs, and a 200 with the other shards' jobs would hide
+    them. Every job the request reserved comes back after its TTR."""
+
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, redis_timeout_ms=500)
+
+    def test_pop_with_a_silent_shard_answers_504(self):
+        d, t = self.c, unique("silent")
+        slow = self.shard_master(0)
+        other = next(k for k in range(d.shards) if self.shard_master(k) is not slow)
+        ids = d.one_shard_ids(t, 1, shard=0) + d.one_shard_ids(t, 1, shard=other)
+        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": j, "ttr": 2, "body": j}
+                                          for j in ids]))
+        self.cluster.client(slow.port)("CLIENT", "PAUSE", 1500, "WRITE")
+        st, r = d.req("pop", topic=t, count=2)
+        print("pop with shard 0's master paused: %s %r" % (st, r))
+        self.assertEqual((st, r.get("code")), (504, "timeout"), r)
+        time.sleep(2.0)  # the pause ends; the reservations' TTR runs out
+        got = []
+        deadline = time.monotonic() + 15 * SLOW
+        while len(got) < 2 and time.monotonic() < deadline:
+            st, r = d.req("pop", topic=t, count=2, timeout=1)
+            self.assertEqual(st, 200, r)
+            got += r["jobs"]
+        self.assertEqual(sorted(j["id"] for j in got), sorted(ids))
+        self.assertOk(*d.req("finish", ids=ids))
+
+
 class MasterLostWithWait(ClusterTestCase):
     """With redis_wait_replicas = 1, a master lost for good leaves its
     promoted replica without a replica: its adds and pops answer 504 until
