@@ -194,7 +194,9 @@ class RedisStoppedTest(DeploymentTestCase):
 class RedisProxy:
     """A TCP proxy on 127.0.0.1:port in front of the private Redis, with three
     modes: forward, blackhole (accepts, reads and discards, never answers) and
-    deaf (a listener whose accept queue is full, so connects hang)."""
+    deaf (a listener whose accept queue is full, so connects hang); and
+    connections silenced one by one (silence_existing: what passes through
+    them is dropped for good, with no EOF, while new ones forward)."""
 
     def __init__(self):
         self.port = free_port()
@@ -204,6 +206,7 @@ class RedisProxy:
         self.peer = {}
         self.lsock = None
         self.deaf = []
+        self.silent = set()
         self.stop_ev = threading.Event()
         self.lock = threading.Lock()
         self._listen(128)
@@ -262,7 +265,7 @@ class RedisProxy:
                         self._drop(s)
                         continue
                     p = self.peer.get(s)
-                    if self.mode == "forward" and p is not None:
+                    if self.mode == "forward" and p is not None and s not in self.silent:
                         try:
                             p.sendall(data)
                         except OSError:
@@ -270,9 +273,16 @@ class RedisProxy:
                     # blackhole: swallowed
 
     def _close_all(self):
+        self.silent.clear()
         for s in list(self.peer):
             if s in self.peer:
                 self._drop(s)
+
+    def silence_existing(self):
+        """Every open connection goes silent both ways and stays open, as
+        a connection cut off by a partition does; new ones still forward."""
+        with self.lock:
+            self.silent.update(self.peer)
 
     def blackhole(self):
         with self.lock:
@@ -336,10 +346,8 @@ class ProxiedDeployment(Deployment):
 
 
 @single_redis_only
-class BlackHoleTest(DeploymentTestCase):
-    DEPLOYMENT_KW = dict(workers=2, threads=32,
-                      fcgi_flags=dict(redis_connect_timeout_ms=CONNECT_MS,
-                                      redis_timeout_ms=TIMEOUT_MS))
+class ProxiedTestCase(DeploymentTestCase):
+    """delayq-fcgi reaches Redis through this class' RedisProxy."""
 
     @classmethod
     def setUpClass(cls):
@@ -359,6 +367,13 @@ class BlackHoleTest(DeploymentTestCase):
     def tearDownClass(cls):
         super().tearDownClass()
         cls.proxy.close()
+
+
+@single_redis_only
+class BlackHoleTest(ProxiedTestCase):
+    DEPLOYMENT_KW = dict(workers=2, threads=32,
+                      fcgi_flags=dict(redis_connect_timeout_ms=CONNECT_MS,
+                                      redis_timeout_ms=TIMEOUT_MS))
 
     def test_black_holed_redis(self):
         c = self.c
@@ -429,6 +444,52 @@ class BlackHoleTest(DeploymentTestCase):
         print("service back %.2f s after the proxy forwards again; 24 parallel round trips, "
               "slowest %.3f s; worker pids unchanged" % (back, slowest))
         self.assertLess(slowest, 5 * SLOW)
+
+
+
+@single_redis_only
+class SilentSubscriptionTest(ProxiedTestCase):
+    """A subscription whose connection goes silent without an EOF (a
+    partition) is noticed by its PING and made again: a long-poll parked
+    on it still gets its job, although rechecks of parked long-polls are
+    off, so only a ready message can wake it."""
+
+    DEPLOYMENT_KW = dict(workers=1, threads=8,
+                         fcgi_flags=dict(redis_connect_timeout_ms=CONNECT_MS,
+                                         redis_timeout_ms=TIMEOUT_MS,
+                                         longpoll_recheck_ms=600000))
+
+    def test_silenced_subscription_is_made_again(self):
+        c, t = self.c, unique("silent")
+        result = {}
+        wait_s = min(60, 8 * SLOW)
+        # a PING after 1 s of silence, unanswered for redis_timeout_ms
+        bound = (1.0 + TIMEOUT_MS / 1000.0 + 1.0) * SLOW
+
+        def long_poll():
+            result["answer"] = c.req("pop", conn=c.new_http(), topic=t, timeout=wait_s)
+            result["at"] = time.monotonic()
+
+        poller = threading.Thread(target=long_poll)
+        poller.start()
+        time.sleep(0.5 * SLOW)  # parked
+        self.proxy.silence_existing()
+        added = None
+        deadline = time.monotonic() + 5 * SLOW
+        while added is None and time.monotonic() < deadline:
+            st, r = c.req("add", topic=t, id=t + "-1", body=1)
+            if st == 200 or (st == 409 and r.get("code") == "conflict"):
+                added = time.monotonic()
+        self.assertIsNotNone(added, "no add got through new connections")
+        poller.join(wait_s + 5 * SLOW)
+        st, r = result["answer"]
+        print("parked long-poll with its subscription silenced: %s %r, %.2f s after the add" %
+              (st, r, result["at"] - added))
+        self.assertEqual((st, r.get("id")), (200, t + "-1"), r)
+        self.assertLess(result["at"] - added, bound, "woken only by the long-poll's end")
+        with open(c.fcgi_log()) as f:
+            self.assertIn("did not answer a PING", f.read())
+        self.assertOk(*c.req("finish", id=t + "-1"))
 
 
 # --------------------------------------------------------------------------
