@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "cron.h"
+#include "job.h"
 #include "json_scan.h"
 #include "status.h"
 
@@ -26,9 +27,6 @@ typedef enum {
     CMD_COUNT
 } dq_command;
 
-#define DQ_TOPIC_MAX 128
-#define DQ_ID_MAX 256
-#define DQ_BATCH_MAX 1000
 #define DQ_POP_COUNT_MAX 100
 #define DQ_POP_TOPICS_MAX 64
 #define DQ_POP_TIMEOUT_MAX_MS 60000
@@ -43,48 +41,8 @@ typedef enum {
 #define DQ_BACKOFF_STEPPED "[15,180,600,1800,1800,3600,7200,21600,54000]"
 #define DQ_CALLBACK_TIMEOUT_MS 10000
 #define DQ_CALLBACK_TIMEOUT_MAX_MS 300000
-/* A schedule's fires are jobs named "<schedule id>@<Unix seconds>": room
- * for '@' and 15 digits within DQ_ID_MAX. */
-#define DQ_SCHEDULE_ID_MAX 240
 #define DQ_PREVIEW_MAX 100
 #define DQ_UNIX_S_MAX 253402300799LL /* 9999-12-31T23:59:59Z */
-
-/* One job of an add. Strings point into the request body. */
-typedef struct {
-    const char *id; /* NULL: the server makes one */
-    const char *topic;
-    const char *body; /* the body's JSON text as sent, whitespace outside strings dropped */
-    size_t body_len;
-    int64_t delay_ms; /* relative delay; used when at_ms < 0 */
-    int64_t at_ms;    /* absolute due time in Unix ms, or -1 */
-    int64_t ttr_ms;
-    int64_t retries; /* -1: unlimited */
-    /* backoff: the steps in seconds as a compact JSON array ("[15,180]"),
-     * NULL for none. A callback job without one gets DQ_BACKOFF_STEPPED. */
-    const char *backoff;
-    size_t backoff_len;
-    const char *url;     /* callback URL, NULL for a pull job */
-    int64_t cb_timeout_ms;
-} dq_job_spec;
-
-/* A schedule (periodic job). Strings point into the request body. */
-typedef struct {
-    const char *id, *topic;
-    const char *body; /* as dq_job_spec's */
-    size_t body_len;
-    const char *cron; /* the expression as sent, or NULL for `every` */
-    dq_cron cron_parsed;
-    int64_t every_s;  /* when cron is NULL */
-    const char *tz;   /* zone name as sent; "UTC" when omitted (checked by the handler) */
-    int64_t ttr_ms;
-    int64_t retries;  /* -1: unlimited */
-    int64_t start_s;  /* Unix seconds, -1: none */
-    int64_t end_s;    /* Unix seconds, -1: none */
-    const char *backoff; /* each fire's backoff and callback, as add's */
-    size_t backoff_len;
-    const char *url;
-    int64_t cb_timeout_ms;
-} dq_schedule_spec;
 
 typedef struct {
     dq_command cmd;

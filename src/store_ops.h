@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "request.h"
+#include "job.h"
 #include "status.h"
 #include "store.h"
 
