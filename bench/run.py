@@ -1027,9 +1027,9 @@ def move_cost(P, library=None):
     function directly, all due at once, then moved by calling the move
     function bucket by bucket (1000 a call) as the timer does. Redis' own
     time per moved job comes from INFO commandstats. library: a
-    src/lua_library.lua (default: the one of --build)."""
+    src/store/lua_library.lua (default: the one of --build)."""
     n = P["big"] // 5
-    lib = open(library or os.path.join(ARGS.build, "src", "lua_library.lua")).read()
+    lib = open(library or os.path.join(ARGS.build, "src", "store", "lua_library.lua")).read()
     ver = re.search(r"name=delayq_(\w+)", lib).group(1)
     d = tempfile.mkdtemp(prefix="delayq-bench-moves-")
     port = free_port()
@@ -1404,7 +1404,7 @@ def main():
     ap.add_argument("--json", help="write the figures as JSON here")
     ap.add_argument("--outdir", default=os.path.join(HERE, "out"), help="lateness samples go here")
     ap.add_argument("--keep", action="store_true", help="keep temp dirs")
-    ap.add_argument("--library", help="moves: this src/lua_library.lua instead of --build's")
+    ap.add_argument("--library", help="moves: this src/store/lua_library.lua instead of --build's")
     ap.add_argument("--build", default=TOP,
                     help="take delayq-fcgi and delayq-timer from this build dir (another "
                          "checkout, to compare two versions in one run); default the top dir")

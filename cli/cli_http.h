@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 typedef struct cli_http cli_http;
 

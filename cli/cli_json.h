@@ -1,5 +1,5 @@
 /* cli_json: an answer (or a value the user typed) as strict JSON. The
- * scanner the server uses (src/json_scan.c) decides what is valid; json-c
+ * scanner the server uses (src/common/json_scan.c) decides what is valid; json-c
  * then builds a tree, which is convenient for reading an answer's fields.
  * A job's body is never printed from the tree (json-c would round its
  * numbers): cli_json_raw gives the exact text the server sent. */
@@ -9,7 +9,7 @@
 #include <json-c/json.h>
 #include <stddef.h>
 
-#include "json_scan.h"
+#include "common/json_scan.h"
 
 typedef struct {
     const char *text;

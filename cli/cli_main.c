@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "common/buf.h"
 #include "cli_args.h"
 #include "cli_http.h"
 #include "cli_output.h"

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "buf.h"
+#include "common/buf.h"
 #include "cli_args.h"
 
 /* Appends the request object for the flags in a (every field flag given)

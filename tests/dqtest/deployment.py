@@ -59,7 +59,7 @@ KEEP = _env_flag("DELAYQ_KEEP")
 REDIS_MODE = os.environ.get("DQTEST_REDIS") or "single"
 if REDIS_MODE not in ("single", "cluster", "sentinel"):
     raise SystemExit("DQTEST_REDIS must be single, cluster or sentinel, not %r" % REDIS_MODE)
-LAYOUT = 8  # the stored layout delayq writes (src/lua/common.lua)
+LAYOUT = 8  # the stored layout delayq writes (src/store/lua/common.lua)
 CLUSTER_SHARDS = 6  # with redis-cli's slot split, two shards per master
 
 # For tests of one redis-server process (stops, restarts, AOF, a proxy in
@@ -279,7 +279,7 @@ class Deployment:
                     "--redis-sentinel-master=%s" % MASTER_NAME]
         return ["--redis-port=%d" % self.redis_port]
 
-    # Where delayq keeps things (see src/lua/common.lua).
+    # Where delayq keeps things (see src/store/lua/common.lua).
 
     def tag(self, shard=0):
         """The key prefix of a shard: "{dq}" with one shard, "{dq:i}"."""
@@ -287,7 +287,7 @@ class Deployment:
 
     def shard_of(self, job_id):
         # "<schedule id>@<seconds>" (a schedule's fire) lives in the
-        # schedule's shard (store_shard_of in src/store.c).
+        # schedule's shard (store_shard_of in src/store/store.c).
         m = re.match(r"^(.+)@[0-9]+$", job_id)
         if m:
             job_id = m.group(1)

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_scan.h"
-#include "push_guard.h"
-#include "request.h"
+#include "common/json_scan.h"
+#include "common/push_guard.h"
+#include "protocol/request.h"
 
 static json_doc doc; /* reused across inputs, as a request thread does */
 

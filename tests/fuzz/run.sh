@@ -12,8 +12,8 @@ mkdir -p "$work/corpus"
 cp "$here"/corpus/* "$work/corpus/"
 clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$top/src" \
-    "$here/fuzz_request.c" "$top/src/request.c" "$top/src/json_scan.c" \
-    "$top/src/buf.c" "$top/src/status.c" "$top/src/util.c" "$top/src/push_guard.c" "$top/src/cron.c" "$top/src/tz.c" -lm \
+    "$here/fuzz_request.c" "$top/src/protocol/request.c" "$top/src/common/json_scan.c" \
+    "$top/src/common/buf.c" "$top/src/common/status.c" "$top/src/common/util.c" "$top/src/common/push_guard.c" "$top/src/sched/cron.c" "$top/src/sched/tz.c" -lm \
     -o "$work/fuzz_request"
 cd "$work"
 # The whole log stays in the work dir; a crash prints its reason, stack

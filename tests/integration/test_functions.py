@@ -1,8 +1,8 @@
-"""The Redis functions of src/lua, each against its contract (the header
+"""The Redis functions of src/store/lua, each against its contract (the header
 comment of each script): arguments, replies, error replies, the keys it
 writes, the messages it publishes, and that a failed call writes nothing.
 They run on a private redis-server with the library the build made
-(src/lua_library.lua), without delayq-fcgi or a timer; after every call the
+(src/store/lua_library.lua), without delayq-fcgi or a timer; after every call the
 deployment's invariants (tests/dqtest/invariants.py) must hold, since a
 crash can stop delayq between any two calls. The last test kills Redis
 with -9 in the middle of a stream of calls and checks the same after the
@@ -27,7 +27,7 @@ LAYOUT = 8  # the stored layout these functions write (common.lua)
 
 
 def library():
-    with open(os.path.join(BUILD_DIR, "src", "lua_library.lua")) as f:
+    with open(os.path.join(BUILD_DIR, "src", "store", "lua_library.lua")) as f:
         return f.read()
 
 

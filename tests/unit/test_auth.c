@@ -1,4 +1,4 @@
-/* Unit tests for src/auth.c: tokens file rules and access checks. */
+/* Unit tests for src/protocol/auth.c: tokens file rules and access checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "auth.h"
+#include "protocol/auth.h"
 
 static const char *const FILE_TEXT =
     "# admin: everything\n"

@@ -1,4 +1,4 @@
-/* Unit tests for src/buf.c: the growable buffer and its JSON writers. */
+/* Unit tests for src/common/buf.c: the growable buffer and its JSON writers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */

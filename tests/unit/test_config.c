@@ -1,4 +1,4 @@
-/* Unit tests for src/config.c: defaults, the key table, delayq.conf files,
+/* Unit tests for src/common/config.c: defaults, the key table, delayq.conf files,
  * DELAYQ_<KEY> environment overrides, --key=value flags, and the shipped
  * delayq.conf (found through DELAYQ_SRC_DIR, which `make check` sets). */
 #include <ctype.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "common/config.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */

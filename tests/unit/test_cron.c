@@ -1,4 +1,4 @@
-/* Unit tests for src/cron.c and src/tz.c: expression syntax, next-fire
+/* Unit tests for src/sched/cron.c and src/sched/tz.c: expression syntax, next-fire
  * arithmetic in UTC and across DST changes, zone offsets, and TZif
  * parsing. Expected instants come from the tz database as `zdump -v` and
  * `TZ=Zone date` print it (tzdata 2025b); they are facts, not output of the
@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "cron.h"
-#include "tz.h"
+#include "sched/cron.h"
+#include "sched/tz.h"
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -1,4 +1,4 @@
-/* Unit tests for src/json_scan.c: strict RFC 8259 JSON in one pass, the
+/* Unit tests for src/common/json_scan.c: strict RFC 8259 JSON in one pass, the
  * exact text of values kept, and the helpers that read values. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "json_scan.h"
+#include "common/json_scan.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */

@@ -1,4 +1,4 @@
-/* Unit tests for src/notify.c and src/wake_claims.c: parked long-polls and
+/* Unit tests for src/fcgi/notify.c and src/fcgi/wake_claims.c: parked long-polls and
  * their wake-ups (which waiters a ready message wakes, in what order, missed
  * messages, deadlines, cancelling, passing a wake-up on, shutdown), and how
  * worker processes share a message's wake-ups. */
@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "notify.h"
-#include "util.h"
+#include "fcgi/notify.h"
+#include "common/util.h"
 
 /* A waiter and how often its callback ran. */
 typedef struct {

@@ -1,4 +1,4 @@
-/* Unit tests for src/push_guard.c: callback URLs, the push_allow list, the
+/* Unit tests for src/common/push_guard.c: callback URLs, the push_allow list, the
  * name and address checks (with the embedded IPv4 forms), and Retry-After. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "push_guard.h"
+#include "common/push_guard.h"
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -1,4 +1,4 @@
-/* Unit tests for src/request.c: every protocol rule that needs no Redis
+/* Unit tests for src/protocol/request.c: every protocol rule that needs no Redis
  * (shared/PROTOCOL.md and docs/PROTOCOL.md, "Choices where the contract is
  * silent"). Each rejection checks the status and that the error sentence
  * names the field. */
@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "buf.h"
-#include "request.h"
+#include "common/buf.h"
+#include "protocol/request.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */

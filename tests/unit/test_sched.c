@@ -1,4 +1,4 @@
-/* Unit tests for src/sched_time.c: when a schedule fires (cron or every,
+/* Unit tests for src/sched/sched_time.c: when a schedule fires (cron or every,
  * with start and end) and how fires missed while no timer ran collapse
  * into one. Expected instants are worked out by hand from the rules in
  * docs/PROTOCOL.md, not taken from the code under test. */
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "sched_time.h"
+#include "sched/sched_time.h"
 
 /* A UTC instant. */
 static int64_t at(int64_t y, int mo, int d, int h, int mi)

@@ -1,4 +1,4 @@
-/* Unit tests for src/shard_hints.c: where a worker believes ready jobs
+/* Unit tests for src/fcgi/shard_hints.c: where a worker believes ready jobs
  * are (messages add, pops take, exact counts set), which shard a pop picks
  * for topics in priority order, and the bound on tracked topics. */
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "shard_hints.h"
+#include "fcgi/shard_hints.h"
 
 static int pick1(shard_hints *h, const char *topic)
 {

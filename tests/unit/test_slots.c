@@ -1,4 +1,4 @@
-/* Unit tests for src/store_slots.c: key slots, the slot map built from real
+/* Unit tests for src/store/store_slots.c: key slots, the slot map built from real
  * CLUSTER SHARDS / CLUSTER SLOTS replies, MOVED updates, redirection and
  * cluster error parsing, and malformed replies. Replies are made the way
  * store.c gets them: RESP bytes through a hiredis reader. */
@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 
-#include "store_slots.h"
+#include "store/store_slots.h"
 #include "test_slots_replies.h"
 
 /* ------------------------------------------------------------------------ */

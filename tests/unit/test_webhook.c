@@ -1,4 +1,4 @@
-/* Unit tests for src/webhook.c and src/base64.c: the Standard Webhooks
+/* Unit tests for src/push/webhook.c and src/common/base64.c: the Standard Webhooks
  * signature scheme, secret lists and rotation, and strict base64. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "base64.h"
-#include "webhook.h"
+#include "common/base64.h"
+#include "push/webhook.h"
 
 /* The test vector the Standard Webhooks reference libraries sign with. */
 #define SPEC_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

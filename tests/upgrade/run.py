@@ -122,8 +122,10 @@ def build(commit, into):
                       stderr=subprocess.DEVNULL).returncode != 0:
         raise Failure("commit %s is not in this clone's history (a shallow clone?)" % commit)
     targets = ["delayq-fcgi", "delayq-timer"]
-    if subprocess.run(["git", "-C", TOP, "cat-file", "-e", commit + ":src/push_main.c"],
-                      stderr=subprocess.DEVNULL).returncode == 0:
+    # The pusher's main, in the flat src/ of older commits or in src/push/.
+    if any(subprocess.run(["git", "-C", TOP, "cat-file", "-e", commit + ":" + path],
+                          stderr=subprocess.DEVNULL).returncode == 0
+           for path in ("src/push_main.c", "src/push/push_main.c")):
         targets.append("delayq-push")
     subprocess.run(["git", "-C", TOP, "worktree", "add", "--force", "--detach", into, commit],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

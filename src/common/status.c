@@ -1,0 +1,39 @@
+/* status: outcome -> HTTP status and protocol code. */
+#include "common/status.h"
+
+#include <assert.h>
+
+static const struct {
+    int http;
+    const char *line;
+    const char *code;
+} table[DQ_STATUS_COUNT] = {
+    [DQ_OK] = {200, "200 OK", "ok"},
+    [DQ_BAD_REQUEST] = {400, "400 Bad Request", "bad_request"},
+    [DQ_UNAUTHORIZED] = {401, "401 Unauthorized", "unauthorized"},
+    [DQ_NOT_FOUND] = {404, "404 Not Found", "not_found"},
+    [DQ_CONFLICT] = {409, "409 Conflict", "conflict"},
+    [DQ_TOO_LARGE] = {413, "413 Payload Too Large", "too_large"},
+    [DQ_UNAVAILABLE] = {503, "503 Service Unavailable", "unavailable"},
+    [DQ_TIMEOUT] = {504, "504 Gateway Timeout", "timeout"},
+    [DQ_INTERNAL] = {500, "500 Internal Server Error", "internal"},
+    [DQ_MISCONFIGURED] = {500, "500 Internal Server Error", "internal"},
+};
+
+int status_http(dq_status s)
+{
+    assert(s < DQ_STATUS_COUNT);
+    return table[s].http;
+}
+
+const char *status_line(dq_status s)
+{
+    assert(s < DQ_STATUS_COUNT);
+    return table[s].line;
+}
+
+const char *status_code(dq_status s)
+{
+    assert(s < DQ_STATUS_COUNT);
+    return table[s].code;
+}

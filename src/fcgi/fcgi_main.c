@@ -1,0 +1,172 @@
+/* delayq-fcgi: the master process. Binds the FastCGI socket, preforks the
+ * workers, replaces any that die, and on SIGTERM/SIGINT stops them gracefully. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "protocol/auth.h"
+#include "common/config.h"
+#include "store/daemon.h"
+#include "common/push_guard.h"
+#include "fcgi/fcgi_front.h"
+#include "common/log.h"
+#include "store/store_migrate.h"
+#include "store/store_ops.h"
+#include "fcgi/metrics.h"
+#include "fcgi/worker.h"
+#include "fcgi/wake_claims.h"
+
+/* Ready messages remembered at once by the shared wake-up table: far more
+ * than arrive while one is being handed out (32 KB). */
+#define WAKE_CLAIM_SLOTS 4096
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+    stop_signal = sig;
+}
+
+static void on_child(int sig)
+{
+    (void)sig; /* only interrupts sigsuspend */
+}
+
+static pid_t spawn_worker(const dq_config *cfg, int listen_fd, wake_claims *claims,
+                          const sigset_t *blocked)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    /* Worker: SIGTERM/SIGINT stay blocked; worker_run sigwaits them. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive a master killed with -9 */
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    sigprocmask(SIG_SETMASK, blocked, NULL);
+    exit(worker_run(cfg, listen_fd, claims));
+}
+
+int main(int argc, char **argv)
+{
+    static dq_config cfg;
+    char err[512];
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        printf("usage: delayq-fcgi [--migrate] [-c delayq.conf] [--key=value ...]\n"
+               "Every key of delayq.conf can also be set as DELAYQ_<KEY> or --key=value.\n"
+               "--migrate: convert the deployment's data of an older stored layout, then exit\n"
+               "(docs/OPERATIONS.md, \"Upgrading without losing jobs\").\n");
+        return 0;
+    }
+    int migrate = argc > 1 && strcmp(argv[1], "--migrate") == 0;
+    if (migrate) {
+        argv[1] = argv[0];
+        argc--;
+        argv++;
+    }
+    if (config_init(&cfg, argc, argv, err, sizeof err) < 0) {
+        fprintf(stderr, "delayq-fcgi: %s\n", err);
+        return 2;
+    }
+    log_init("delayq-fcgi", cfg.log_level);
+    if (cfg.auth_file[0]) {
+        /* Checked here so a bad tokens file stops start-up, not each worker. */
+        dq_auth *auth = auth_load(cfg.auth_file, err, sizeof err);
+        if (!auth) {
+            fprintf(stderr, "delayq-fcgi: %s\n", err);
+            return 2;
+        }
+        auth_free(auth);
+    }
+    dq_allow *allow = guard_allow_parse(cfg.push_allow, err, sizeof err);
+    if (!allow) {
+        fprintf(stderr, "delayq-fcgi: %s\n", err);
+        return 2;
+    }
+    guard_allow_free(allow);
+    if (daemon_layout_settle(&cfg))
+        return 1;
+    if (migrate) /* after the settling: it learns the shard count */
+        return store_migrate_run(&cfg);
+    if (cfg.listen[0] == '/')
+        unlink(cfg.listen); /* a stale socket of an earlier run */
+    int listen_fd = fcgi_listen(&cfg);
+    if (listen_fd < 0) {
+        log_error("cannot listen on %s: %s", cfg.listen, strerror(errno));
+        return 1;
+    }
+    if (metrics_init() < 0) {
+        log_error("cannot map shared metrics");
+        return 1;
+    }
+    /* Shared by the workers: each ready message wakes one long-poll per
+     * job in all of them together, not in each. */
+    wake_claims *claims = wake_claims_new(WAKE_CLAIM_SLOTS);
+    if (!claims) {
+        log_error("cannot map the shared wake-up table");
+        return 1;
+    }
+
+    sigset_t stop_set, old;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &stop_set, &old);
+    sigset_t worker_mask = old;
+    sigaddset(&worker_mask, SIGTERM);
+    sigaddset(&worker_mask, SIGINT);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_child;
+    sigaction(SIGCHLD, &sa, NULL);
+
+    pid_t *workers = calloc((size_t)cfg.workers, sizeof *workers);
+    if (!workers)
+        return 1;
+    for (int i = 0; i < cfg.workers; i++)
+        workers[i] = spawn_worker(&cfg, listen_fd, claims, &worker_mask);
+    log_info("listening on %s with %d workers x %d threads", cfg.listen, cfg.workers, cfg.threads);
+
+    while (!stop_signal) {
+        sigsuspend(&old);
+        pid_t pid;
+        int status;
+        while (!stop_signal && (pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            for (int i = 0; i < cfg.workers; i++) {
+                if (workers[i] != pid)
+                    continue;
+                log_warn("worker %d exited (%s %d); starting a new one", (int)pid,
+                         WIFSIGNALED(status) ? "signal" : "status",
+                         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                workers[i] = spawn_worker(&cfg, listen_fd, claims, &worker_mask);
+            }
+        }
+    }
+
+    log_info("signal %d: stopping workers", (int)stop_signal);
+    for (int i = 0; i < cfg.workers; i++)
+        kill(workers[i], SIGTERM);
+    int code = 0;
+    for (int i = 0; i < cfg.workers; i++) {
+        int status;
+        if (waitpid(workers[i], &status, 0) == workers[i] &&
+            !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+            code = 1;
+    }
+    close(listen_fd);
+    if (cfg.listen[0] == '/')
+        unlink(cfg.listen);
+    free(workers);
+    wake_claims_free(claims);
+    log_info("stopped");
+    return code;
+}

@@ -1,0 +1,188 @@
+/* reply: the protocol's JSON answers. */
+#include "fcgi/reply.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void reply_key_string(dq_buf *out, const char *key, const char *s, size_t n)
+{
+    buf_putc(out, '"');
+    buf_puts(out, key);
+    buf_puts(out, "\":");
+    buf_put_json_string(out, s ? s : "", s ? n : 0);
+}
+
+void reply_error(dq_buf *out, dq_status st, const char *msg)
+{
+    buf_reset(out);
+    buf_puts(out, "{\"success\":false,\"error\":");
+    buf_put_json_string(out, msg, strlen(msg));
+    buf_puts(out, ",\"code\":\"");
+    buf_puts(out, status_code(st));
+    buf_puts(out, "\"}");
+}
+
+dq_status reply_errorf(dq_buf *out, dq_status st, const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    reply_error(out, st, msg);
+    return st;
+}
+
+void reply_id(dq_buf *out, const char *id, const char *key, const char *value)
+{
+    buf_puts(out, "{\"success\":true,");
+    reply_key_string(out, "id", id, strlen(id));
+    if (key) {
+        buf_putc(out, ',');
+        reply_key_string(out, key, value, strlen(value));
+    }
+    buf_putc(out, '}');
+}
+
+void reply_id_due(dq_buf *out, const char *id, int64_t due)
+{
+    buf_puts(out, "{\"success\":true,");
+    reply_key_string(out, "id", id, strlen(id));
+    buf_puts(out, ",\"due\":");
+    buf_put_i64(out, due);
+    buf_putc(out, '}');
+}
+
+/* The fields every answer about one job starts with. */
+static void job_head(dq_buf *out, const store_job *j)
+{
+    buf_puts(out, "{\"success\":true,");
+    reply_key_string(out, "id", j->id, j->id_len);
+    buf_putc(out, ',');
+    reply_key_string(out, "topic", j->topic, j->topic_len);
+}
+
+/* A body is stored as the JSON text the producer sent: written as it is. */
+static void job_value(dq_buf *out, const store_job *j)
+{
+    buf_puts(out, ",\"value\":");
+    if (j->body)
+        buf_append(out, j->body, j->body_len);
+    else
+        buf_puts(out, "null");
+}
+
+void reply_popped_open(dq_buf *out, const store_job *j)
+{
+    job_head(out, j);
+    job_value(out, j);
+    buf_puts(out, ",\"attempts\":");
+    buf_put_i64(out, j->attempts);
+    buf_puts(out, ",\"ttr\":");
+    buf_put_seconds(out, j->ttr_ms);
+}
+
+void reply_popped(dq_buf *out, const store_job *j)
+{
+    reply_popped_open(out, j);
+    buf_putc(out, '}');
+}
+
+static void int_or_null(dq_buf *out, const char *key, int64_t v)
+{
+    buf_puts(out, ",\"");
+    buf_puts(out, key);
+    buf_puts(out, "\":");
+    if (v < 0)
+        buf_puts(out, "null");
+    else
+        buf_put_i64(out, v);
+}
+
+/* backoff (seconds), callback and last_attempt, for the jobs that have them. */
+static void job_push_fields(dq_buf *out, const store_job *j)
+{
+    if (j->backoff) {
+        buf_puts(out, ",\"backoff\":[");
+        const char *p = j->backoff, *end = j->backoff + j->backoff_len;
+        while (p < end) {
+            char *next;
+            int64_t ms = strtoll(p, &next, 10);
+            if (next == p)
+                break;
+            if (p != j->backoff)
+                buf_putc(out, ',');
+            buf_put_seconds(out, ms);
+            p = next < end && *next == ',' ? next + 1 : end;
+        }
+        buf_putc(out, ']');
+    }
+    if (!j->url)
+        return;
+    buf_puts(out, ",\"callback\":{");
+    reply_key_string(out, "url", j->url, j->url_len);
+    buf_puts(out, ",\"timeout\":");
+    buf_put_seconds(out, j->cb_timeout_ms);
+    buf_puts(out, "},\"last_attempt\":");
+    if (j->last_at < 0) {
+        buf_puts(out, "null");
+        return;
+    }
+    buf_puts(out, "{\"at\":");
+    buf_put_i64(out, j->last_at);
+    int_or_null(out, "status", j->last_status);
+    buf_puts(out, ",\"error\":");
+    if (j->last_error && j->last_error_len)
+        buf_put_json_string(out, j->last_error, j->last_error_len);
+    else
+        buf_puts(out, "null");
+    buf_putc(out, '}');
+}
+
+void reply_job(dq_buf *out, const store_job *j)
+{
+    job_head(out, j);
+    buf_putc(out, ',');
+    reply_key_string(out, "state", j->state, j->state ? strlen(j->state) : 0);
+    job_value(out, j);
+    int_or_null(out, "due", j->due);
+    buf_puts(out, ",\"ttr\":");
+    buf_put_seconds(out, j->ttr_ms);
+    buf_puts(out, ",\"attempts\":");
+    buf_put_i64(out, j->attempts);
+    int_or_null(out, "retries", j->retries);
+    buf_puts(out, ",\"created\":");
+    buf_put_i64(out, j->created);
+    job_push_fields(out, j);
+    buf_putc(out, '}');
+}
+
+void reply_results_begin(dq_buf *out)
+{
+    buf_puts(out, "{\"success\":true,\"results\":[");
+}
+
+void reply_result_ok(dq_buf *out, size_t i, const char *id)
+{
+    buf_puts(out, i ? ",{" : "{");
+    reply_key_string(out, "id", id, strlen(id));
+    buf_puts(out, ",\"success\":true}");
+}
+
+void reply_result_error(dq_buf *out, size_t i, const char *id, dq_status st, const char *msg)
+{
+    buf_puts(out, i ? ",{" : "{");
+    reply_key_string(out, "id", id, strlen(id));
+    buf_puts(out, ",\"success\":false,\"code\":\"");
+    buf_puts(out, status_code(st));
+    buf_puts(out, "\",\"error\":");
+    buf_put_json_string(out, msg, strlen(msg));
+    buf_putc(out, '}');
+}
+
+void reply_results_end(dq_buf *out)
+{
+    buf_puts(out, "]}");
+}

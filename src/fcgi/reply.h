@@ -1,0 +1,40 @@
+/* reply: the JSON answers of the protocol, written into a buffer. Each
+ * shape that more than one command answers with has one writer here. */
+#ifndef DQ_REPLY_H
+#define DQ_REPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/status.h"
+#include "store/store_ops.h"
+
+/* {"success":false,"error":msg,"code":..}; replaces what out held. */
+void reply_error(dq_buf *out, dq_status st, const char *msg);
+/* The same with a printf-style message; returns st. */
+dq_status reply_errorf(dq_buf *out, dq_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* {"success":true,"id":..} with one more string field when key is set
+ * (touch's due is a number: see reply_id_due). */
+void reply_id(dq_buf *out, const char *id, const char *key, const char *value);
+void reply_id_due(dq_buf *out, const char *id, int64_t due);
+
+/* A popped job: {"success":true,"id":..,"topic":..,"value":..,"attempts":..,"ttr":..}. */
+void reply_popped(dq_buf *out, const store_job *j);
+/* The same without its closing brace, for an answer with more fields. */
+void reply_popped_open(dq_buf *out, const store_job *j);
+/* get's answer: the job with its state, due, ttr, attempts, retries, created. */
+void reply_job(dq_buf *out, const store_job *j);
+
+/* Batch answers: {"success":true,"results":[...]} built item by item. */
+void reply_results_begin(dq_buf *out);
+void reply_result_ok(dq_buf *out, size_t i, const char *id);
+void reply_result_error(dq_buf *out, size_t i, const char *id, dq_status st, const char *msg);
+void reply_results_end(dq_buf *out);
+
+/* "key":"<s>" with s escaped. */
+void reply_key_string(dq_buf *out, const char *key, const char *s, size_t n);
+
+#endif

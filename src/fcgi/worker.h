@@ -1,0 +1,22 @@
+/* worker: one delayq-fcgi worker process. Its `threads` request threads,
+ * each with its own Redis connection, wait together on one epoll set that
+ * holds the listening socket and every connection: a thread woken by a
+ * connection with a new request serves it, and goes back to waiting. A
+ * long-poll that finds no job is parked (its connection armed in the set,
+ * its wait in notify), so threads serve only requests that have work, and a
+ * waiting long-poll or an idle kept-alive connection costs a few hundred
+ * bytes, not a thread. */
+#ifndef DQ_WORKER_H
+#define DQ_WORKER_H
+
+#include "common/config.h"
+#include "fcgi/wake_claims.h"
+
+/* Runs a worker: starts the loop and the threads, waits for SIGTERM or
+ * SIGINT, then stops accepting, answers parked long-polls (empty), lets
+ * in-flight requests finish and returns the process exit code. Call with
+ * those signals blocked. claims: the table the workers of this master share
+ * ready messages' wake-ups through. */
+int worker_run(const dq_config *cfg, int listen_fd, wake_claims *claims);
+
+#endif

@@ -1,0 +1,57 @@
+/* job: the job model, as data types only: one job of an add and one
+ * schedule, and the limits on their names that the store sizes its buffers
+ * by. Shared by the protocol (request.h fills them) and the store
+ * (store_ops.h writes them), so neither includes the other's headers. */
+#ifndef DQ_JOB_H
+#define DQ_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/cron.h"
+
+#define DQ_TOPIC_MAX 128
+#define DQ_ID_MAX 256
+#define DQ_BATCH_MAX 1000
+/* A schedule's fires are jobs named "<schedule id>@<Unix seconds>": room
+ * for '@' and 15 digits within DQ_ID_MAX. */
+#define DQ_SCHEDULE_ID_MAX 240
+
+/* One job of an add. Strings point into the request body. */
+typedef struct {
+    const char *id; /* NULL: the server makes one */
+    const char *topic;
+    const char *body; /* the body's JSON text as sent, whitespace outside strings dropped */
+    size_t body_len;
+    int64_t delay_ms; /* relative delay; used when at_ms < 0 */
+    int64_t at_ms;    /* absolute due time in Unix ms, or -1 */
+    int64_t ttr_ms;
+    int64_t retries; /* -1: unlimited */
+    /* backoff: the steps in seconds as a compact JSON array ("[15,180]"),
+     * NULL for none. A callback job without one gets DQ_BACKOFF_STEPPED. */
+    const char *backoff;
+    size_t backoff_len;
+    const char *url;     /* callback URL, NULL for a pull job */
+    int64_t cb_timeout_ms;
+} dq_job_spec;
+
+/* A schedule (periodic job). Strings point into the request body. */
+typedef struct {
+    const char *id, *topic;
+    const char *body; /* as dq_job_spec's */
+    size_t body_len;
+    const char *cron; /* the expression as sent, or NULL for `every` */
+    dq_cron cron_parsed;
+    int64_t every_s;  /* when cron is NULL */
+    const char *tz;   /* zone name as sent; "UTC" when omitted (checked by the handler) */
+    int64_t ttr_ms;
+    int64_t retries;  /* -1: unlimited */
+    int64_t start_s;  /* Unix seconds, -1: none */
+    int64_t end_s;    /* Unix seconds, -1: none */
+    const char *backoff; /* each fire's backoff and callback, as add's */
+    size_t backoff_len;
+    const char *url;
+    int64_t cb_timeout_ms;
+} dq_schedule_spec;
+
+#endif

@@ -1,0 +1,490 @@
+/* push: delivering callback jobs (see push.h). */
+#include "push/push.h"
+
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/push_guard.h"
+#include "store/store.h"
+#include "store/store_ops.h"
+#include "store/store_sentinel.h"
+#include "common/util.h"
+#include "push/webhook.h"
+
+/* Ready push jobs announce themselves on P:pushwake, and every shard is
+ * looked at after each (re)subscription, so an idle pusher sleeps; this
+ * rare look at every shard only bounds the damage of a message Redis
+ * dropped without dropping the subscription. */
+#define RESCAN_MS 30000
+#define RETRY_MS 200       /* after Redis did not answer */
+#define STOP_WAIT_MS 30000 /* after SIGTERM, for the requests in flight */
+#define MAX_FDS 66         /* stop, and the subscriber's nodes */
+
+/* One request in flight. Owns copies of what it sends. */
+typedef struct {
+    CURL *easy;
+    struct curl_slist *headers;
+    const dq_allow *allow;
+    char *id, *body;
+    int64_t attempt;
+    size_t received, limit; /* response body bytes, and the most read */
+    int truncated;          /* stopped reading at the limit */
+    int64_t retry_after_s;  /* -1: none */
+    char refused[96];       /* the address push_allow refused, if one was */
+    char errbuf[CURL_ERROR_SIZE];
+} delivery;
+
+typedef struct {
+    const dq_config *cfg;
+    dq_store *cmd, *sub;
+    dq_allow *allow;
+    dq_webhook_keys *keys; /* NULL: requests are not signed */
+    CURLM *multi;
+    int inflight;
+    int nshards;
+    unsigned char *more; /* per shard: may hold ready push jobs */
+    int64_t next_rescan;
+    /* Outcomes not yet recorded in Redis (it did not answer). */
+    store_push_outcome *done;
+    delivery **done_of;
+    size_t ndone, done_cap;
+} pusher;
+
+void push_webhook_id(const char *id, char *out)
+{
+    for (; *id; id++) {
+        if (*id == '.') {
+            memcpy(out, "%2E", 3);
+            out += 3;
+        } else {
+            *out++ = *id;
+        }
+    }
+    *out = '\0';
+}
+
+/* The response body is read and dropped, up to a bound: a receiver that
+ * streams forever must not hold a slot (its status is in by then). */
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    (void)data;
+    delivery *d = arg;
+    d->received += size * n;
+    if (d->received > d->limit) {
+        d->truncated = 1;
+        return 0;
+    }
+    return size * n;
+}
+
+/* Reads Retry-After; no other response header matters. */
+static size_t on_header(char *line, size_t size, size_t n, void *arg)
+{
+    delivery *d = arg;
+    size_t len = size * n;
+    static const char name[] = "retry-after:";
+    size_t nl = sizeof name - 1;
+    if (len > nl && len < 256 && strncasecmp(line, name, nl) == 0) {
+        char value[256];
+        size_t vlen = len - nl;
+        memcpy(value, line + nl, vlen);
+        while (vlen && (value[vlen - 1] == '\r' || value[vlen - 1] == '\n'))
+            vlen--;
+        value[vlen] = '\0';
+        int64_t secs;
+        if (guard_retry_after(value, (int64_t)time(NULL), &secs) == 0)
+            d->retry_after_s = secs;
+    }
+    return len;
+}
+
+/* Every connection libcurl opens comes here first: the address it is about
+ * to connect to must pass push_allow, whatever name led to it. */
+static curl_socket_t on_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    delivery *d = arg;
+    if (purpose != CURLSOCKTYPE_IPCXN || !guard_addr_allowed(d->allow, &a->addr)) {
+        char ip[INET6_ADDRSTRLEN] = "?";
+        if (a->family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&a->addr)->sin_addr, ip, sizeof ip);
+        else if (a->family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&a->addr)->sin6_addr, ip, sizeof ip);
+        snprintf(d->refused, sizeof d->refused, "%s (%s)", ip,
+                 guard_addr_class_name(guard_addr_class(&a->addr)));
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+static void delivery_free(delivery *d)
+{
+    if (!d)
+        return;
+    if (d->easy)
+        curl_easy_cleanup(d->easy);
+    curl_slist_free_all(d->headers);
+    free(d->id);
+    free(d->body);
+    free(d);
+}
+
+static char *copy(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (!p)
+        abort();
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+static struct curl_slist *header(struct curl_slist *h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static struct curl_slist *header(struct curl_slist *h, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    return curl_slist_append(h, line);
+}
+
+/* Builds the request for one reserved job and hands it to libcurl. */
+static int start(pusher *p, const store_job *j)
+{
+    delivery *d = calloc(1, sizeof *d);
+    if (!d)
+        abort();
+    d->allow = p->allow;
+    d->id = copy(j->id, j->id_len);
+    d->body = copy(j->body, j->body_len);
+    d->attempt = j->attempts;
+    d->limit = (size_t)p->cfg->push_response_max;
+    d->retry_after_s = -1;
+    char *url = copy(j->url, j->url_len);
+    char *topic = copy(j->topic, j->topic_len);
+    char wid[3 * 256 + 1];
+    push_webhook_id(d->id, wid);
+    int64_t now_s = (int64_t)time(NULL);
+
+    d->headers = header(d->headers, "Content-Type: application/json");
+    d->headers = header(d->headers, "Expect:"); /* no 100-continue round trip */
+    d->headers = header(d->headers, "webhook-id: %s", wid);
+    d->headers = header(d->headers, "webhook-timestamp: %" PRId64, now_s);
+    d->headers = header(d->headers, "delayq-topic: %s", topic);
+    d->headers = header(d->headers, "delayq-attempt: %" PRId64, d->attempt);
+    if (p->keys) {
+        size_t n = webhook_signature_size(p->keys);
+        char *sig = malloc(n);
+        if (!sig)
+            abort();
+        if (webhook_sign(p->keys, wid, now_s, d->body, j->body_len, sig, n) == 0)
+            d->headers = header(d->headers, "webhook-signature: %s", sig);
+        else
+            log_warn("job %s: could not sign its callback", d->id);
+        free(sig);
+    }
+
+    CURL *e = d->easy = curl_easy_init();
+    if (!e)
+        abort();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* a proxy would hide the address we connect to */
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)j->body_len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, d->headers);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "delayq-push/" PACKAGE_VERSION);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)j->cb_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)j->cb_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, d);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, d);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->errbuf);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, d);
+    free(url);
+    free(topic);
+    if (curl_multi_add_handle(p->multi, e) != CURLM_OK) {
+        delivery_free(d);
+        return -1;
+    }
+    p->inflight++;
+    log_debug("job %s: attempt %" PRId64 " started", d->id, d->attempt);
+    return 0;
+}
+
+/* Takes up to `room` jobs from one shard and starts them. Returns how many. */
+static int take(pusher *p, int shard, int room)
+{
+    store_jobs jobs = {0};
+    store_error err;
+    if (store_push_take(p->cmd, shard, room, p->cfg->push_grace_ms, &jobs, &err) != DQ_OK) {
+        store_jobs_free(&jobs);
+        return -1;
+    }
+    int n = (int)jobs.n;
+    for (size_t i = 0; i < jobs.n; i++) {
+        if (start(p, &jobs.jobs[i]) < 0)
+            log_error("job %.*s: libcurl refused the request; it comes back after its deadline",
+                      (int)jobs.jobs[i].id_len, jobs.jobs[i].id);
+    }
+    store_jobs_free(&jobs);
+    return n;
+}
+
+static void take_where_ready(pusher *p)
+{
+    int64_t now = util_mono_ms();
+    if (now >= p->next_rescan) {
+        memset(p->more, 1, (size_t)p->nshards);
+        p->next_rescan = now + RESCAN_MS;
+    }
+    for (int k = 0; k < p->nshards; k++) {
+        int room = p->cfg->push_concurrency - p->inflight;
+        if (room <= 0)
+            return;
+        if (!p->more[k])
+            continue;
+        int n = take(p, k, room);
+        if (n < 0)
+            p->next_rescan = now + RETRY_MS;
+        p->more[k] = n == room; /* a full take: there may be more */
+    }
+}
+
+/* What the answer means for the job (docs/PROTOCOL.md, Push delivery). */
+static void judge(delivery *d, CURLcode rc, store_push_outcome *o)
+{
+    long code = 0;
+    curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &code);
+    o->id = d->id;
+    o->attempt = d->attempt;
+    o->wait_ms = 0;
+    o->status = code > 0 ? code : -1;
+    o->error = "";
+    int answered = code > 0 && (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && d->truncated));
+    if (answered && code >= 200 && code < 300) {
+        o->outcome = "ok";
+    } else if (answered && code == 410) {
+        o->outcome = "gone";
+    } else if (answered && (code == 429 || code == 503) && d->retry_after_s >= 0) {
+        o->outcome = "wait";
+        o->wait_ms = d->retry_after_s > INT64_MAX / 1000 ? INT64_MAX : d->retry_after_s * 1000;
+    } else {
+        o->outcome = "fail";
+        if (answered) {
+            snprintf(d->errbuf, sizeof d->errbuf, "HTTP %ld", code);
+        } else if (d->refused[0]) {
+            snprintf(d->errbuf, sizeof d->errbuf, "address %s not allowed by push_allow",
+                     d->refused);
+        } else if (!d->errbuf[0]) {
+            snprintf(d->errbuf, sizeof d->errbuf, "%s", curl_easy_strerror(rc));
+        }
+        o->error = d->errbuf;
+    }
+}
+
+/* Collects finished requests into p->done. */
+static void collect(pusher *p)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(p->multi, &left)) != NULL) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        delivery *d = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &d);
+        curl_multi_remove_handle(p->multi, m->easy_handle);
+        p->inflight--;
+        if (p->ndone == p->done_cap) {
+            p->done_cap = p->done_cap ? p->done_cap * 2 : 64;
+            p->done = realloc(p->done, p->done_cap * sizeof *p->done);
+            p->done_of = realloc(p->done_of, p->done_cap * sizeof *p->done_of);
+            if (!p->done || !p->done_of)
+                abort();
+        }
+        judge(d, m->data.result, &p->done[p->ndone]);
+        p->done_of[p->ndone++] = d;
+    }
+}
+
+/* Records the outcomes in Redis; those Redis did not take are kept for the
+ * next round (the job's deadline bounds how long that can matter). */
+static void report(pusher *p)
+{
+    if (!p->ndone)
+        return;
+    store_push_done(p->cmd, p->done, p->ndone);
+    size_t kept = 0;
+    for (size_t i = 0; i < p->ndone; i++) {
+        store_push_outcome *o = &p->done[i];
+        delivery *d = p->done_of[i];
+        if (o->result == DQ_UNAVAILABLE) {
+            p->done[kept] = *o;
+            p->done_of[kept++] = d;
+            continue;
+        }
+        if (o->result != DQ_OK)
+            log_warn("job %s: outcome %s not recorded (%s); it comes back after its deadline",
+                     d->id, o->outcome, status_code(o->result));
+        else if (strcmp(o->outcome, "ok") == 0)
+            log_debug("job %s: delivered (HTTP %" PRId64 ")", d->id, o->status);
+        else if (o->error[0])
+            log_info("job %s: attempt %" PRId64 " failed (%s); now %s", d->id, d->attempt,
+                     o->error, o->state);
+        else
+            log_info("job %s: attempt %" PRId64 " answered HTTP %" PRId64 " (%s); now %s", d->id,
+                     d->attempt, o->status, o->outcome, o->state);
+        delivery_free(d);
+    }
+    p->ndone = kept;
+}
+
+static void read_wakeups(pusher *p)
+{
+    char payload[64];
+    int k;
+    while (store_sub_read(p->sub, &k, payload, sizeof payload, NULL) == 0) {
+        if (k >= 0 && k < p->nshards)
+            p->more[k] = 1;
+    }
+}
+
+static int pusher_init(pusher *p, const dq_config *cfg)
+{
+    memset(p, 0, sizeof *p);
+    p->cfg = cfg;
+    char err[512];
+    p->allow = guard_allow_parse(cfg->push_allow, err, sizeof err);
+    if (!p->allow) {
+        log_error("%s", err);
+        return -2;
+    }
+    if (cfg->push_secret[0]) {
+        p->keys = webhook_keys_parse(cfg->push_secret, err, sizeof err);
+        if (!p->keys) {
+            log_error("push_secret: %s", err);
+            return -2;
+        }
+    }
+    p->cmd = store_new(cfg);
+    p->sub = store_new(cfg);
+    p->multi = curl_multi_init();
+    p->nshards = cfg->shards;
+    p->more = calloc((size_t)p->nshards, 1);
+    if (!p->cmd || !p->sub || !p->multi || !p->more)
+        return -1;
+    curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->push_per_host);
+    curl_multi_setopt(p->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->push_concurrency);
+    return 0;
+}
+
+static void pusher_free(pusher *p)
+{
+    for (size_t i = 0; i < p->ndone; i++)
+        delivery_free(p->done_of[i]);
+    free(p->done);
+    free(p->done_of);
+    if (p->multi)
+        curl_multi_cleanup(p->multi);
+    store_free(p->cmd);
+    store_free(p->sub);
+    guard_allow_free(p->allow);
+    webhook_keys_free(p->keys);
+    free(p->more);
+}
+
+int push_run(const dq_config *cfg, int stop_fd)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        log_error("libcurl did not initialise");
+        return 1;
+    }
+    pusher p;
+    int code = 0;
+    int rc = pusher_init(&p, cfg);
+    if (rc < 0) {
+        code = rc == -2 ? 2 : 1; /* -2: a bad setting */
+        goto out;
+    }
+    if (cfg->redis_sentinels[0] && sentinel_watch_start(cfg) < 0) {
+        code = 1;
+        goto out;
+    }
+    log_info("started; %d shards, at most %d requests in flight, %d per host, %s", p.nshards,
+             cfg->push_concurrency, cfg->push_per_host, p.keys ? "signed" : "unsigned");
+    int stopping = 0;
+    int64_t stop_by = 0;
+    for (;;) {
+        if (!store_sub_open_now(p.sub) && store_sub_open(p.sub, ":pushwake") == DQ_OK)
+            memset(p.more, 1, (size_t)p.nshards); /* messages may have been missed */
+        if (!stopping)
+            take_where_ready(&p);
+        int running;
+        curl_multi_perform(p.multi, &running);
+        collect(&p);
+        report(&p);
+        if (stopping && ((p.inflight == 0 && p.ndone == 0) || util_mono_ms() >= stop_by))
+            break;
+
+        struct curl_waitfd extra[MAX_FDS];
+        struct pollfd fds[MAX_FDS];
+        int n = store_sub_fds(p.sub, fds, MAX_FDS - 1);
+        extra[0] = (struct curl_waitfd){stop_fd, CURL_WAIT_POLLIN, 0};
+        for (int i = 0; i < n; i++)
+            extra[1 + i] = (struct curl_waitfd){fds[i].fd, CURL_WAIT_POLLIN, 0};
+        int64_t wait = p.next_rescan - util_mono_ms();
+        if (p.ndone || !store_sub_open_now(p.sub))
+            wait = RETRY_MS;
+        for (int k = 0; k < p.nshards && wait > 0; k++) {
+            if (p.more[k] && p.inflight < cfg->push_concurrency)
+                wait = 0; /* a full take left more behind, and there is room */
+        }
+        if (wait < 0)
+            wait = 0;
+        if (wait > RESCAN_MS)
+            wait = RESCAN_MS;
+        if (store_sub_open_now(p.sub) && wait > store_sub_wait_ms(p.sub))
+            wait = store_sub_wait_ms(p.sub); /* the subscription's keepalive */
+        curl_multi_poll(p.multi, extra, (unsigned)(1 + n), (int)wait, NULL);
+        if (extra[0].revents && !stopping) {
+            struct signalfd_siginfo si;
+            if (read(stop_fd, &si, sizeof si) < 0)
+                log_debug("signalfd read failed");
+            stopping = 1;
+            stop_by = util_mono_ms() + STOP_WAIT_MS;
+            log_info("stopping; %d requests in flight", p.inflight);
+        }
+        if (store_sub_open_now(p.sub))
+            read_wakeups(&p);
+    }
+    if (p.inflight || p.ndone)
+        log_warn("stopped with %d requests in flight; their jobs come back after their deadline",
+                 p.inflight + (int)p.ndone);
+    else
+        log_info("stopped");
+out:
+    pusher_free(&p);
+    curl_global_cleanup();
+    return code;
+}

@@ -1,0 +1,700 @@
+-- common.lua: what every delayq function shares: key names, Redis' clock,
+-- the per-topic counters, and the per-call bookkeeping that flush() writes
+-- once at the end of a call.
+--
+-- src/store/lua/embed.sh builds one Redis Functions library from this file and
+-- the other .lua files: each of them becomes the body of a function that
+-- runs begin(KEYS) first and flush() after it, whatever it returns,
+-- so neither can be forgotten. The per-call tables below are made anew by
+-- begin(): the library's Lua state lives as long as Redis keeps it loaded,
+-- so anything left in them would leak into the next call.
+--
+-- KEYS[1] is the key prefix of one shard with its hash tag: "{dq}" when the
+-- deployment has one shard, "{dq:3}" for shard 3 of several. Every key a
+-- function touches is derived from it, so each call stays in one hash slot,
+-- and so do the messages it publishes (sharded pub/sub, SPUBLISH), which
+-- Redis Cluster keeps on the node that owns the slot.
+-- A job is one string key, P:j:<id> (docs/DESIGN.md, "Redis layout"): a
+-- fixed-width head, its topic, the fields only some jobs have, then the
+-- body's bytes. The head (struct format HEAD): s state (1 delay, 2 ready,
+-- 3 reserved, 4 buried), d due (ms, while delay or reserved, else -1), rt
+-- when it last became ready (ms; -1 before it first did, or on jobs made
+-- before rt existed: c stands in), n deliveries so far, kb deliveries at
+-- the last kick, r retries (-1 unlimited), ttr (ms), c created (ms), k
+-- bucket, more (0: no more fields; 1: more; 3: more, and one is a callback
+-- URL), the topic's length. The head's first five fields are all that a change of
+-- state writes, in place (SETRANGE), so the move, pop and the rest never
+-- copy the body back. Then the topic; then, when more > 0, a MessagePack array
+-- of bo backoff steps (ms, comma-separated), u callback URL (a push job:
+-- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
+-- the last push attempt's time (ms), HTTP status and error (false where
+-- unset); then the body. One key per job costs about 150 bytes less than
+-- the hash and body key that earlier versions wrote (a body over 64 bytes
+-- inside a hash would turn its compact encoding into a hash table); a job
+-- of that older layout is read as it is and written in this one the first
+-- time a function changes it.
+--
+-- Errors go back to C in one style: redis.error_reply('DQ_<CODE> <detail>')
+-- for the whole call, and the same words as the items of a batch reply
+-- ('ok', 'DQ_CONFLICT <state>', 'DQ_NOT_FOUND'); src/store/store_ops.c maps them.
+
+local P
+
+local function now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Numbers go to redis.call as strings: Redis formats a Lua number with
+-- %.17g, which costs more than the command it is an argument of.
+local function num(x)
+    return string.format('%d', x)
+end
+
+local function job_key(id) return P .. ':j:' .. id end
+-- The body key of a job of the older layout (a hash at P:j:<id>).
+local function legacy_body_key(id) return P .. ':v:' .. id end
+
+local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
+local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
+local HEAD_BYTES = 45
+local TOPIC_MAX = 128 -- bytes, DQ_TOPIC_MAX in src/job/job.h
+local STATE_CODE = {delay = 1, ready = 2, reserved = 3, buried = 4}
+local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
+local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le'}
+-- The fields an older-layout hash holds as decimal text.
+local NUMERIC_FIELD = {ttr = true, n = true, r = true, kb = true, c = true, k = true, d = true, rt = true,
+    to = true, la = true}
+
+-- A job of the older layout: its hash and body key, as load_job answers.
+local function load_legacy_job(id)
+    local h = redis.call('HGETALL', job_key(id))
+    if #h == 0 then return nil end
+    local j = {whole = true} -- its next write is the whole key, in this layout
+    for i = 1, #h, 2 do
+        local f, x = h[i], h[i + 1]
+        if NUMERIC_FIELD[f] then x = tonumber(x) end
+        j[f] = x
+    end
+    j.push = j.u ~= nil
+    j.legacy = true
+    j.body = redis.call('GET', legacy_body_key(id)) or ''
+    return j
+end
+
+-- Job `id` as a table of its fields (nil where it has none; numbers as
+-- numbers; push: it has a callback URL), or nil. head_only: read the head
+-- and the topic only (for a move, a removal, a conflict check), so the
+-- fields only some jobs have (j.more: it has them) and the body are not
+-- read. The body is job_body(j), sliced when asked for.
+local function load_job(id, head_only)
+    local jk = job_key(id)
+    local v
+    if head_only then
+        v = redis.pcall('GETRANGE', jk, '0', num(HEAD_BYTES + TOPIC_MAX - 1))
+    else
+        v = redis.pcall('GET', jk)
+    end
+    if type(v) == 'table' then return load_legacy_job(id) end -- WRONGTYPE: a hash
+    if not v or v == '' then return nil end
+    local s, d, rt, n, kb, r, ttr, c, k, more, tlen, at = struct.unpack(HEAD, v)
+    local j = {s = STATE_NAME[s], d = d, n = n, kb = kb, r = r, ttr = ttr, c = c, k = k,
+        more = more > 0, push = more == 3, raw = v}
+    if rt >= 0 then j.rt = rt end
+    j.t = string.sub(v, at, at + tlen - 1)
+    at = at + tlen
+    if more > 0 and not head_only then
+        local next_at, x = cmsgpack.unpack_one(v, at - 1)
+        for i, f in ipairs(MORE_FIELDS) do
+            if x[i] ~= false then j[f] = x[i] end
+        end
+        at = next_at < 0 and #v + 1 or next_at + 1
+    end
+    j.body_at = at
+    return j
+end
+
+local function job_body(j)
+    if not j.body then j.body = string.sub(j.raw, j.body_at) end
+    return j.body
+end
+
+-- Writes job j (as load_job or create_job made it) back: only its state
+-- fields, in place, unless j.whole asks for the whole key (a new job, one
+-- of the older layout, or one whose other fields changed).
+local function store_job(id, j)
+    local rt = j.rt or -1
+    if not j.whole then
+        redis.call('SETRANGE', job_key(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.s], j.d, rt, j.n, j.kb))
+        return
+    end
+    local more, x, last = 0, {}, 0
+    for i, f in ipairs(MORE_FIELDS) do
+        if j[f] ~= nil then last = i end
+        x[i] = j[f] == nil and false or j[f]
+    end
+    for i = last + 1, #MORE_FIELDS do x[i] = nil end
+    local tail = ''
+    if last > 0 then
+        more = j.u and 3 or 1
+        tail = cmsgpack.pack(x)
+    end
+    redis.call('SET', job_key(id), struct.pack(HEAD, STATE_CODE[j.s], j.d, rt, j.n, j.kb, j.r, j.ttr, j.c, j.k,
+        more, #j.t) .. j.t .. tail .. job_body(j))
+    if j.legacy then
+        redis.call('DEL', legacy_body_key(id))
+        j.legacy = nil
+    end
+    j.whole = nil
+end
+
+-- Deletes job `id` (j: as load_job answered it).
+local function delete_job(id, j)
+    if j.legacy then
+        redis.call('DEL', job_key(id), legacy_body_key(id))
+    else
+        redis.call('DEL', job_key(id))
+    end
+end
+
+local function bucket_key(k) return P .. ':b:' .. k end
+local function ready_key(topic) return P .. ':r:' .. topic end
+local function buried_key(topic) return P .. ':x:' .. topic end
+local function stats_key(topic) return P .. ':s:' .. topic end
+-- Ready push jobs of every topic, scored by sequence like a ready set.
+local function push_key() return P .. ':push' end
+-- Per-topic indexes, so `jobs` pages a topic's jobs of one state without
+-- reading the buckets (which hold every topic): delayed jobs scored by due
+-- time, reserved jobs by TTR deadline, ready push jobs (which wait in
+-- P:push) by their sequence number. Each is changed wherever the job's
+-- bucket entry or P:push entry is.
+local function delay_index(topic) return P .. ':d:' .. topic end
+local function reserved_index(topic) return P .. ':w:' .. topic end
+local function push_index(topic) return P .. ':q:' .. topic end
+local function state_index(topic, state)
+    if state == 'delay' then return delay_index(topic) end
+    if state == 'reserved' then return reserved_index(topic) end
+    return nil
+end
+-- Paused topics (a set, the same in every shard: pause/resume write all).
+local function paused_key() return P .. ':paused' end
+-- Push jobs of a paused topic that push_take met, with their P:push score,
+-- until resume puts them back: so paused jobs never block the others.
+local function hold_key(topic) return P .. ':ph:' .. topic end
+
+-- Moves up to n of a topic's oldest held push jobs back to P:push with
+-- their scores (so the next ZPOPMIN meets them first); returns how many.
+local function unhold_oldest(topic, n)
+    if n <= 0 then return 0 end
+    local hk = hold_key(topic)
+    local held = redis.call('ZRANGE', hk, '0', num(n - 1), 'WITHSCORES')
+    if #held == 0 then return 0 end
+    local args = {}
+    for i = 1, #held, 2 do
+        args[#args + 1] = held[i + 1]
+        args[#args + 1] = held[i]
+    end
+    redis.call('ZADD', push_key(), unpack(args))
+    redis.call('ZREMRANGEBYRANK', hk, '0', num(#held / 2 - 1))
+    return #held / 2
+end
+
+-- redis.call(cmd, key, list...), split into calls of 2000 arguments
+-- (unpack() has a stack limit); list's length is even for ZADD's pairs.
+local function call_in_chunks(cmd, key, list)
+    for i = 1, #list, 2000 do
+        redis.call(cmd, key, unpack(list, i, math.min(i + 1999, #list)))
+    end
+end
+
+-- Per-call state, reset by begin().
+local counters      -- topic -> {field -> delta}
+local topic_order   -- topics in the order first counted (deterministic writes)
+local zadds         -- sorted-set key -> {score, member, score, member, ...}
+local zadd_order
+local ready_topics  -- topic -> jobs made ready in this call
+local ready_first   -- topic -> sequence number of the first of them
+local ready_order
+local bucket_heads  -- bucket key -> earliest due known (false: empty)
+local push_ready    -- push jobs made ready in this call
+local allow_prefixes -- nil: every topic; else the token's topic prefixes
+local paused_cache  -- topic -> paused (read once per call)
+local call_now      -- Redis' time, read once per call by clock()
+
+local function begin(keys)
+    P = keys[1]
+    counters, topic_order = {}, {}
+    zadds, zadd_order = {}, {}
+    ready_topics, ready_first, ready_order = {}, {}, {}
+    bucket_heads = {}
+    push_ready = 0
+    allow_prefixes = nil
+    paused_cache = {}
+    call_now = nil
+end
+
+-- Redis' time, read once per call (a call is atomic: one instant).
+local function clock()
+    if not call_now then call_now = now_ms() end
+    return call_now
+end
+
+-- Is the topic paused? pop takes nothing from it and push_take holds its
+-- push jobs back; due jobs still become ready.
+local function paused(topic)
+    local v = paused_cache[topic]
+    if v == nil then
+        v = redis.call('SISMEMBER', paused_key(), topic) == 1
+        paused_cache[topic] = v
+    end
+    return v
+end
+
+-- While a Redis Cluster moves this shard's hash slot to another node, some
+-- of the shard's keys are on each side: no call could see the whole shard,
+-- so none runs (the caller retries, then answers 503). Two absent keys of
+-- the slot tell: EXISTS of them fails exactly then (an ASK redirection on
+-- the node giving the slot away, TRYAGAIN on the one taking it), and
+-- answers 0 otherwise, or without a cluster.
+local function slot_moving()
+    local r = redis.pcall('EXISTS', P .. ':absent:1', P .. ':absent:2')
+    return type(r) == 'table' and r.err ~= nil
+end
+
+-- The caller's token's topic prefixes, comma-separated ('' for a token
+-- without a topic limit, or when auth is off), for allowed().
+local function limit_topics(allow)
+    if allow ~= '' then
+        allow_prefixes = {}
+        for p in string.gmatch(allow, '[^,]+') do allow_prefixes[#allow_prefixes + 1] = p end
+    end
+end
+
+-- May the caller's token act on a job of this topic? Checked inside the
+-- same call that acts, so no other client can change the answer between
+-- the check and the action.
+local function allowed(topic)
+    if not allow_prefixes then return true end
+    for _, p in ipairs(allow_prefixes) do
+        if string.sub(topic, 1, #p) == p then return true end
+    end
+    return false
+end
+
+local function count(topic, field, by)
+    local c = counters[topic]
+    if not c then
+        c = {}
+        counters[topic] = c
+        topic_order[#topic_order + 1] = topic
+    end
+    c[field] = (c[field] or 0) + by
+end
+
+local function move_count(topic, from, to)
+    count(topic, from, -1)
+    count(topic, to, 1)
+end
+
+-- lists[key], a list made on first use, whose key then joins order (so
+-- the writes gathered per key happen in a deterministic order).
+local function list_for(lists, order, key)
+    local list = lists[key]
+    if not list then
+        list = {}
+        lists[key] = list
+        order[#order + 1] = key
+    end
+    return list
+end
+
+local function zadd(key, score, member)
+    local list = list_for(zadds, zadd_order, key)
+    list[#list + 1] = score
+    list[#list + 1] = member
+end
+
+-- Ready and buried jobs sit in sorted sets scored by a sequence number, so
+-- a pop takes them in the order they came and finish/delete remove them
+-- at once: nothing stale is ever left behind. reserve_seq(n) takes n
+-- numbers with one INCRBY and returns the first.
+local function reserve_seq(n)
+    return tonumber(redis.call('INCRBY', P .. ':seq', num(n))) - n + 1
+end
+
+-- Queues a job whose hash already says s=ready on its topic's ready set,
+-- or for delayq-push when it is a push job (push: its URL, or false).
+local function enqueue_ready(id, topic, seq, push)
+    if push then
+        zadd(push_key(), num(seq), id)
+        zadd(push_index(topic), num(seq), id)
+        push_ready = push_ready + 1
+        return
+    end
+    zadd(ready_key(topic), num(seq), id)
+    if not ready_topics[topic] then
+        ready_topics[topic] = 0
+        ready_first[topic] = seq
+        ready_order[#ready_order + 1] = topic
+    end
+    ready_topics[topic] = ready_topics[topic] + 1
+end
+
+-- Makes job j ready: it says so (with rt, when it became ready, for the
+-- oldest-ready-age metric) and it joins its topic's queue.
+local function make_ready(id, j, seq)
+    j.s, j.d, j.rt = 'ready', -1, clock()
+    store_job(id, j)
+    enqueue_ready(id, j.t, seq, j.push)
+end
+
+-- Sets job j aside; pop never sees it, kick brings it back.
+local function bury(id, j, seq)
+    j.s, j.d = 'buried', -1
+    store_job(id, j)
+    zadd(buried_key(j.t), num(seq), id)
+    count(j.t, 'buries', 1)
+end
+
+-- Takes a job out of its topic's ready or buried set, whichever holds it.
+local function unlist(id, topic, state, push)
+    if state == 'ready' then
+        if push then
+            redis.call('ZREM', push_key(), id)
+            redis.call('ZREM', push_index(topic), id)
+            redis.call('ZREM', hold_key(topic), id) -- held while its topic is paused
+        else
+            redis.call('ZREM', ready_key(topic), id)
+        end
+    elseif state == 'buried' then
+        redis.call('ZREM', buried_key(topic), id)
+    end
+end
+
+-- Takes a delayed or reserved job out of its topic's index of that state
+-- (its bucket entry is removed by the caller, or by unschedule below).
+local function unindex(id, topic, state)
+    local ik = state_index(topic, state)
+    if ik then redis.call('ZREM', ik, id) end
+end
+
+-- Takes a delayed or reserved job out of its bucket and its topic's index.
+local function unschedule(id, k, topic, state)
+    redis.call('ZREM', bucket_key(k), id)
+    unindex(id, topic, state)
+end
+
+-- Puts a job of `topic` that is (now) in `state` ('delay' or 'reserved')
+-- in its bucket at `due`, and in its topic's index of that state. When it
+-- becomes the bucket's earliest entry, timers are told, since they sleep
+-- until the earliest one. A bucket's head is read once per call: jobs
+-- scheduled by one call (a batch add, a pop of many) compare against what
+-- the call already wrote. batched: both ZADDs wait for flush(), one per set
+-- and call; only for callers that read neither set again before the end of
+-- the call (add, fire, pop), since until then the job is not in them.
+local function zadd_now(key, score, member)
+    redis.call('ZADD', key, score, member)
+end
+
+local function schedule(id, k, due, topic, state, batched)
+    local add = batched and zadd or zadd_now
+    add(state_index(topic, state), num(due), id)
+    local bk = bucket_key(k)
+    local head = bucket_heads[bk]
+    if head == nil then
+        local first = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
+        head = first[2] and tonumber(first[2]) or false
+    end
+    add(bk, num(due), id)
+    if not head or due < head then
+        redis.call('SPUBLISH', P .. ':wake', k .. ':' .. num(due))
+        head = due
+    end
+    bucket_heads[bk] = head
+end
+
+-- True when a reserved job has used every delivery its retries allow.
+local function retries_spent(n, r, kb)
+    r = tonumber(r)
+    return r >= 0 and tonumber(n) - tonumber(kb) >= r + 1
+end
+
+-- Backoff steps in seconds as a JSON array ("[15,180.5]") -> "15000,180500".
+local function backoff_ms(text)
+    local out = {}
+    for x in string.gmatch(text, '[^%[%],]+') do
+        out[#out + 1] = num(math.floor(tonumber(x) * 1000 + 0.5))
+    end
+    return table.concat(out, ',')
+end
+
+-- Creates job `id` (the caller made sure it does not exist) from the
+-- fields of f: topic, body, ttr (ms), retries (-1 unlimited), k (bucket)
+-- and due (ms; due <= now means ready at once, which takes sequence number
+-- seq); optional backoff (JSON array of seconds), url and timeout (ms) of
+-- a callback. Counts it. Returns 'ready' or 'delay'. A delayed job's
+-- bucket and index entries are written by flush() (schedule, batched).
+local function create_job(id, f, now, seq)
+    local ready = f.due <= now
+    local j = {s = ready and 'ready' or 'delay', t = f.topic, ttr = tonumber(f.ttr), n = 0,
+        r = tonumber(f.retries), kb = 0, c = now, k = tonumber(f.k), d = ready and -1 or f.due,
+        rt = ready and now or nil, body = f.body, whole = true, push = f.url ~= nil}
+    if f.backoff then j.bo = backoff_ms(f.backoff) end
+    if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
+    store_job(id, j)
+    if ready then
+        enqueue_ready(id, f.topic, seq, f.url)
+        count(f.topic, 'ready', 1)
+    else
+        schedule(id, f.k, f.due, f.topic, 'delay', true)
+        count(f.topic, 'delay', 1)
+    end
+    count(f.topic, 'added', 1)
+    count(f.topic, 'jobs', 1)
+    return ready and 'ready' or 'delay'
+end
+
+-- What get answers about a job (nil when there is none): {state, topic,
+-- body, due, ttr_ms, attempts, retries, created, backoff ms list, url,
+-- timeout_ms, last attempt ms, its status, its error} (false where a job
+-- has none). Also each entry of a `jobs` page.
+local function job_view(id)
+    local j = load_job(id)
+    if not j then return nil end
+    local function opt(x) return x == nil and false or x end
+    return {j.s, j.t, job_body(j), j.d, j.ttr, j.n, j.r, j.c, opt(j.bo), opt(j.u), opt(j.to),
+        opt(j.la), opt(j.ls), opt(j.le)}
+end
+
+-- Removes job j (as load_job answered it) whatever its state; kind is the
+-- counter it goes to ('finished' or 'deleted').
+local function remove_job(id, j, kind)
+    local state, topic = j.s, j.t
+    if state == 'delay' or state == 'reserved' then
+        unschedule(id, j.k, topic, state)
+    else
+        unlist(id, topic, state, j.push)
+    end
+    count(topic, state, -1)
+    count(topic, kind, 1)
+    count(topic, 'jobs', -1)
+    delete_job(id, j)
+end
+
+-- Removes the jobs named by argv[from..to], each in its own right: one item
+-- per id, 'ok' or 'DQ_NOT_FOUND' (no such job, or not the caller's topic:
+-- the two answer alike, so a token limited to topics cannot learn which
+-- other ids exist). limit_topics() must have run.
+local function remove_ids(argv, kind, from, to)
+    local out = {}
+    for i = from, to do
+        local id = argv[i]
+        local j = load_job(id, true) -- removing needs only the head
+        if not j or not allowed(j.t) then
+            out[#out + 1] = 'DQ_NOT_FOUND'
+        else
+            remove_job(id, j, kind)
+            out[#out + 1] = 'ok'
+        end
+    end
+    return out
+end
+
+-- The wait after delivery number n failed: step n of the backoff steps
+-- ("15000,180000"), the last one repeating.
+local function backoff_step(bo, n)
+    local i, last = 0, 0
+    for x in string.gmatch(bo, '%d+') do
+        i = i + 1
+        last = tonumber(x)
+        if i >= n then break end
+    end
+    return last
+end
+
+-- After delivery number n of a reserved job failed (its TTR passed, a
+-- release without a delay, a failed callback), the job, already out of its
+-- bucket and its topic's reserved index (unschedule), is buried when its retries are spent, else ready again: after
+-- `wait` ms when given (a callback's Retry-After, at most the last backoff
+-- step), else after its backoff step, else at once. j is the job as
+-- load_job answered it. Returns the new state.
+local function after_failure(id, j, now, wait)
+    local topic = j.t
+    if retries_spent(j.n, j.r, j.kb) then
+        bury(id, j, reserve_seq(1))
+        move_count(topic, 'reserved', 'buried')
+        return 'buried'
+    end
+    local delay = 0
+    if j.bo then delay = backoff_step(j.bo, j.n) end
+    if wait then delay = j.bo and math.min(wait, backoff_step(j.bo, 1e9)) or wait end
+    if delay <= 0 then
+        make_ready(id, j, reserve_seq(1))
+        move_count(topic, 'reserved', 'ready')
+        return 'ready'
+    end
+    local due = now + delay
+    j.s, j.d = 'delay', due
+    store_job(id, j)
+    schedule(id, j.k, due, topic, 'delay')
+    move_count(topic, 'reserved', 'delay')
+    return 'delay'
+end
+
+-- Schedules (periodic jobs): P:sch:<id> is a schedule's hash (t topic, b
+-- body, ttr, r retries, cron expression or '' and ev seconds or 0, tz, st
+-- start and en end (Unix s, -1 none), a anchor (Unix s), n next fire (ms,
+-- -1 none), l last fire (ms, -1 none), m missed fires, c created (ms));
+-- P:sched holds the ids that have a next fire, scored by it; P:sched:ids
+-- every id, scored 0 (listed by name).
+local function sched_key(id) return P .. ':sch:' .. id end
+
+-- Sets a schedule's next fire in P:sched (-1: none). When it becomes the
+-- earliest, the timer that fires the shard's schedules is told ("sched:<ms>"
+-- on P:wake), since it sleeps until the earliest one.
+local function sched_set_next(id, next_ms)
+    local key = P .. ':sched'
+    if next_ms < 0 then
+        redis.call('ZREM', key, id)
+        return
+    end
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    redis.call('ZADD', key, num(next_ms), id)
+    if not first[2] or next_ms < tonumber(first[2]) then
+        redis.call('SPUBLISH', P .. ':wake', 'sched:' .. num(next_ms))
+    end
+end
+
+-- The stored layout: which keys exist and of what type, numbered; every
+-- change of it since the first release is a row of the table in
+-- docs/OPERATIONS.md ("Upgrading without losing jobs"). P:layout records
+-- it, written by the first process of a deployment or by the migration
+-- (migrate.lua); before it existed nothing recorded it and stored_layout()
+-- tells it from the data. These functions read and write LAYOUT only: a
+-- shard of another layout is refused whole (DQ_LAYOUT_OLD, DQ_LAYOUT_NEW)
+-- before a function touches it, so no function half-reads a structure.
+local LAYOUT = 8
+local function layout_key() return P .. ':layout' end
+
+-- Does every delayed, reserved and ready push job of the shard stand in
+-- its topic's index (layout 6 on)? Looks at each bucket's and P:push's
+-- first entry: layouts before 6 indexed none, later ones every one.
+local function indexed(nb)
+    local function head_indexed(key, index_of)
+        local first = redis.call('ZRANGE', key, 0, 0)
+        if not first[1] then return true end
+        local j = load_job(first[1], true)
+        local ik = j and index_of(j)
+        return not ik or redis.call('ZSCORE', ik, first[1]) ~= false
+    end
+    for k = 0, nb - 1 do
+        if not head_indexed(bucket_key(k), function(j) return state_index(j.t, j.s) end) then
+            return false
+        end
+    end
+    return head_indexed(push_key(), function(j) return push_index(j.t) end)
+end
+
+-- The layout the shard's data is in: P:layout, or for data written before
+-- that key existed, the oldest layout whose structures it matches (1:
+-- lists and a set of topics; 2-5: sorted sets without per-topic indexes,
+-- told apart by the keys each added; data that these functions read as it
+-- is, layouts 6-8, counts as LAYOUT), or nil for a
+-- shard that holds nothing yet.
+local function stored_layout()
+    local v = redis.call('GET', layout_key())
+    if v then return tonumber(v) end
+    local nb = redis.call('GET', P .. ':buckets')
+    if not nb then return nil end
+    if redis.call('TYPE', P .. ':topics').ok == 'set' then return 1 end
+    if indexed(tonumber(nb)) then return LAYOUT end
+    if redis.call('EXISTS', P .. ':sched:ids') > 0 then return 5 end
+    if redis.call('EXISTS', push_key()) > 0 then return 4 end
+    if redis.call('EXISTS', P .. ':shards') > 0 then return 3 end
+    return 2
+end
+
+-- Shards this library's Lua state saw at LAYOUT. A shard's layout only
+-- moves forward while Redis runs (the migration is its only writer), so
+-- each is read once per library load, not once per call.
+local layout_seen = {}
+
+-- nil when the shard may be used (it is at LAYOUT, or holds nothing
+-- yet), else the error every function answers instead of running.
+local function layout_refused()
+    if layout_seen[P] then return nil end
+    local v = stored_layout()
+    if v == LAYOUT then
+        if redis.call('EXISTS', layout_key()) == 1 then layout_seen[P] = true end
+        return nil
+    end
+    if not v then return nil end
+    return redis.error_reply((v < LAYOUT and 'DQ_LAYOUT_OLD ' or 'DQ_LAYOUT_NEW ') .. num(v) ..
+        ' ' .. num(LAYOUT))
+end
+
+-- Every process of a deployment must split jobs into the same number of
+-- shards and buckets, or jobs would land where no process looks. The first
+-- process records both in each shard, with the layout; a process configured
+-- differently is refused. Returns nil when they match, else the error to
+-- answer.
+local function layout_mismatch(nb, ns)
+    local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
+    if not known[1] then
+        redis.call('MSET', P .. ':buckets', nb, P .. ':shards', ns, layout_key(), num(LAYOUT))
+        return nil
+    end
+    local known_shards = known[2] or '1' -- recorded before shards existed
+    if tonumber(known[1]) == tonumber(nb) and tonumber(known_shards) == tonumber(ns) then
+        return nil
+    end
+    return redis.error_reply('DQ_LAYOUT buckets ' .. known[1] .. ' shards ' .. known_shards)
+end
+
+-- Writes what the call gathered: sorted-set entries once per key, each
+-- topic's counters, the deployment's totals, and which topics hold no job
+-- any more (P:idle, so delayq-timer forgets them after topic_retention_s;
+-- P:topics lists the topics that have counters). Then tells waiting
+-- long-polls how many jobs each topic got ("<count>:<topic>", once per
+-- topic per call; each worker process wakes that many of its waiters).
+local function flush()
+    for _, key in ipairs(zadd_order) do call_in_chunks('ZADD', key, zadds[key]) end
+    local totals = {}
+    for _, topic in ipairs(topic_order) do
+        local sk = stats_key(topic)
+        for field, by in pairs(counters[topic]) do
+            if by ~= 0 then
+                local now = redis.call('HINCRBY', sk, field, num(by))
+                if field == 'jobs' then
+                    if now == 0 then
+                        redis.call('ZADD', P .. ':idle', num(now_ms()), topic)
+                    elseif now == by then
+                        redis.call('ZREM', P .. ':idle', topic)
+                        redis.call('ZADD', P .. ':topics', '0', topic)
+                    end
+                else
+                    totals[field] = (totals[field] or 0) + by
+                end
+            end
+        end
+    end
+    for field, by in pairs(totals) do
+        if by ~= 0 then redis.call('HINCRBY', P .. ':totals', field, num(by)) end
+    end
+    -- "<count>:<topic>", then a NUL byte and the message's id: the first
+    -- job's sequence number and the call's time, unique in the shard even
+    -- when the sequence starts again (a Redis that lost its data). The id
+    -- lets the worker processes of one host share out the wake-ups
+    -- (src/fcgi/wake_claims.h). A reader of the payload as a C string (an older
+    -- process) sees "<count>:<topic>".
+    for _, topic in ipairs(ready_order) do
+        -- A paused topic's waiters could take nothing; resume tells them.
+        if not paused(topic) then
+            redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic ..
+                '\0' .. num(ready_first[topic]) .. '@' .. num(clock()))
+        end
+    end
+    if push_ready > 0 then
+        redis.call('SPUBLISH', P .. ':pushwake', num(push_ready))
+    end
+end

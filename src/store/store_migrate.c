@@ -1,0 +1,137 @@
+/* store_migrate: stored layout checks and the migration (see
+ * store_migrate.h). */
+#include "store/store_migrate.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+
+#define MIGRATE_STEP 1000 /* list entries or jobs per call: a few ms of Redis */
+
+void store_layout_log_once(const char *why)
+{
+    static atomic_int logged;
+    if (!atomic_exchange(&logged, 1))
+        log_error("Redis refuses delayq's functions: %s (docs/OPERATIONS.md, \"Upgrading without "
+                  "losing jobs\"); every request answers 503 until then", why);
+}
+
+dq_status store_layout_read(dq_store *s, store_layout_info *info)
+{
+    memset(info, 0, sizeof *info);
+    int shards = store_shards(s);
+    store_batch_begin(s);
+    for (int k = 0; k < shards; k++)
+        store_batch_call(s, SCRIPT_LAYOUT, k);
+    store_batch_run(s);
+    /* {buckets, shards, stored layout or nil, recorded 0/1, known layout} */
+    for (int k = 0; k < shards; k++) {
+        store_reply *r = NULL;
+        dq_status st = store_batch_result(s, (size_t)k, &r, NULL, 0);
+        if (st != DQ_OK)
+            return st;
+        int layout = (int)reply_int(reply_at(r, 2));
+        info->known = (int)reply_int(reply_at(r, 4));
+        if (layout > 0) {
+            if (!info->lowest || layout < info->lowest)
+                info->lowest = layout;
+            if (layout > info->highest)
+                info->highest = layout;
+            if (layout == info->known && reply_int(reply_at(r, 3)) == 0)
+                info->unrecorded++;
+        }
+        store_reply_free(r);
+    }
+    return DQ_OK;
+}
+
+dq_status store_migrate_step(dq_store *s, int shard, int limit, int *done, char *what,
+                             size_t whatlen)
+{
+    store_begin(s, SCRIPT_MIGRATE, shard);
+    store_arg_int(s, limit);
+    store_reply *r = NULL;
+    dq_status st = store_run(s, &r, what, whatlen);
+    if (st == DQ_OK) {
+        *done = reply_int(reply_at(r, 0)) == 1;
+        const char *w = reply_str(reply_at(r, 1), NULL);
+        snprintf(what, whatlen, "%s", w ? w : "");
+    }
+    store_reply_free(r);
+    return st;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int store_migrate_run(const dq_config *cfg)
+{
+    dq_store *s = store_new(cfg);
+    if (!s)
+        return 1;
+    int code = 0;
+    double started = now_s(), reported = started;
+    long steps = 0;
+    for (int k = 0; k < store_shards(s) && !code; k++) {
+        int done = 0;
+        while (!done) {
+            char what[128];
+            dq_status st = store_migrate_step(s, k, MIGRATE_STEP, &done, what, sizeof what);
+            if (st != DQ_OK) {
+                log_error("migrating shard %s failed (%s); run --migrate again: it goes on "
+                          "where it stopped", store_tag(s, k), what);
+                code = 1;
+                break;
+            }
+            steps++;
+            if (now_s() - reported >= 2) {
+                log_info("migrating shard %s: %s", store_tag(s, k), what);
+                reported = now_s();
+            }
+        }
+    }
+    store_layout_info info;
+    if (!code && store_layout_read(s, &info) == DQ_OK)
+        log_info("every shard records layout %d (%ld steps, %.1f s)", info.known, steps,
+                 now_s() - started);
+    store_free(s);
+    return code;
+}
+
+int store_layout_refused(const dq_config *cfg)
+{
+    dq_store *s = store_new(cfg);
+    if (!s)
+        return 1;
+    store_layout_info info;
+    int refused = 0;
+    if (store_layout_read(s, &info) != DQ_OK) {
+        /* Redis is not there yet: the functions check on use. */
+    } else if (info.highest > info.known) {
+        log_error("Redis holds delayq data of stored layout %d, newer than this delayq knows "
+                  "(%d): run the release that wrote it (docs/OPERATIONS.md, \"Downgrading\"); "
+                  "not starting",
+                  info.highest, info.known);
+        refused = 1;
+    } else if (info.lowest && info.lowest < info.known) {
+        log_warn("Redis holds delayq data of stored layout %d; this delayq uses layout %d: "
+                 "nothing is served or moved (503) until 'delayq-fcgi --migrate' converts it",
+                 info.lowest, info.known);
+    } else if (info.unrecorded) {
+        for (int k = 0; k < store_shards(s); k++) {
+            int done = 0;
+            char what[128];
+            if (store_migrate_step(s, k, 0, &done, what, sizeof what) != DQ_OK)
+                break; /* the functions check on use */
+        }
+    }
+    store_free(s);
+    return refused;
+}
