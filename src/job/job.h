@@ -1,7 +1,8 @@
-/* job: the job model, as data types only: one job of an add and one
- * schedule, and the limits on their names that the store sizes its buffers
- * by. Shared by the protocol (request.h fills them) and the store
- * (store_ops.h writes them), so neither includes the other's headers. */
+/* job: the job model, as data types only: one job of an add, one schedule,
+ * and the limits on them that the store relies on too (name lengths, the
+ * batch size). Shared by the protocol (request.h fills them) and the store
+ * (store_ops.h writes them), so the store includes none of the protocol's
+ * headers. */
 #ifndef DQ_JOB_H
 #define DQ_JOB_H
 
