@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
 #include "cli_args.h"
 #include "cli_http.h"
+#include "cli_json.h"
 #include "cli_output.h"
 #include "cli_request.h"
-#include "cli_json.h"
+#include "common/buf.h"
 
 #define DEFAULT_URL "http://127.0.0.1:8080"
 

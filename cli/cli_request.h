@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "common/buf.h"
 #include "cli_args.h"
+#include "common/buf.h"
 
 /* Appends the request object for the flags in a (every field flag given)
  * to out, reading --body-file / --body-string-file ("-" is stdin). Returns 0,

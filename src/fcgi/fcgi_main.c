@@ -9,17 +9,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "protocol/auth.h"
 #include "common/config.h"
-#include "store/daemon.h"
+#include "common/log.h"
 #include "common/push_guard.h"
 #include "fcgi/fcgi_front.h"
-#include "common/log.h"
+#include "fcgi/metrics.h"
+#include "fcgi/wake_claims.h"
+#include "fcgi/worker.h"
+#include "protocol/auth.h"
+#include "store/daemon.h"
 #include "store/store_migrate.h"
 #include "store/store_ops.h"
-#include "fcgi/metrics.h"
-#include "fcgi/worker.h"
-#include "fcgi/wake_claims.h"
 
 /* Ready messages remembered at once by the shared wake-up table: far more
  * than arrive while one is being handed out (32 KB). */

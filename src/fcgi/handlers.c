@@ -6,13 +6,13 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "fcgi/metrics.h"
 #include "fcgi/reply.h"
-#include "sched/sched_time.h"
 #include "fcgi/shard_pop.h"
+#include "sched/sched_time.h"
 #include "store/store_migrate.h"
 #include "store/store_ops.h"
-#include "common/util.h"
 
 #define GENERATED_ID_BYTES 12 /* 24 hex characters */
 

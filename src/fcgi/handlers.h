@@ -6,13 +6,13 @@
 
 #include <stdint.h>
 
-#include "protocol/auth.h"
 #include "common/buf.h"
 #include "common/config.h"
-#include "fcgi/group.h"
-#include "protocol/request.h"
-#include "fcgi/shard_hints.h"
 #include "common/status.h"
+#include "fcgi/group.h"
+#include "fcgi/shard_hints.h"
+#include "protocol/auth.h"
+#include "protocol/request.h"
 #include "store/store.h"
 #include "store/store_ops.h"
 

@@ -5,8 +5,8 @@
 #define DQ_METRICS_H
 
 #include "common/buf.h"
-#include "protocol/request.h"
 #include "common/status.h"
+#include "protocol/request.h"
 
 /* Maps the shared counters; call once in the master. Returns 0 or -1. */
 int metrics_init(void);

@@ -19,22 +19,22 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "protocol/auth.h"
 #include "common/buf.h"
-#include "fcgi/fcgi_front.h"
-#include "fcgi/handlers.h"
 #include "common/json_scan.h"
 #include "common/log.h"
 #include "common/push_guard.h"
+#include "common/util.h"
+#include "fcgi/fcgi_front.h"
+#include "fcgi/handlers.h"
 #include "fcgi/metrics.h"
 #include "fcgi/notify.h"
 #include "fcgi/ready_sub.h"
-#include "fcgi/shard_hints.h"
 #include "fcgi/reply.h"
+#include "fcgi/shard_hints.h"
+#include "protocol/auth.h"
 #include "protocol/request.h"
 #include "store/store.h"
 #include "store/store_sentinel.h"
-#include "common/util.h"
 
 /* Buffers that grew beyond this after a request are freed, so one large
  * request or answer does not stay allocated for the life of the process. */

@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-#include "protocol/request.h"
 #include "common/status.h"
+#include "protocol/request.h"
 
 #define AUTH_TOKEN_MIN 16
 #define AUTH_TOKEN_MAX 256

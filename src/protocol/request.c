@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/push_guard.h"
-#include "sched/sched_time.h"
 #include "common/util.h"
+#include "sched/sched_time.h"
 
 /* ------------------------------------------------------------------------ */
 /* The command table                                                         */

@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sched/cron.h"
-#include "job/job.h"
 #include "common/json_scan.h"
 #include "common/status.h"
+#include "job/job.h"
+#include "sched/cron.h"
 
 #define CMDF_READ_ONLY 1
 #define CMDF_PUBLIC 2

@@ -18,11 +18,11 @@
 
 #include "common/log.h"
 #include "common/push_guard.h"
+#include "common/util.h"
+#include "push/webhook.h"
 #include "store/store.h"
 #include "store/store_ops.h"
 #include "store/store_sentinel.h"
-#include "common/util.h"
-#include "push/webhook.h"
 
 /* Ready push jobs announce themselves on P:pushwake, and every shard is
  * looked at after each (re)subscription, so an idle pusher sleeps; this

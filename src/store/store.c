@@ -13,13 +13,13 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "store/lua_library.inc"
 #include "store/store_conn.h"
 #include "store/store_errors.h"
 #include "store/store_migrate.h"
 #include "store/store_sentinel.h"
 #include "store/store_slots.h"
-#include "common/util.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 250

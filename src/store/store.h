@@ -26,8 +26,8 @@
 #include <stdint.h>
 
 #include "common/config.h"
-#include "store/lua_scripts.h"
 #include "common/status.h"
+#include "store/lua_scripts.h"
 
 typedef struct dq_store dq_store;
 typedef struct redisReply store_reply;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/store_errors.h"
 #include "common/util.h"
+#include "store/store_errors.h"
 
 const char *const store_stat_names[STORE_NSTATS] = {
     "delay",  "ready",   "reserved",    "buried", "added",  "popped",

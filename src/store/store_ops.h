@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "job/job.h"
 #include "common/status.h"
+#include "job/job.h"
 #include "store/store.h"
 
 #define STORE_STATE_MAX 16

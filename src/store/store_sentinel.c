@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "store/store_conn.h"
 #include "common/util.h"
+#include "store/store_conn.h"
 
 /* A primary that cannot be reached is doubted at most this often per
  * process: every thread's failed connect would otherwise ask the sentinels. */

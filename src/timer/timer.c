@@ -10,14 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sched/cron.h"
 #include "common/log.h"
-#include "sched/sched_time.h"
 #include "common/status.h"
+#include "common/util.h"
+#include "sched/cron.h"
+#include "sched/sched_time.h"
 #include "store/store.h"
 #include "store/store_ops.h"
 #include "store/store_sentinel.h"
-#include "common/util.h"
 
 #define NEVER INT64_MAX
 #define RETRY_MS 200 /* after a failed Redis call */

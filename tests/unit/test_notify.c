@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "fcgi/notify.h"
 #include "common/util.h"
+#include "fcgi/notify.h"
 
 /* A waiter and how often its callback ran. */
 typedef struct {
