@@ -2,7 +2,7 @@
 -- the per-topic counters, and the per-call bookkeeping that flush() writes
 -- once at the end of a call.
 --
--- src/store/lua/embed.sh builds one Redis Functions library from this file and
+-- src/lua/embed.sh builds one Redis Functions library from this file and
 -- the other .lua files: each of them becomes the body of a function that
 -- runs begin(KEYS) first and flush() after it, whatever it returns,
 -- so neither can be forgotten. The per-call tables below are made anew by
@@ -36,7 +36,7 @@
 --
 -- Errors go back to C in one style: redis.error_reply('DQ_<CODE> <detail>')
 -- for the whole call, and the same words as the items of a batch reply
--- ('ok', 'DQ_CONFLICT <state>', 'DQ_NOT_FOUND'); src/store/store_ops.c maps them.
+-- ('ok', 'DQ_CONFLICT <state>', 'DQ_NOT_FOUND'); src/store_ops.c maps them.
 
 local P
 
@@ -58,7 +58,7 @@ local function legacy_body_key(id) return P .. ':v:' .. id end
 local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
 local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
 local HEAD_BYTES = 45
-local TOPIC_MAX = 128 -- bytes, DQ_TOPIC_MAX in src/job/job.h
+local TOPIC_MAX = 128 -- bytes, DQ_TOPIC_MAX in src/request.h
 local STATE_CODE = {delay = 1, ready = 2, reserved = 3, buried = 4}
 local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
 local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le'}
@@ -685,7 +685,7 @@ local function flush()
     -- job's sequence number and the call's time, unique in the shard even
     -- when the sequence starts again (a Redis that lost its data). The id
     -- lets the worker processes of one host share out the wake-ups
-    -- (src/fcgi/wake_claims.h). A reader of the payload as a C string (an older
+    -- (src/wake_claims.h). A reader of the payload as a C string (an older
     -- process) sees "<count>:<topic>".
     for _, topic in ipairs(ready_order) do
         -- A paused topic's waiters could take nothing; resume tells them.
