@@ -99,8 +99,8 @@ class LedgerLoad:
                 self.push_ids.add(jid)
             if fields.get("delay"):
                 self.delays[jid] = fields["delay"]
+        first = time.monotonic()  # an attempt of unknown outcome may be the one that took
         while True:
-            sent = time.monotonic()
             tries += 1
             st, _ = post("add", fields)
             if st in (200, 409):
@@ -109,7 +109,7 @@ class LedgerLoad:
                     if unknown:
                         self.uncertain.add(jid)
                     self.acked[jid] = now
-                    self.due.setdefault(jid, sent + fields.get("delay", 0))
+                    self.due.setdefault(jid, first + fields.get("delay", 0))
                     self.ack_times.append(now)
                     if k is not None:
                         self.ack_times_by_producer[k].append(now)

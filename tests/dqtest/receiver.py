@@ -5,6 +5,7 @@ answers as the test says: `answer(request)` returns (status, headers, body)
 or (status, headers, body, delay_s); the default answers 200."""
 
 import http.server
+import sys
 import threading
 import time
 
@@ -56,7 +57,12 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                if not isinstance(sys.exc_info()[1], OSError):  # a sender killed mid-request
+                    super().handle_error(request, client_address)
+
+        self.server = Server((host, 0), Handler)
         self.server.daemon_threads = True
         self.host, self.port = host, self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

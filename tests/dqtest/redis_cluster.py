@@ -246,6 +246,25 @@ class RedisCluster:
     def add_master(self, timeout=60):
         return self.add_node(None, timeout)
 
+    def move_slot(self, slot, source, target, batch=100):
+        """Moves one slot and its keys from source to target under load, the
+        way redis-cli --cluster reshard moves each slot: IMPORTING on the
+        target, MIGRATING on the source, MIGRATE the keys in batches, then
+        SETSLOT NODE on both and on every other master."""
+        src, dst = self.client(source.port), self.client(target.port)
+        sid, tid = self.node_id(source), self.node_id(target)
+        dst("CLUSTER", "SETSLOT", slot, "IMPORTING", sid)
+        src("CLUSTER", "SETSLOT", slot, "MIGRATING", tid)
+        while True:
+            keys = src("CLUSTER", "GETKEYSINSLOT", slot, batch)
+            if not keys:
+                break
+            src("MIGRATE", target.host, target.port, "", 0, 10000, "REPLACE", "KEYS", *keys)
+        for c in [dst, src] + [self.client(m.port) for m in self.masters()
+                               if m is not source and m is not target]:
+            c("CLUSTER", "SETSLOT", slot, "NODE", tid)
+        self.wait_ok(60)
+
     def forget(self, server):
         """server left the cluster for good (del-node): no client kept."""
         self._drop_client(server)

@@ -72,8 +72,8 @@ def main():
         events = []
         time.sleep(3.0)
         for n in range(args.rounds):
-            if args.reshard and faults.reshard and n % 2:
-                r = faults.reshard()
+            if args.reshard and faults.reshard_upto and n % 2:
+                r = faults.reshard_upto()
             else:  # started again 1 s after the promotion, as a supervisor would
                 r = faults.kill(restart=True)
             t0, what = r["t0"], r["what"]

@@ -325,8 +325,10 @@ class Nemesis:
             prefix = self.lab.place("delayq")[1]
             self.log("network: bridge %s, subnet %s.0/24, delayq at %s" % (
                 self.lab.bridge, self.lab.subnet, self.lab.ip("delayq")))
+        shards = {}
         if a.redis == "cluster":
             redis_kw["node_timeout_ms"] = 2000
+            shards["shards"] = "auto"  # unset: delayq spreads over every master
         else:
             redis_kw["failover_timeout_ms"] = 4000  # a second failover may follow 8 s later
         self.d = Deployment(
@@ -335,7 +337,7 @@ class Nemesis:
             redis_connect_timeout_ms=300, redis_wait_replicas=1, redis_wait_timeout_ms=500,
             push_grace_ms=PUSH_GRACE_MS,
             push_allow="*,private" if a.net == "ns" else "*,loopback",
-            redis_kw=redis_kw, exec_prefix=prefix, start_timeout=30.0)
+            redis_kw=redis_kw, exec_prefix=prefix, start_timeout=30.0, **shards)
         self.load = LedgerLoad(self.d, "nm%d" % a.seed, producers=3, consumers=3, ttr=3.0,
                                rate=self.prof["rate"], delayed=0.4, max_delay=3.0,
                                push_share=0.25, callback_timeout=CALLBACK_TIMEOUT, seed=a.seed)

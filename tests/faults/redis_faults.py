@@ -132,52 +132,61 @@ class ClusterFaults:
                 "what": "CLIENT PAUSE %d ALL on the master of shard %d (port %d)" % (
                     ms, shard, m.port)}
 
-    def _move(self, source, target, count):
-        ids = [self.cl.node_id(s) for s in (source, target)]
-        redis_cli("--cluster", "reshard", self.cl.addr(source), "--cluster-from", ids[0],
-                  "--cluster-to", ids[1], "--cluster-slots", count, "--cluster-yes")
-        self.cl.wait_ok(60)
-
     def reshard(self):
+        """Moves a random shard's slot, with its keys, to another master
+        under load (one slot: what redis-cli --cluster reshard does for each
+        slot it moves)."""
+        shard = self.rng.randrange(self.d.shards)
+        slot = key_slot(self.d.tag(shard))
+        source = self.cl.master_of(self.d.tag(shard))
+        target = self.rng.choice([m for m in self.cl.masters() if m is not source])
+        t0 = time.monotonic()
+        self.cl.move_slot(slot, source, target)
+        return {"t0": t0, "shards": [shard],
+                "what": "shard %d's slot %d moved from %d to %d under load: %.1f s" % (
+                    shard, slot, source.port, target.port, time.monotonic() - t0)}
+
+    def reshard_upto(self):
         """Moves the slots up to and including a random shard's slot from its
-        master to another one, under load."""
+        master to another one under load (redis-cli --cluster reshard)."""
         shard = self.rng.randrange(self.d.shards)
         slot = key_slot(self.d.tag(shard))
         source = self.cl.master_of(self.d.tag(shard))
         target = self.rng.choice([m for m in self.cl.masters() if m is not source])
         ranges = sorted((a, b) for a, b, p in self.cl._slots if p == source.port)
         count = sum(min(b, slot) - a + 1 for a, b in ranges if a <= slot)
+        ids = [self.cl.node_id(s) for s in (source, target)]
         t0 = time.monotonic()
-        self._move(source, target, count)
+        redis_cli("--cluster", "reshard", self.cl.addr(source), "--cluster-from", ids[0],
+                  "--cluster-to", ids[1], "--cluster-slots", count, "--cluster-yes")
+        self.cl.wait_ok(60)
         return {"t0": t0, "shards": [shard],
                 "what": "reshard of %d slots from %d with shard %d's slot %d to %d: %.1f s" % (
                     count, source.port, shard, slot, target.port, time.monotonic() - t0)}
 
     def remove_node(self):
-        """A fresh master joins, takes a random shard's slots (and those
-        before them) under load, gives every slot back to another master,
-        and is removed (redis-cli --cluster del-node: it is forgotten and
-        shut down)."""
+        """A fresh master joins, takes a random shard's slot under load,
+        gives it to another master and is removed (redis-cli --cluster
+        del-node: forgotten by the others), then stopped, as the machine
+        would be."""
         shard = self.rng.randrange(self.d.shards)
         slot = key_slot(self.d.tag(shard))
         source = self.cl.master_of(self.d.tag(shard))
-        t0 = time.monotonic()
         node = self.cl.add_master()
-        ranges = sorted((a, b) for a, b, p in self.cl._slots if p == source.port)
-        count = sum(min(b, slot) - a + 1 for a, b in ranges if a <= slot)
-        self._move(source, node, count)
+        t0 = time.monotonic()
+        self.cl.move_slot(slot, source, node)
         moved_in = time.monotonic() - t0
         target = self.rng.choice([m for m in self.cl.masters() if m is not node])
-        self._move(node, target, count)
-        nid = self.cl.node_id(node)
-        redis_cli("--cluster", "del-node", self.cl.addr(target), nid)
-        wait_until("the removed node exiting", lambda: not node.running(), 30)
+        self.cl.move_slot(slot, node, target)
+        redis_cli("--cluster", "del-node", self.cl.addr(target), self.cl.node_id(node))
         self.cl.forget(node)
+        node.stop()
         self.cl.wait_ok(60)
         return {"t0": t0, "shards": [shard],
-                "what": "node %d added, %d slots with shard %d's moved to it (%.1f s), then to %d, "
-                        "node removed: %.1f s" % (node.port, count, shard, moved_in, target.port,
-                                                 time.monotonic() - t0)}
+                "what": "node %d added, shard %d's slot %d moved to it from %d (%.1f s), then to "
+                        "%d, node removed and stopped: %.1f s" % (
+                            node.port, shard, slot, source.port, moved_in, target.port,
+                            time.monotonic() - t0)}
 
 
 class SentinelFaults:
@@ -241,5 +250,4 @@ class SentinelFaults:
         return {"t0": t0, "shards": self.all_shards(),
                 "what": "CLIENT PAUSE %d WRITE on the primary (port %d)" % (ms, p.port)}
 
-    reshard = None
-    remove_node = None
+    reshard = reshard_upto = remove_node = None
