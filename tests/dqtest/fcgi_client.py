@@ -7,6 +7,7 @@ import struct
 
 BEGIN_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT, STDERR = 1, 3, 4, 5, 6, 7
 RESPONDER = 1
+KEEP_CONN = 1
 
 
 def _record(rtype, content, rid=1):
@@ -28,7 +29,9 @@ def request(sock_path, method, path, body=b"", timeout=10.0):
               "CONTENT_LENGTH": str(len(body)), "SERVER_PROTOCOL": "HTTP/1.1",
               "GATEWAY_INTERFACE": "CGI/1.1", "REMOTE_ADDR": "127.0.0.1"}
     p = b"".join(_pair(k.encode(), v.encode()) for k, v in params.items())
-    msg = _record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, 0))
+    # FCGI_KEEP_CONN, as nginx sends it (fastcgi_keep_conn on): the request
+    # ends with the connection kept, then this client closes it.
+    msg = _record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, KEEP_CONN))
     msg += _record(PARAMS, p) + _record(PARAMS, b"")
     for i in range(0, len(body), 32768):
         msg += _record(STDIN, body[i:i + 32768])

@@ -42,6 +42,7 @@ class LedgerLoad:
         self.due = {}         # id -> monotonic time it was due at the earliest
         self.delays = {}      # id -> delay (s) of a delayed job
         self.finished = {}    # id -> monotonic time a finish of it was answered 200
+        self.add_answers = {}  # id -> [(monotonic time answered, status)] of every add attempt
         self.push_ids = set()  # ids delivered by callback
         self.topic = topic
         self.nproducers = producers
@@ -103,6 +104,8 @@ class LedgerLoad:
         while True:
             tries += 1
             st, _ = post("add", fields)
+            with self.lock:
+                self.add_answers.setdefault(jid, []).append((time.monotonic(), st))
             if st in (200, 409):
                 with self.lock:
                     now = time.monotonic()
@@ -224,15 +227,20 @@ class LedgerLoad:
 
     def _pairs(self, jid, ds):
         """Consecutive deliveries of jid (sorted) that must be one life's.
-        An id acknowledged after an unknown outcome may have lived twice:
-        the add that took, then the retry once that job was finished. Its
-        second life starts at the one delivery with attempts 1 that follows
-        another (the first life's own first delivery may have been lost with
-        its pop's answer)."""
+        An id acknowledged after an unknown outcome may have lived more than
+        once: each add attempt of unknown outcome may have taken, even
+        seconds after it was answered (a request held up by a partition
+        reaches Redis when it heals), and an attempt that comes once the
+        job before it was finished adds it anew. Each new life starts at a
+        delivery with attempts 1 that follows another (a life's own first
+        delivery may have been lost with its pop's answer); at most as many
+        as there were attempts of unknown outcome."""
         pairs = list(zip(ds, ds[1:]))
         restarts = [i for i, (_, d) in enumerate(pairs) if d[1] == 1]
-        if jid in self.uncertain and len(restarts) == 1:
-            del pairs[restarts[0]]
+        unknown = sum(1 for _, st in self.add_answers.get(jid, []) if st not in (200, 409, 503))
+        if jid in self.uncertain and len(restarts) <= max(1, unknown):
+            for i in reversed(restarts):
+                del pairs[i]
         return pairs
 
     def push_duplicates(self, grace, slack=1.0):

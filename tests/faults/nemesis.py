@@ -551,7 +551,10 @@ class Nemesis:
         if len(lost) > 20:
             self.v.add("lost", "... %d lost in all" % len(lost))
         for j, ds in dups[:10]:
-            self.v.add("duplicate", "%s delivered twice within its TTR: %s" % (j, ds))
+            self.v.add("duplicate", "%s delivered twice within its TTR: %s (received, attempts, "
+                       "pop sent at); its adds were answered %s" % (
+                           j, [(round(self.rel(t), 2), n, round(self.rel(u), 2)) for t, n, u in ds],
+                           [(round(self.rel(t), 2), st) for t, st in L.add_answers.get(j, [])]))
         for j, ds in pdups[:10]:
             self.v.add("push_duplicate", "%s sent again within the window: %s" % (j, ds))
         for j, t, ds in back[:10]:
@@ -603,6 +606,8 @@ def main():
                          "partitions included; loopback: no partitions")
     ap.add_argument("--faults", help="only these Redis faults (comma-separated)")
     ap.add_argument("--no-kills", action="store_true", help="no process faults")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds of every Redis fault kind (the profile's default)")
     ap.add_argument("--observe", type=float, default=None,
                     help="seconds to watch for recovery after a fault (profile's default)")
     ap.add_argument("--keep", action="store_true")
@@ -610,6 +615,8 @@ def main():
     prof = PROFILES[args.profile]
     if args.seed is None:
         args.seed = int.from_bytes(os.urandom(3), "big")
+    if args.rounds is not None:
+        prof = dict(prof, rounds=args.rounds, duration=None)
     if args.observe is None:
         args.observe = prof["observe"]
     why = netlab.available()
