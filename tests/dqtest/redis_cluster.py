@@ -260,9 +260,14 @@ class RedisCluster:
             if not keys:
                 break
             src("MIGRATE", target.host, target.port, "", 0, 10000, "REPLACE", "KEYS", *keys)
-        for c in [dst, src] + [self.client(m.port) for m in self.masters()
-                               if m is not source and m is not target]:
-            c("CLUSTER", "SETSLOT", slot, "NODE", tid)
+        dst("CLUSTER", "SETSLOT", slot, "NODE", tid)
+        src("CLUSTER", "SETSLOT", slot, "NODE", tid)
+        for m in self.running():  # the other masters (the replicas follow theirs)
+            if m is source or m is target:
+                continue
+            c = self.client(m.port)
+            if text(c("ROLE")[0]) == "master":
+                c("CLUSTER", "SETSLOT", slot, "NODE", tid)
         self.wait_ok(60)
 
     def forget(self, server):
