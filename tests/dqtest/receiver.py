@@ -58,6 +58,10 @@ class Receiver:
                 pass
 
         class Server(http.server.ThreadingHTTPServer):
+            # Senders open many connections at once (a pusher after an
+            # outage): a short accept queue would time their connects out.
+            request_queue_size = 512
+
             def handle_error(self, request, client_address):
                 if not isinstance(sys.exc_info()[1], OSError):  # a sender killed mid-request
                     super().handle_error(request, client_address)

@@ -109,7 +109,8 @@ class RedisCluster:
         return c
 
     def running(self):
-        return [s for s in self.servers if s.running()]
+        """The nodes that can answer (alive, not frozen)."""
+        return [s for s in self.servers if s.running() and not s.frozen]
 
     def wait_ok(self, timeout=30):
         """Until every running node says cluster_state:ok and agrees on who

@@ -38,6 +38,7 @@ class RedisServer:
         self.auth = auth
         self.log = os.path.join(dir, log_name)
         self.proc = None
+        self.frozen = False  # SIGSTOPped by signal()
         self._resp = None
 
     def argv(self):
@@ -130,3 +131,5 @@ class RedisServer:
 
     def signal(self, sig=signal.SIGSTOP):
         self.proc.send_signal(sig)
+        if sig in (signal.SIGSTOP, signal.SIGCONT):
+            self.frozen = sig == signal.SIGSTOP

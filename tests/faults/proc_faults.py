@@ -35,18 +35,25 @@ def master_kill9(c, rng, expect_gone):
         i + 1, master, workers, pause, c.fcgis[i].pid)
 
 
+def _kill9_restart(rng, live, procs, kill, start, pauses):
+    """kill(victim) of a random one of the live indexes, start() after a
+    pause drawn from `pauses`; (its pid, the pause)."""
+    victim = rng.choice(live)
+    pid = procs[victim].pid
+    kill(victim)
+    pause = rng.uniform(*pauses)
+    time.sleep(pause)
+    start()
+    return pid, pause
+
+
 def timer_kill9_of_two(c, rng, expect_gone):
     """With two timers running, one is killed and started again after 0-3 s."""
     live = c.live_timers()
     while len(live) < 2:
         c.start_timer()
         live = c.live_timers()
-    victim = rng.choice(live)
-    pid = c.timers[victim].pid
-    c.kill_timer(victim)
-    pause = rng.uniform(0.0, 3.0)
-    time.sleep(pause)
-    c.start_timer()
+    pid, pause = _kill9_restart(rng, live, c.timers, c.kill_timer, c.start_timer, (0.0, 3.0))
     return "timer pid %d of %d killed, restarted after %.2f s" % (pid, len(live), pause)
 
 
@@ -54,10 +61,5 @@ def pusher_kill9(c, rng, expect_gone):
     """One delayq-push: its reservations come back after the callback
     timeout plus push_grace_ms; it is started again after 0.2-2 s."""
     live = [i for i, p in enumerate(c.pushers) if p.poll() is None]
-    victim = rng.choice(live)
-    pid = c.pushers[victim].pid
-    c.kill_pusher(victim)
-    pause = rng.uniform(0.2, 2.0)
-    time.sleep(pause)
-    c.start_pusher()
+    pid, pause = _kill9_restart(rng, live, c.pushers, c.kill_pusher, c.start_pusher, (0.2, 2.0))
     return "pusher pid %d killed, restarted after %.2f s" % (pid, pause)
