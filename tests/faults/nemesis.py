@@ -40,6 +40,7 @@ violation, 2 when the run could not be carried out.
 """
 
 import argparse
+import atexit
 import json
 import os
 import random
@@ -310,6 +311,7 @@ class Nemesis:
         self.receiver = None
         self.events = []   # the Redis faults: dicts (t0, what, shards, recovery, ...)
         self.old_workers = []
+        self.closed = False
         self.t_start = time.monotonic()
 
     def rel(self, t=None):
@@ -331,6 +333,11 @@ class Nemesis:
             prefix = self.lab.place("delayq")[1]
             self.log("network: bridge %s, subnet %s.0/24, delayq at %s" % (
                 self.lab.bridge, self.lab.subnet, self.lab.ip("delayq")))
+        # On a signal (exit_on_signals runs the atexit handlers, newest
+        # first): the processes stop while the network they talk over is
+        # still there, then the network goes (NetLab's own handler, which
+        # ran register() before this, is a no-op by then).
+        atexit.register(self.close, True)
         shards = {}
         if a.redis == "cluster":
             redis_kw["node_timeout_ms"] = 2000
@@ -634,6 +641,9 @@ class Nemesis:
         return 1 if self.v.items else 0
 
     def close(self, failed):
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.obs.finish() if hasattr(self, "obs") else None
         finally:
