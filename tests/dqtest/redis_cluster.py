@@ -91,8 +91,11 @@ class RedisCluster:
 
     @property
     def seeds(self):
-        """host:port,... of every node, for redis_cluster."""
-        return ",".join(self.addr(s) for s in self.servers)
+        """host:port,... of the nodes running now (at most 16, what delayq
+        accepts), for redis_cluster: a process started after machines were
+        lost and replaced is configured with the ones there now, as an
+        operator would keep the list."""
+        return ",".join(self.addr(s) for s in self.running()[:16])
 
     @staticmethod
     def addr(server):

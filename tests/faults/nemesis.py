@@ -534,7 +534,9 @@ class Nemesis:
     def run(self):
         a, p = self.args, self.prof
         plan = self.schedule()
-        self.log("schedule: " + ", ".join(k for k, _ in plan if k not in PROC_KINDS))
+        redis_plan = [k for k, _ in plan if k not in PROC_KINDS]
+        self.log("schedule: " + ", ".join(redis_plan[:21]) + (", ..." if len(redis_plan) > 21
+                                                              else ""))
         time.sleep(3.0)
         deadline = self.t_start + p["duration"] if p["duration"] else None
         for kind, seed in plan:
