@@ -179,8 +179,11 @@ class Observer:
                 jid = "%s-q%d-%d-%d" % (self.load.topic, i, shard, k)
                 if self.d.shard_of(jid) == shard:
                     break
-            self.load.add(post, {"topic": self.load.topic, "id": jid, "body": jid,
-                                 "ttr": self.load.ttr}, stop=self.stop)
+            fields = {"topic": self.load.topic, "id": jid, "body": jid, "ttr": self.load.ttr}
+            if (n // self.d.shards) % 2:  # every other round: callback jobs for every shard
+                fields["callback"] = {"url": self.load.callback_url,
+                                      "timeout": self.load.callback_timeout}
+            self.load.add(post, fields, stop=self.stop)
             time.sleep(0.1)
 
     # ---- timers' heartbeats
