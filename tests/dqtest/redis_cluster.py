@@ -242,6 +242,12 @@ class RedisCluster:
             raise RuntimeError("redis-cli --cluster add-node failed:\n" +
                                r.stdout.decode("utf-8", "replace")[-2000:])
         self.wait_ok(timeout)
+        nid = self.node_id(node)
+        deadline = time.monotonic() + timeout
+        while not all(nid in text(self.client(s.port)("CLUSTER", "NODES")) for s in self.running()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("not every node learnt of node %d" % node.port)
+            time.sleep(0.1)
         return node
 
     def add_replica(self, master, timeout=60):
