@@ -6,7 +6,13 @@ puts tests/ on PYTHONPATH; by hand: PYTHONPATH=tests python3 tests/...).
 - redis_server: a private redis-server, the one way tests start Redis;
 - resp: a small RESP client to inspect Redis;
 - httpconn: keep-alive HTTP to nginx, and raw single requests;
-- procs: ports, log tails, children, signals by pid;
+- procs: ports, log tails, children, signals by pid, and the registry of
+  started processes that every exit path kills;
+- redis_cluster / redis_sentinel: a private Cluster or Sentinel group;
+- netlab: network namespaces, a bridge and iptables cuts (partitions);
+- fcgi_client: one FastCGI request straight to a delayq-fcgi instance;
+- ledger: a load with a client-side ledger of acknowledged jobs;
+- receiver: a real HTTP receiver for callbacks;
 - invariants: the consistency check of a deployment's Redis state;
 - load: load shapes tests and benchmarks share.
 """
@@ -17,6 +23,7 @@ from .deployment import (BUILD_DIR, KEEP, SANITIZED, SANITIZER_MARKS, SLOW, SRC_
                          unique)
 from .httpconn import Http, parse_body, raw_http
 from .load import impatient_client
-from .procs import children, free_cluster_ports, free_port, kill_pid, pid_alive, stop_process, tail, wait_port_closed
+from .procs import (children, exit_on_signals, free_cluster_ports, free_port, kill_pid,
+                    kill_started, pid_alive, stop_process, tail, track, wait_port_closed)
 from .redis_server import RedisServer, RedisStartError
 from .resp import RedisError, Resp, raw_command, text

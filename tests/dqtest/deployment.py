@@ -36,7 +36,7 @@ import unittest
 import zlib
 
 from .httpconn import Http, parse_body, raw_http
-from .procs import children, free_port, tail
+from .procs import children, exit_on_signals, free_port, tail, track
 from .redis_cluster import RedisCluster
 from .redis_sentinel import MASTER_NAME, RedisSentinelGroup
 from .redis_server import RedisServer
@@ -109,12 +109,15 @@ class Deployment:
     flags (e.g. timer_lease_ms=2000) go to both delayq binaries as
     --timer-lease-ms=2000; fcgi_flags / timer_flags to one of them.
     redis_mode: "single", "cluster" or "sentinel" (default: DQTEST_REDIS).
+    redis_kw: more arguments for RedisCluster / RedisSentinelGroup (place,
+    node_timeout_ms, ...); exec_prefix: an argv prefix for the delayq
+    processes (a network namespace, dqtest.netlab).
     """
 
     def __init__(self, workers=2, threads=8, n_timers=1, n_fcgi=1, appendonly=False,
                  appendfsync=None, redis_args=(), redis_auth=None, allow_unhealthy=False,
                  fcgi_flags=None, timer_flags=None, start_timeout=15.0, redis_mode=None,
-                 n_pushers=0, push_flags=None, **flags):
+                 n_pushers=0, push_flags=None, redis_kw=None, exec_prefix=(), **flags):
         self.redis_mode = redis_mode or REDIS_MODE
         if "shards" not in flags:
             env = os.environ.get("DQTEST_SHARDS")
@@ -137,6 +140,8 @@ class Deployment:
         self.appendfsync = appendfsync
         self.redis_args = list(redis_args)
         self.redis_auth = redis_auth  # see RedisServer
+        self.redis_kw = dict(redis_kw or {})
+        self.exec_prefix = list(exec_prefix)
         self.allow_unhealthy = allow_unhealthy  # start even if /health answers 503
         self.flags = dict(flags)
         self.fcgi_flags = dict(fcgi_flags or {})
@@ -181,9 +186,10 @@ class Deployment:
         os.chmod(self.dir, 0o755)
         try:
             if self.redis_mode == "cluster":
-                self.redis_server = RedisCluster(self.dir, args=self.redis_args)
+                self.redis_server = RedisCluster(self.dir, args=self.redis_args, **self.redis_kw)
             elif self.redis_mode == "sentinel":
-                self.redis_server = RedisSentinelGroup(self.dir, args=self.redis_args)
+                self.redis_server = RedisSentinelGroup(self.dir, args=self.redis_args,
+                                                       **self.redis_kw)
             else:
                 self.redis_server = RedisServer(self.dir, appendonly=self.appendonly,
                                                 appendfsync=self.appendfsync,
@@ -208,9 +214,13 @@ class Deployment:
     def path(self, *parts):
         return os.path.join(self.dir, *parts)
 
-    def popen(self, argv, log, umask=None, valgrind=False):
-        if valgrind and VALGRIND:
+    def popen(self, argv, log, umask=None, delayq=False):
+        """delayq: a delayq process (run after exec_prefix, and under
+        valgrind when asked)."""
+        if delayq and VALGRIND:
             argv = VALGRIND_CMD + ["--log-file=%s.vg.%%p" % log] + argv
+        if delayq:
+            argv = self.exec_prefix + argv
         out = open(log, "ab")
 
         def pre():
@@ -218,8 +228,8 @@ class Deployment:
                 os.umask(umask)
 
         try:
-            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, cwd=self.dir, preexec_fn=pre)
+            return track(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                          stderr=subprocess.STDOUT, cwd=self.dir, preexec_fn=pre))
         finally:
             out.close()
 
@@ -365,7 +375,7 @@ class Deployment:
                 "--log-level=info"]
         argv += flags(self.flags) + flags(self.fcgi_flags)
         # umask 0: the socket must be writable by nginx's (unprivileged) workers.
-        p = self.popen(argv, self.fcgi_log(i), umask=0, valgrind=True)
+        p = self.popen(argv, self.fcgi_log(i), umask=0, delayq=True)
         self.fcgis[i] = p
         deadline = time.monotonic() + 10 * SLOW
         while time.monotonic() < deadline and p.poll() is None:
@@ -412,7 +422,7 @@ class Deployment:
         """Starts a timer or a pusher (its log goes with the timers'); with
         wait, until its log says it started (so that a signal sent next
         finds its handlers installed, which matters under valgrind)."""
-        p = self.popen(argv, log, valgrind=True)
+        p = self.popen(argv, log, delayq=True)
         self.timer_logs.append(log)
         deadline = time.monotonic() + 10 * SLOW
         while wait and time.monotonic() < deadline:
@@ -780,13 +790,9 @@ def require_build():
 
 
 def stop_on_sigterm():
-    """A test driver's timeout (SIGTERM) exits through atexit, which stops
-    the servers this process started."""
-    def on_term(*_):
-        stop_leftovers()
-        os._exit(143)
-
-    signal.signal(signal.SIGTERM, on_term)
+    """A test driver's timeout (SIGTERM) or a hangup exits through atexit,
+    which stops the servers this process started (dqtest.procs)."""
+    exit_on_signals()
 
 
 def main():

@@ -1,10 +1,53 @@
-"""Processes the tests start: ports, log tails, children, signals by pid."""
+"""Processes the tests start: ports, log tails, children, signals by pid,
+and the registry of every process the tests started (track()), which
+kill_started() kills by pid at exit, whatever the exit path."""
 
+import atexit
 import os
 import random
 import signal
 import socket
 import subprocess
+
+
+_STARTED = []  # Popen of every server process the tests started
+
+
+def track(p):
+    """Registers Popen p: killed at exit if it is still running then."""
+    _STARTED[:] = [q for q in _STARTED if q.poll() is None]
+    _STARTED.append(p)
+    return p
+
+
+@atexit.register
+def kill_started():
+    """Last resort at exit (atexit runs it after the orderly stops, which
+    were registered later): SIGKILL by pid of every tracked process still
+    running (SIGCONT first, for one a test froze). Also what a signal
+    handler runs (exit_on_signals)."""
+    for p in list(_STARTED):
+        if p.poll() is None:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                kill_pid(p.pid, sig)
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+    _STARTED.clear()
+
+
+def exit_on_signals(sigs=(signal.SIGTERM, signal.SIGHUP)):
+    """A test driver's timeout or a closed terminal signals the test: run
+    every atexit handler (the orderly stops, then kill_started) and exit
+    128 + the signal. SIGINT stays a KeyboardInterrupt, which unwinds to
+    the same handlers."""
+    def on_signal(signum, _frame):
+        atexit._run_exitfuncs()
+        os._exit(128 + signum)
+
+    for sig in sigs:
+        signal.signal(sig, on_signal)
 
 
 def free_port():

@@ -1,9 +1,11 @@
 """A real HTTP receiver for callback tests: a threaded server on 127.0.0.1
-that records every request (method, path, headers, body bytes, time) and
+that records every request (method, path, headers, body bytes, time, the
+sender's address) and
 answers as the test says: `answer(request)` returns (status, headers, body)
 or (status, headers, body, delay_s); the default answers 200."""
 
 import http.server
+import sys
 import threading
 import time
 
@@ -15,13 +17,14 @@ class Request:
         self.headers = {k.lower(): v for k, v in handler.headers.items()}
         self.body = body
         self.at = time.time()
+        self.peer = handler.client_address
 
     def __repr__(self):
         return "<%s %s %s>" % (self.method, self.path, self.headers.get("webhook-id"))
 
 
 class Receiver:
-    def __init__(self, answer=None):
+    def __init__(self, answer=None, host="127.0.0.1"):
         self.answer = answer or (lambda req: (200, {}, b"ok"))
         self.requests = []
         self.lock = threading.Lock()
@@ -54,9 +57,18 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            # Senders open many connections at once (a pusher after an
+            # outage): a short accept queue would time their connects out.
+            request_queue_size = 512
+
+            def handle_error(self, request, client_address):
+                if not isinstance(sys.exc_info()[1], OSError):  # a sender killed mid-request
+                    super().handle_error(request, client_address)
+
+        self.server = Server((host, 0), Handler)
         self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
+        self.host, self.port = host, self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def start(self):
@@ -64,7 +76,7 @@ class Receiver:
         return self
 
     def url(self, path="/hook"):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
+        return "http://%s:%d%s" % (self.host, self.port, path)
 
     def wait_for(self, pred, timeout, what="requests"):
         """Until pred(requests) is true; returns the requests."""

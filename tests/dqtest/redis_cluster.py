@@ -45,8 +45,12 @@ class RedisCluster:
     command on the right master; servers, masters(), master_of(key), kill9,
     restart(server) for failure tests; seeds for delayq's redis_cluster."""
 
-    def __init__(self, dir, masters=3, replicas=1, node_timeout_ms=1000, args=()):
+    def __init__(self, dir, masters=3, replicas=1, node_timeout_ms=1000, args=(), place=None):
+        """place(name) -> (host, argv prefix): where a node runs (default:
+        127.0.0.1 here; dqtest.netlab.NetLab.place puts each node in a
+        network namespace of its own)."""
         self.dir = dir
+        self.place = place or (lambda name: ("127.0.0.1", []))
         self.nmasters = masters
         self.replicas = replicas
         self.node_timeout_ms = node_timeout_ms
@@ -58,11 +62,14 @@ class RedisCluster:
     def _node(self, port):
         ndir = os.path.join(self.dir, "cluster", str(port))
         os.makedirs(ndir, exist_ok=True)
-        args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        host, prefix = self.place("redis%d" % port)
+        args = ["--cluster-announce-ip", host] if host != "127.0.0.1" else []
+        args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", str(self.node_timeout_ms),
                 "--cluster-replica-validity-factor", "0", "--appendonly", "yes",
                 "--appendfsync", "always", "--repl-diskless-sync-delay", "0"] + self.args
-        return RedisServer(ndir, port=port, args=args, log_name="redis.log")
+        return RedisServer(ndir, port=port, args=args, log_name="redis.log", host=host,
+                           prefix=prefix)
 
     def start(self):
         n = self.nmasters * (1 + self.replicas)
@@ -71,7 +78,7 @@ class RedisCluster:
         for s in self.servers:
             s.start()
         argv = ["redis-cli", "--cluster", "create"]
-        argv += ["127.0.0.1:%d" % s.port for s in self.servers]
+        argv += [self.addr(s) for s in self.servers]
         argv += ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         with open(os.path.join(self.dir, "cluster-create.log"), "wb") as f:
@@ -84,18 +91,29 @@ class RedisCluster:
 
     @property
     def seeds(self):
-        """host:port,... of every node, for redis_cluster."""
-        return ",".join("127.0.0.1:%d" % s.port for s in self.servers)
+        """host:port,... of the nodes running now (at most 16, what delayq
+        accepts), for redis_cluster: a process started after machines were
+        lost and replaced is configured with the ones there now, as an
+        operator would keep the list."""
+        return ",".join(self.addr(s) for s in self.running()[:16])
+
+    @staticmethod
+    def addr(server):
+        return "%s:%d" % (server.host, server.port)
+
+    def server(self, port):
+        return next(s for s in self.servers if s.port == port)
 
     def client(self, port):
         c = self._clients.get(port)
         if c is None:
-            c = Resp(port, timeout=5)
+            c = Resp(port, host=self.server(port).host, timeout=5)
             self._clients[port] = c
         return c
 
     def running(self):
-        return [s for s in self.servers if s.running()]
+        """The nodes that can answer (alive, not frozen)."""
+        return [s for s in self.servers if s.running() and not s.frozen]
 
     def wait_ok(self, timeout=30):
         """Until every running node says cluster_state:ok and agrees on who
@@ -204,6 +222,89 @@ class RedisCluster:
 
     def restart(self, server):
         server.start()
+
+    def node_id(self, server):
+        return text(self.client(server.port)("CLUSTER", "MYID"))
+
+    def add_node(self, replica_of=None, timeout=60):
+        """A fresh node (new port, dir and place, empty) joins, as a replica
+        of replica_of (a lost machine replaced) or as a master without
+        slots; until the cluster agrees and it is in sync."""
+        node = self._node(free_cluster_ports(1))
+        node.start()
+        self.servers.append(node)
+        argv = ["redis-cli", "--cluster", "add-node", self.addr(node), self.addr(
+            replica_of or self.masters()[0])]
+        if replica_of:
+            argv += ["--cluster-slave", "--cluster-master-id", self.node_id(replica_of)]
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError("redis-cli --cluster add-node failed:\n" +
+                               r.stdout.decode("utf-8", "replace")[-2000:])
+        self.wait_ok(timeout)
+        nid = self.node_id(node)
+        deadline = time.monotonic() + timeout
+        while not all(nid in text(self.client(s.port)("CLUSTER", "NODES")) for s in self.running()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("not every node learnt of node %d" % node.port)
+            time.sleep(0.1)
+        return node
+
+    def add_replica(self, master, timeout=60):
+        return self.add_node(master, timeout)
+
+    def add_master(self, timeout=60):
+        return self.add_node(None, timeout)
+
+    def move_slot(self, slot, source, target, batch=100):
+        """Moves one slot and its keys from source to target under load, the
+        way redis-cli --cluster reshard moves each slot: IMPORTING on the
+        target, MIGRATING on the source, MIGRATE the keys in batches, then
+        SETSLOT NODE on both and on every other master."""
+        src, dst = self.client(source.port), self.client(target.port)
+        sid, tid = self.node_id(source), self.node_id(target)
+        dst("CLUSTER", "SETSLOT", slot, "IMPORTING", sid)
+        src("CLUSTER", "SETSLOT", slot, "MIGRATING", tid)
+        while True:
+            keys = src("CLUSTER", "GETKEYSINSLOT", slot, batch)
+            if not keys:
+                break
+            src("MIGRATE", target.host, target.port, "", 0, 10000, "REPLACE", "KEYS", *keys)
+        dst("CLUSTER", "SETSLOT", slot, "NODE", tid)
+        try:
+            src("CLUSTER", "SETSLOT", slot, "NODE", tid)
+        except RedisError as e:
+            # A master that gave its last slot away turns replica of the
+            # taker at once (cluster-allow-replica-migration); redis-cli
+            # passes over this error the same way.
+            if "only with masters" not in str(e):
+                raise
+        for m in self.running():  # the other masters (the replicas follow theirs)
+            if m is source or m is target:
+                continue
+            c = self.client(m.port)
+            if text(c("ROLE")[0]) == "master":
+                c("CLUSTER", "SETSLOT", slot, "NODE", tid)
+        self.wait_ok(60)
+
+    def forget(self, server):
+        """server left the cluster for good (del-node): no client kept."""
+        self._drop_client(server)
+
+    def replicas_of(self, master):
+        """The running servers that replicate master now."""
+        out = []
+        for s in self.running():
+            if s is master:
+                continue
+            try:
+                role = self.client(s.port)("ROLE")
+            except (OSError, ConnectionError, RedisError):
+                continue
+            if text(role[0]) == "slave" and int(role[2]) == master.port and \
+                    text(role[1]) == master.host:
+                out.append(s)
+        return out
 
     def _drop_client(self, server):
         c = self._clients.pop(server.port, None)

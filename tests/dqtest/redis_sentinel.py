@@ -17,8 +17,14 @@ class RedisSentinelGroup:
     """RedisSentinelGroup(dir, replicas=2, sentinels=3).start();
     sentinel_addrs for redis_sentinels, primary() for failure tests."""
 
-    def __init__(self, dir, replicas=2, sentinels=3, down_after_ms=1000, args=()):
+    def __init__(self, dir, replicas=2, sentinels=3, down_after_ms=1000, args=(), place=None,
+                 failover_timeout_ms=10000):
+        """place(name) -> (host, argv prefix): where a server or sentinel
+        runs (default: 127.0.0.1 here; see dqtest.netlab)."""
         self.dir = dir
+        self.place = place or (lambda name: ("127.0.0.1", []))
+        self.failover_timeout_ms = failover_timeout_ms
+        self.nadded = 0
         self.nreplicas = replicas
         self.nsentinels = sentinels
         self.down_after_ms = down_after_ms
@@ -30,23 +36,24 @@ class RedisSentinelGroup:
     def _server(self, name, extra=()):
         sdir = os.path.join(self.dir, "sentinel-group", name)
         os.makedirs(sdir, exist_ok=True)
+        host, prefix = self.place(name)
         # No 5 s wait for more replicas before a full sync (Redis' default).
         args = ["--appendonly", "yes", "--appendfsync", "always",
-                "--replica-announce-ip", "127.0.0.1", "--repl-diskless-sync-delay", "0"]
+                "--replica-announce-ip", host, "--repl-diskless-sync-delay", "0"]
         args += self.args + list(extra)
-        return RedisServer(sdir, args=args, log_name="redis.log")
+        return RedisServer(sdir, args=args, log_name="redis.log", host=host, prefix=prefix)
 
     def start(self):
         primary = self._server("primary")
         primary.start()
         self.servers = [primary]
         for i in range(self.nreplicas):
-            r = self._server("replica%d" % i, ["--replicaof", "127.0.0.1", str(primary.port)])
+            r = self._server("replica%d" % i, ["--replicaof", primary.host, str(primary.port)])
             r.start()
             self.servers.append(r)
         self._wait_replicas(primary)
         for i in range(self.nsentinels):
-            self.sentinels.append(self._start_sentinel(i, primary.port))
+            self.sentinels.append(self._start_sentinel(i, primary))
         self.wait_primary_known()
         return self
 
@@ -59,26 +66,31 @@ class RedisSentinelGroup:
             time.sleep(0.05)
         raise RuntimeError("replicas did not connect:\n" + info)
 
-    def _start_sentinel(self, i, primary_port):
+    def _start_sentinel(self, i, primary):
         port = free_port()
-        sdir = os.path.join(self.dir, "sentinel-group", "sentinel%d" % i)
+        name = "sentinel%d" % i
+        sdir = os.path.join(self.dir, "sentinel-group", name)
         os.makedirs(sdir, exist_ok=True)
+        host, prefix = self.place(name)
         conf = os.path.join(sdir, "sentinel.conf")
         with open(conf, "w") as f:
-            f.write("port %d\nbind 127.0.0.1\ndir %s\n" % (port, sdir))
-            f.write("sentinel monitor %s 127.0.0.1 %d 2\n" % (MASTER_NAME, primary_port))
+            f.write("port %d\nbind %s\ndir %s\n" % (port, host, sdir))
+            if host != "127.0.0.1":  # a test network's address (dqtest.netlab)
+                f.write("protected-mode no\nsentinel announce-ip %s\n" % host)
+            f.write("sentinel monitor %s %s %d 2\n" % (MASTER_NAME, primary.host, primary.port))
             f.write("sentinel down-after-milliseconds %s %d\n" % (MASTER_NAME,
                                                                   self.down_after_ms))
-            f.write("sentinel failover-timeout %s 10000\n" % MASTER_NAME)
+            f.write("sentinel failover-timeout %s %d\n" % (MASTER_NAME,
+                                                           self.failover_timeout_ms))
             f.write("sentinel parallel-syncs %s 1\n" % MASTER_NAME)
-        s = RedisServer(sdir, port=port, log_name="sentinel.log")
+        s = RedisServer(sdir, port=port, log_name="sentinel.log", host=host, prefix=prefix)
         s.argv = lambda: ["redis-server", conf, "--sentinel"]
         s.start()
         return s
 
     @property
     def sentinel_addrs(self):
-        return ",".join("127.0.0.1:%d" % s.port for s in self.sentinels)
+        return ",".join("%s:%d" % (s.host, s.port) for s in self.sentinels)
 
     def primary_port(self):
         """The port the sentinels name primary now (the first that answers)."""
@@ -86,7 +98,7 @@ class RedisSentinelGroup:
             if not s.running():
                 continue
             try:
-                r = Resp(s.port, timeout=2)
+                r = Resp(s.port, host=s.host, timeout=2)
                 addr = r("SENTINEL", "get-master-addr-by-name", MASTER_NAME)
                 r.close()
                 if addr:
@@ -94,6 +106,23 @@ class RedisSentinelGroup:
             except (OSError, ConnectionError, RedisError):
                 continue
         raise RuntimeError("no sentinel answered")
+
+    def add_replica(self, timeout=60):
+        """A fresh server (new port, dir and place, empty) replicates the
+        primary, as when a lost machine is replaced; until it is in sync.
+        The sentinels find it through the primary."""
+        self.nadded += 1
+        p = self.primary()
+        r = self._server("added%d" % self.nadded, ["--replicaof", p.host, str(p.port)])
+        r.start()
+        self.servers.append(r)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = text(r("INFO", "replication"))
+            if "master_link_status:up" in info:
+                return r
+            time.sleep(0.05)
+        raise RuntimeError("the added replica did not sync:\n" + info)
 
     def primary(self):
         port = self.primary_port()

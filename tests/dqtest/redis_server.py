@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from .procs import free_port, stop_process, tail, wait_port_closed
+from .procs import free_port, stop_process, tail, track, wait_port_closed
 from .resp import RedisError, Resp, raw_command
 
 
@@ -23,10 +23,14 @@ class RedisServer:
     START_TIMEOUT = 30  # loading a big AOF takes a while
 
     def __init__(self, dir, port=None, appendonly=False, appendfsync=None, args=None,
-                 log_name="redis.log", auth=None):
+                 log_name="redis.log", auth=None, host="127.0.0.1", prefix=()):
         """auth: (None, password) for requirepass, or (user, password) for an
-        ACL user with every right while the default user is switched off."""
+        ACL user with every right while the default user is switched off.
+        host: the address it binds and is reached at; prefix: an argv
+        prefix that runs it elsewhere (a network namespace, dqtest.netlab)."""
         self.dir = dir
+        self.host = host
+        self.prefix = list(prefix)
         self.port = port or free_port()
         self.appendonly = appendonly
         self.appendfsync = appendfsync
@@ -34,12 +38,15 @@ class RedisServer:
         self.auth = auth
         self.log = os.path.join(dir, log_name)
         self.proc = None
+        self.frozen = False  # SIGSTOPped by signal()
         self._resp = None
 
     def argv(self):
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+        argv = ["redis-server", "--port", str(self.port), "--bind", self.host,
                 "--dir", self.dir, "--save", "", "--daemonize", "no",
                 "--appendonly", "yes" if self.appendonly else "no"]
+        if self.host != "127.0.0.1":  # a test network's address (dqtest.netlab)
+            argv += ["--protected-mode", "no"]
         if self.appendfsync:
             argv += ["--appendfsync", self.appendfsync]
         if self.auth and not self.auth[0]:
@@ -52,8 +59,8 @@ class RedisServer:
         self.close_resp()
         out = open(self.log, "ab")
         try:
-            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, cwd=self.dir)
+            self.proc = track(subprocess.Popen(self.prefix + self.argv(), stdin=subprocess.DEVNULL,
+                                               stdout=out, stderr=subprocess.STDOUT, cwd=self.dir))
         finally:
             out.close()
         deadline = time.monotonic() + self.START_TIMEOUT
@@ -61,7 +68,7 @@ class RedisServer:
             if self.proc.poll() is not None:
                 raise RedisStartError("redis-server exited with %s\n%s" %
                                       (self.proc.returncode, tail(self.log)))
-            probe = Resp(self.port, timeout=1)
+            probe = Resp(self.port, host=self.host, timeout=1)
             try:
                 if probe("PING") == "PONG":
                     if self.auth:  # an ACL user; the default user off
@@ -83,7 +90,7 @@ class RedisServer:
     def resp(self):
         """This test's client connection (kept; reconnects by itself)."""
         if self._resp is None:
-            self._resp = Resp(self.port, auth=self.auth)
+            self._resp = Resp(self.port, host=self.host, auth=self.auth)
         return self._resp
 
     def __call__(self, *args):
@@ -97,8 +104,10 @@ class RedisServer:
     def stop(self):
         """SIGTERM by pid, wait, and until the port is closed."""
         self.close_resp()
+        if self.running():
+            self.proc.send_signal(signal.SIGCONT)  # a frozen server would not stop
         stop_process(self.proc)
-        wait_port_closed(self.port)
+        wait_port_closed(self.port, host=self.host)
 
     def kill9(self):
         self.close_resp()
@@ -109,7 +118,7 @@ class RedisServer:
     def shutdown(self, timeout=20):
         """SHUTDOWN over the protocol (the AOF is flushed and fsynced)."""
         self.close_resp()
-        raw_command(self.port, "SHUTDOWN")
+        raw_command(self.port, "SHUTDOWN", host=self.host)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -122,3 +131,5 @@ class RedisServer:
 
     def signal(self, sig=signal.SIGSTOP):
         self.proc.send_signal(sig)
+        if sig in (signal.SIGSTOP, signal.SIGCONT):
+            self.frozen = sig == signal.SIGSTOP

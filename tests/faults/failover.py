@@ -34,7 +34,6 @@ a violation, 2 when the run could not be carried out.
 import argparse
 import os
 import random
-import subprocess
 import sys
 import time
 import traceback
@@ -44,79 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import dqtest  # noqa: E402
 from dqtest import Deployment, DeploymentError, invariants  # noqa: E402
 from dqtest.ledger import LedgerLoad  # noqa: E402
-from dqtest.redis_cluster import key_slot  # noqa: E402
-
-
-def wait_until(what, pred, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if pred():
-                return
-        except Exception:  # noqa: BLE001 (Redis settling)
-            pass
-        time.sleep(0.05)
-    raise RuntimeError("%s did not happen within %.0f s" % (what, timeout))
-
-
-class ClusterFaults:
-    def __init__(self, d, rng):
-        self.d, self.rng, self.cl = d, rng, d.redis_server
-
-    def kill(self):
-        shard = self.rng.randrange(self.d.shards)
-        victim = self.cl.master_of(self.d.tag(shard))
-        self.cl.kill9(victim)
-        t0 = time.monotonic()
-
-        def promoted():
-            self.cl.refresh()
-            return self.cl.master_of(self.d.tag(shard)) is not victim
-        wait_until("a replica taking over", promoted, 60)
-        took = time.monotonic() - t0
-        time.sleep(1.0)
-        self.cl.restart(victim)
-        self.cl.wait_ok(60)
-        return t0, "kill -9 of the master of shard %d (port %d): replica promoted after %.1f s" % (
-            shard, victim.port, took)
-
-    def reshard(self):
-        shard = self.rng.randrange(self.d.shards)
-        slot = key_slot(self.d.tag(shard))
-        source = self.cl.master_of(self.d.tag(shard))
-        target = self.rng.choice([m for m in self.cl.masters() if m is not source])
-        ranges = sorted((a, b) for a, b, p in self.cl._slots if p == source.port)
-        first = next(a for a, b in ranges if a <= slot <= b)
-        count = sum(min(b, slot) - a + 1 for a, b in ranges if a <= slot)
-        ids = [self.cl.client(s.port)("CLUSTER", "MYID").decode() for s in (source, target)]
-        t0 = time.monotonic()
-        r = subprocess.run(["redis-cli", "--cluster", "reshard", "127.0.0.1:%d" % source.port,
-                            "--cluster-from", ids[0], "--cluster-to", ids[1],
-                            "--cluster-slots", str(count), "--cluster-yes"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-        if r.returncode != 0:
-            raise RuntimeError("reshard failed:\n" + r.stdout.decode()[-2000:])
-        self.cl.wait_ok(60)
-        return t0, "reshard of %d slots from %d (first %d) with shard %d's slot %d to %d: %.1f s" % (
-            count, source.port, first, shard, slot, target.port, time.monotonic() - t0)
-
-
-class SentinelFaults:
-    def __init__(self, d, rng):
-        self.d, self.rng, self.group = d, rng, d.redis_server
-
-    def kill(self):
-        victim = self.group.primary()
-        victim.kill9()
-        t0 = time.monotonic()
-        self.group.wait_failover(victim, 60)
-        took = time.monotonic() - t0
-        time.sleep(1.0)
-        victim.start()
-        return t0, "kill -9 of the primary (port %d): a replica promoted after %.1f s" % (
-            victim.port, took)
-
-    reshard = None
+from redis_faults import ClusterFaults, SentinelFaults  # noqa: E402
 
 
 def main():
@@ -145,8 +72,11 @@ def main():
         events = []
         time.sleep(3.0)
         for n in range(args.rounds):
-            fault = faults.reshard if (args.reshard and faults.reshard and n % 2) else faults.kill
-            t0, what = fault()
+            if args.reshard and faults.reshard_upto and n % 2:
+                r = faults.reshard_upto()
+            else:  # started again 1 s after the promotion, as a supervisor would
+                r = faults.kill(restart=True)
+            t0, what = r["t0"], r["what"]
             events.append((t0, what))
             print("round %d: %s" % (n + 1, what), flush=True)
             time.sleep(4.0)

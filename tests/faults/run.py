@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import dqtest  # noqa: E402
 from dqtest import (Deployment, DeploymentError, Http, RedisError, Resp, invariants, job_keys,  # noqa: E402
                     kill_pid, parse_body, pid_alive)
+import proc_faults  # noqa: E402
 
 PROFILES = {
     # fault window (s), minimum jobs, target add rate (jobs/s), gap between faults (s)
@@ -538,25 +539,8 @@ class Injector:
         L.current_fault = kind
         detail = ""
         try:
-            if kind == "worker_kill9":
-                i = rng.randrange(c.n_fcgi)
-                _, workers = c.fcgi_pids(i)
-                victims = rng.sample(workers, min(len(workers), rng.choice([1, 1, 2])))
-                for w in victims:
-                    kill_pid(w)
-                detail = "instance %d workers %s" % (i + 1, victims)
-            elif kind == "master_kill9":
-                i = rng.randrange(c.n_fcgi)
-                master, workers = c.fcgi_pids(i)
-                kill_pid(master)
-                c.fcgis[i].wait(10)
-                c.retire(i, "master%d" % master)
-                self.expect_gone(workers, "kill -9 of their master %d" % master)
-                pause = rng.uniform(0.1, 1.0)
-                time.sleep(pause)
-                c.start_fcgi(i)
-                detail = "instance %d master %d (workers %s), restarted after %.2f s -> %d" % (
-                    i + 1, master, workers, pause, c.fcgis[i].pid)
+            if kind in ("worker_kill9", "master_kill9"):
+                detail = getattr(proc_faults, kind)(c, rng, self.expect_gone)
             elif kind == "timer_kill9_single":
                 live = c.live_timers()
                 for i in live[1:]:
@@ -573,17 +557,7 @@ class Injector:
                 detail = "only timer (pid %d) killed (others stopped first: %d), restarted " \
                          "after %.2f s" % (pid, len(live) - 1, pause)
             elif kind == "timer_kill9_of_two":
-                live = c.live_timers()
-                while len(live) < 2:
-                    c.start_timer()
-                    live = c.live_timers()
-                victim = rng.choice(live)
-                pid = c.timers[victim].pid
-                c.kill_timer(victim, signal.SIGKILL)
-                pause = rng.uniform(0.0, 3.0)
-                time.sleep(pause)
-                c.start_timer()
-                detail = "timer pid %d of %d killed, restarted after %.2f s" % (pid, len(live), pause)
+                detail = proc_faults.timer_kill9_of_two(c, rng, self.expect_gone)
             elif kind == "redis_stall":
                 r = Resp(c.redis_port, timeout=10)
                 try:
