@@ -36,8 +36,15 @@ def examples(path):
     return out
 
 
+# What /health says of the Redis it runs on: the examples show one Redis,
+# the test runs on whichever DQTEST_REDIS gives (a Cluster adds its masters).
+TOPOLOGY = {"shards", "masters", "masters_used", "warning"}
+
+
 def normalise(value):
     if isinstance(value, dict):
+        if value.get("redis") == "ok":
+            value = {k: v for k, v in value.items() if k not in TOPOLOGY}
         return {k: ("<varies>" if k in VOLATILE else normalise(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [normalise(v) for v in value]
