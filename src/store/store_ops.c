@@ -175,13 +175,23 @@ static int read_layout(dq_store *s, long *buckets, long *shards)
 /* The shard count recorded by the deployment whose shard-0 tag is that of
  * a store with `shards` shards: 1 with *recorded, 0 for none, -1 when
  * Redis did not answer. */
-static int recorded_shards(const dq_config *cfg, int shards, long *recorded)
+/* A store of cfg's deployment laid out with `shards` shards, whose shard 0
+ * is "{prefix}" (1) or "{prefix:0}" (more). It keeps a pointer to the
+ * config: *probe must outlive it. */
+static dq_store *probe_store(const dq_config *cfg, int shards, dq_config *probe)
 {
-    dq_config probe = *cfg;
-    probe.shards = shards;
-    dq_store *s = store_new(&probe);
+    *probe = *cfg;
+    probe->shards = shards;
+    dq_store *s = store_new(probe);
     if (!s)
         abort();
+    return s;
+}
+
+static int recorded_shards(const dq_config *cfg, int shards, long *recorded)
+{
+    dq_config probe;
+    dq_store *s = probe_store(cfg, shards, &probe);
     long buckets = 0;
     int known = read_layout(s, &buckets, recorded);
     store_free(s);
@@ -192,11 +202,8 @@ static int recorded_shards(const dq_config *cfg, int shards, long *recorded)
  * those another process recorded first. Returns the shard count, or -1. */
 static long claim_shards(const dq_config *cfg, int shards)
 {
-    dq_config probe = *cfg;
-    probe.shards = shards;
-    dq_store *s = store_new(&probe);
-    if (!s)
-        abort();
+    dq_config probe;
+    dq_store *s = probe_store(cfg, shards, &probe);
     store_begin(s, SCRIPT_LAYOUT_CLAIM, 0);
     store_arg_int(s, cfg->buckets);
     store_arg_int(s, shards);

@@ -308,68 +308,59 @@ static unsigned shard_slot(const char *prefix, int shards, int i)
     return slots_keyslot(tag, (size_t)n < sizeof tag ? (size_t)n : sizeof tag - 1);
 }
 
-/* per[k]: how many of the shards node k serves, or -1 for a node that
- * serves no slot (a replica, a master without slots). Returns how many
- * nodes serve a slot. */
-static int shards_per_master(const slots_map *m, const char *prefix, int shards, int *per)
+/* How the shards spread over the map's masters (nodes that serve a slot):
+ * returns the number of masters, with how many serve at least one shard
+ * in *used and the fewest shards any master serves in *fewest. */
+static int spread(const slots_map *m, const char *prefix, int shards, int *used, int *fewest)
 {
+    int *per = calloc(m->n ? m->n : 1, sizeof *per); /* -1: serves no slot */
+    if (!per)
+        abort();
     for (size_t k = 0; k < m->n; k++)
         per[k] = -1;
-    int masters = 0;
     for (unsigned slot = 0; slot < SLOTS_COUNT; slot++) {
-        int k = m->owner[slot];
-        if (k >= 0 && per[k] < 0) {
-            per[k] = 0;
-            masters++;
-        }
+        if (m->owner[slot] >= 0)
+            per[m->owner[slot]] = 0;
     }
     for (int i = 0; i < shards; i++) {
         int k = m->owner[shard_slot(prefix, shards, i)];
         if (k >= 0)
             per[k]++;
     }
-    return masters;
-}
-
-/* The fewest shards any master serves (0 when one serves none). */
-static int fewest_per_master(const slots_map *m, const char *prefix, int shards, int *masters)
-{
-    int *per = calloc(m->n ? m->n : 1, sizeof *per);
-    if (!per)
-        abort();
-    *masters = shards_per_master(m, prefix, shards, per);
-    int fewest = -1;
+    int masters = 0;
+    *used = 0;
+    *fewest = -1;
     for (size_t k = 0; k < m->n; k++) {
-        if (per[k] >= 0 && (fewest < 0 || per[k] < fewest))
-            fewest = per[k];
+        if (per[k] < 0)
+            continue;
+        masters++;
+        *used += per[k] > 0;
+        if (*fewest < 0 || per[k] < *fewest)
+            *fewest = per[k];
     }
     free(per);
-    return fewest < 0 ? 0 : fewest;
+    if (*fewest < 0)
+        *fewest = 0;
+    return masters;
 }
 
 int slots_masters_used(const slots_map *m, const char *prefix, int shards, int *masters)
 {
-    int *per = calloc(m->n ? m->n : 1, sizeof *per);
-    if (!per)
-        abort();
-    *masters = shards_per_master(m, prefix, shards, per);
-    int used = 0;
-    for (size_t k = 0; k < m->n; k++)
-        used += per[k] > 0;
-    free(per);
+    int used, fewest;
+    *masters = spread(m, prefix, shards, &used, &fewest);
     return used;
 }
 
 int slots_pick_shards(const slots_map *m, const char *prefix, int per_master, int max)
 {
-    int masters;
-    fewest_per_master(m, prefix, 1, &masters);
+    int used, fewest, masters = spread(m, prefix, 1, &used, &fewest);
     if (masters == 0)
         return 0;
     int each = per_master / 2 > 0 ? per_master / 2 : 1;
     int n = masters * per_master > 2 ? masters * per_master : 2;
     for (; n < max; n++) {
-        if (fewest_per_master(m, prefix, n, &masters) >= each)
+        spread(m, prefix, n, &used, &fewest);
+        if (fewest >= each)
             return n;
     }
     return max;
