@@ -56,6 +56,12 @@ typedef struct {
     int inflight;
     int nshards;
     unsigned char *more; /* per shard: may hold ready push jobs */
+    /* Per shard, for one round of takes: how many to ask for, how the take
+     * went and how many it gave; and the shard the next sharing starts at. */
+    int *limits;
+    dq_status *took;
+    int *got;
+    int first_shard;
     int64_t next_rescan;
     /* Outcomes not yet recorded in Redis (it did not answer). */
     store_push_outcome *done;
@@ -233,25 +239,31 @@ static int start(pusher *p, const store_job *j)
     return 0;
 }
 
-/* Takes up to `room` jobs from one shard and starts them. Returns how many. */
-static int take(pusher *p, int shard, int room)
+/* Shares `room` among the shards that may hold ready push jobs, starting
+ * at a shard that moves on each round, so that with less room than such
+ * shards none waits behind the others for long. Returns how many shards
+ * get some. */
+static int share_room(pusher *p, int room)
 {
-    store_jobs jobs = {0};
-    store_error err;
-    if (store_push_take(p->cmd, shard, room, p->cfg->push_grace_ms, &jobs, &err) != DQ_OK) {
-        store_jobs_free(&jobs);
-        return -1;
+    int wanted = 0;
+    for (int k = 0; k < p->nshards; k++)
+        wanted += p->more[k] != 0;
+    int each = wanted ? room / wanted : 0, extra = wanted ? room % wanted : 0, asked = 0;
+    for (int i = 0; i < p->nshards; i++) {
+        int k = (p->first_shard + i) % p->nshards;
+        p->limits[k] = 0;
+        if (!p->more[k])
+            continue;
+        p->limits[k] = each + (extra > 0);
+        extra -= extra > 0;
+        asked += p->limits[k] > 0;
     }
-    int n = (int)jobs.n;
-    for (size_t i = 0; i < jobs.n; i++) {
-        if (start(p, &jobs.jobs[i]) < 0)
-            log_error("job %.*s: libcurl refused the request; it comes back after its deadline",
-                      (int)jobs.jobs[i].id_len, jobs.jobs[i].id);
-    }
-    store_jobs_free(&jobs);
-    return n;
+    p->first_shard = (p->first_shard + 1) % p->nshards;
+    return asked;
 }
 
+/* Takes what there is room for from every shard that may hold ready push
+ * jobs, in one round (store_push_take), and starts the requests. */
 static void take_where_ready(pusher *p)
 {
     int64_t now = util_mono_ms();
@@ -259,16 +271,26 @@ static void take_where_ready(pusher *p)
         memset(p->more, 1, (size_t)p->nshards);
         p->next_rescan = now + RESCAN_MS;
     }
+    int room = p->cfg->push_concurrency - p->inflight;
+    if (room <= 0 || !share_room(p, room))
+        return;
+    store_jobs jobs = {0};
+    store_push_take(p->cmd, p->limits, p->cfg->push_grace_ms, &jobs, p->took);
+    int *got = p->got;
+    memset(got, 0, (size_t)p->nshards * sizeof *got);
+    for (size_t i = 0; i < jobs.n; i++) {
+        got[jobs.jobs[i].shard]++;
+        if (start(p, &jobs.jobs[i]) < 0)
+            log_error("job %.*s: libcurl refused the request; it comes back after its deadline",
+                      (int)jobs.jobs[i].id_len, jobs.jobs[i].id);
+    }
+    store_jobs_free(&jobs);
     for (int k = 0; k < p->nshards; k++) {
-        int room = p->cfg->push_concurrency - p->inflight;
-        if (room <= 0)
-            return;
-        if (!p->more[k])
-            continue;
-        int n = take(p, k, room);
-        if (n < 0)
+        if (p->limits[k] <= 0)
+            continue; /* not asked this round: still may hold some */
+        if (p->took[k] != DQ_OK)
             p->next_rescan = now + RETRY_MS;
-        p->more[k] = n == room; /* a full take: there may be more */
+        p->more[k] = p->took[k] == DQ_OK && got[k] == p->limits[k]; /* full: may hold more */
     }
 }
 
@@ -392,7 +414,10 @@ static int pusher_init(pusher *p, const dq_config *cfg)
     p->multi = curl_multi_init();
     p->nshards = cfg->shards;
     p->more = calloc((size_t)p->nshards, 1);
-    if (!p->cmd || !p->sub || !p->multi || !p->more)
+    p->limits = calloc((size_t)p->nshards, sizeof *p->limits);
+    p->took = calloc((size_t)p->nshards, sizeof *p->took);
+    p->got = calloc((size_t)p->nshards, sizeof *p->got);
+    if (!p->cmd || !p->sub || !p->multi || !p->more || !p->limits || !p->took || !p->got)
         return -1;
     curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->push_per_host);
     curl_multi_setopt(p->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->push_concurrency);
@@ -412,6 +437,9 @@ static void pusher_free(pusher *p)
     guard_allow_free(p->allow);
     webhook_keys_free(p->keys);
     free(p->more);
+    free(p->limits);
+    free(p->took);
+    free(p->got);
 }
 
 int push_run(const dq_config *cfg, int stop_fd)

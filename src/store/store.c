@@ -64,6 +64,7 @@ typedef struct {
      * connection may still owe replies of other calls until then): */
     int drop;   /* close the connection (a READONLY: no primary any more) */
     int reload; /* load the function library (Redis lacks it) */
+    long wait_after; /* the round's call after which WAIT goes here; -1: none */
 } store_node;
 
 /* One call of a batch. */
@@ -668,8 +669,10 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
         if (!to.host[0]) /* "MOVED 3999 :6381": the host that answered */
             snprintf(to.host, sizeof to.host, "%s", n->host);
         if (strcmp(to.host, "?") == 0) {
+            /* Read the map at the next routing, not now: this round's
+             * connections may still owe replies. */
             s->map_fetched = 0;
-            refresh_map(s);
+            suspect_map(s);
             c->node = -1;
         } else if (kind == SLOTS_ERR_MOVED) {
             slots_map_set(s->map, s->slots[c->shard], to.host, to.port);
@@ -731,15 +734,31 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
     }
 }
 
+/* WAIT goes once per node, after the round's last write there: it
+ * confirms every earlier write on that connection, so a round waits for
+ * replicas once per node, not once per call. */
+static void plan_waits(dq_store *s)
+{
+    for (int i = 0; i < s->nnodes; i++)
+        s->nodes[i].wait_after = -1;
+    if (!s->wait_replicas)
+        return;
+    for (size_t k = 0; k < s->ncalls; k++) {
+        const store_pending *c = &s->calls[k];
+        if (!c->done && c->node >= 0 && is_write(c))
+            s->nodes[c->node].wait_after = (long)k;
+    }
+}
+
 /* Sends every pending call that has a connected node: ASKING first where
- * asked, WAIT after writes when redis_wait_replicas asks. */
+ * asked, WAIT where plan_waits put it. */
 static void send_round(dq_store *s)
 {
-    int waits = s->wait_replicas;
     char nrep[16], tmo[16];
-    snprintf(nrep, sizeof nrep, "%d", waits);
+    snprintf(nrep, sizeof nrep, "%d", s->wait_replicas);
     snprintf(tmo, sizeof tmo, "%d", s->cfg->redis_wait_timeout_ms);
     const char *wait_argv[3] = {"WAIT", nrep, tmo};
+    plan_waits(s);
     for (size_t k = 0; k < s->ncalls; k++) {
         store_pending *c = &s->calls[k];
         if (c->done || c->node < 0)
@@ -748,7 +767,7 @@ static void send_round(dq_store *s)
         if (c->asking)
             redisAppendCommand(ctx, "ASKING");
         redisAppendCommandArgv(ctx, (int)c->argc, s->argv + c->first, s->len + c->first);
-        if (waits && is_write(c))
+        if (s->nodes[c->node].wait_after == (long)k)
             redisAppendCommandArgv(ctx, 3, wait_argv, NULL);
     }
 }
@@ -799,6 +818,33 @@ static void trim_reader(redisContext *c)
     }
 }
 
+/* The writes node i applied up to call `last` (those read so far) lack
+ * the replicas' confirmation: a failover now could lose them, so their
+ * callers must treat them as unknown outcomes. */
+static void unconfirmed_writes(dq_store *s, int i, size_t last, const char *why)
+{
+    for (size_t k = 0; k <= last; k++) {
+        store_pending *c = &s->calls[k];
+        if (c->node != i || !is_write(c) || !c->done || c->status != DQ_OK)
+            continue;
+        freeReplyObject(c->reply);
+        c->reply = NULL;
+        finish_call(c, DQ_TIMEOUT, "%s", why);
+    }
+}
+
+/* The replicas WAIT on node i counted; -1 if the connection failed. */
+static long long read_wait(dq_store *s, int i)
+{
+    void *w = NULL;
+    if (redisGetReply(s->nodes[i].ctx, &w) != REDIS_OK)
+        return -1;
+    long long confirmed = ((redisReply *)w)->type == REDIS_REPLY_INTEGER
+                              ? ((redisReply *)w)->integer : 0;
+    freeReplyObject(w);
+    return confirmed;
+}
+
 /* Reads the replies of the calls sent, in the order they were sent. */
 static void read_round(dq_store *s)
 {
@@ -820,42 +866,36 @@ static void read_round(dq_store *s)
             c->asking = 0;
         }
         if (redisGetReply(ctx, &v) != REDIS_OK) {
+            unconfirmed_writes(s, i, k, "no answer from Redis");
             node_lost(s, i);
             fail_node_calls(s, i);
             continue;
         }
         redisReply *r = v;
-        long long confirmed = -1;
-        if (waits && is_write(c)) {
-            void *w = NULL;
-            if (redisGetReply(ctx, &w) != REDIS_OK) {
-                freeReplyObject(r);
-                node_lost(s, i);
-                fail_node_calls(s, i);
-                continue;
-            }
-            confirmed = ((redisReply *)w)->type == REDIS_REPLY_INTEGER
-                            ? ((redisReply *)w)->integer : 0;
-            freeReplyObject(w);
-        }
         if (r->type == REDIS_REPLY_ERROR) {
             on_error(s, c, i, r);
-            freeReplyObject(r);
-            continue;
+        } else {
+            clear_cause(&s->nodes[i]);
+            s->nodes[i].down = 0;
+            c->reply = r;
+            c->status = DQ_OK;
+            c->done = 1;
         }
-        clear_cause(&s->nodes[i]);
-        s->nodes[i].down = 0;
-        if (confirmed >= 0 && confirmed < waits) {
-            /* Applied, but fewer replicas than asked have it: a failover now
-             * could lose it. The client must treat it as an unknown outcome. */
+        if (r->type == REDIS_REPLY_ERROR)
             freeReplyObject(r);
-            finish_call(c, DQ_TIMEOUT, "%lld of %d replicas confirmed the write in %d ms",
-                        confirmed, waits, s->cfg->redis_wait_timeout_ms);
+        if (s->nodes[i].wait_after != (long)k)
             continue;
+        long long confirmed = read_wait(s, i);
+        if (confirmed < 0) {
+            unconfirmed_writes(s, i, k, "no answer from Redis");
+            node_lost(s, i);
+            fail_node_calls(s, i);
+        } else if (confirmed < waits) {
+            char why[128];
+            snprintf(why, sizeof why, "%lld of %d replicas confirmed the write in %d ms",
+                     confirmed, waits, s->cfg->redis_wait_timeout_ms);
+            unconfirmed_writes(s, i, k, why);
         }
-        c->reply = r;
-        c->status = DQ_OK;
-        c->done = 1;
     }
 }
 

@@ -649,31 +649,44 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
     return st;
 }
 
-dq_status store_push_take(dq_store *s, int shard, int limit, int grace_ms, store_jobs *out,
-                          store_error *err)
+void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,
+                     dq_status *status)
 {
-    store_begin(s, SCRIPT_PUSH_TAKE, shard);
-    store_arg_int(s, limit);
-    store_arg_int(s, grace_ms);
-    store_reply *r = NULL;
-    dq_status st = run_one(s, &r, err);
-    if (st != DQ_OK)
-        return st;
-    keep_reply(&out->replies, &out->nreplies, r);
-    /* {id, topic, body, url, attempt, timeout_ms} per job */
-    for (size_t i = 0; i < reply_len(r); i++) {
-        const store_reply *e = reply_at(r, i);
-        store_job *j = next_job(out);
-        j->id = reply_str(reply_at(e, 0), &j->id_len);
-        j->topic = reply_str(reply_at(e, 1), &j->topic_len);
-        j->body = reply_str(reply_at(e, 2), &j->body_len);
-        j->url = reply_str(reply_at(e, 3), &j->url_len);
-        j->attempts = reply_int(reply_at(e, 4));
-        j->cb_timeout_ms = reply_int(reply_at(e, 5));
-        j->state = "reserved";
-        j->shard = shard;
+    int shards = store_shards(s);
+    store_batch_begin(s);
+    for (int k = 0; k < shards; k++) {
+        if (limits[k] <= 0)
+            continue;
+        store_batch_call(s, SCRIPT_PUSH_TAKE, k);
+        store_arg_int(s, limits[k]);
+        store_arg_int(s, grace_ms);
     }
-    return DQ_OK;
+    store_batch_run(s);
+    size_t call = 0;
+    for (int k = 0; k < shards; k++) {
+        if (limits[k] <= 0)
+            continue;
+        store_reply *r = NULL;
+        status[k] = store_batch_result(s, call++, &r, NULL, 0);
+        if (status[k] != DQ_OK) {
+            store_reply_free(r);
+            continue;
+        }
+        keep_reply(&out->replies, &out->nreplies, r);
+        /* {id, topic, body, url, attempt, timeout_ms} per job */
+        for (size_t i = 0; i < reply_len(r); i++) {
+            const store_reply *e = reply_at(r, i);
+            store_job *j = next_job(out);
+            j->id = reply_str(reply_at(e, 0), &j->id_len);
+            j->topic = reply_str(reply_at(e, 1), &j->topic_len);
+            j->body = reply_str(reply_at(e, 2), &j->body_len);
+            j->url = reply_str(reply_at(e, 3), &j->url_len);
+            j->attempts = reply_int(reply_at(e, 4));
+            j->cb_timeout_ms = reply_int(reply_at(e, 5));
+            j->state = "reserved";
+            j->shard = k;
+        }
+    }
 }
 
 void store_push_done(dq_store *s, store_push_outcome *o, size_t n)

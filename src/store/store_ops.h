@@ -223,11 +223,13 @@ typedef struct {
 dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err);
 void store_lag_free(store_lag *l);
 
-/* delayq-push's operations. push_take reserves up to limit ready push jobs
- * of one shard (id, topic, body, url, attempts, cb_timeout_ms), each until
- * its timeout plus grace_ms. */
-dq_status store_push_take(dq_store *s, int shard, int limit, int grace_ms, store_jobs *out,
-                          store_error *err);
+/* delayq-push's operations. push_take reserves up to limits[k] ready push
+ * jobs of each shard k whose limit is above 0 (id, topic, body, url,
+ * attempts, cb_timeout_ms), each until its timeout plus grace_ms, in one
+ * pipelined round: a slow shard delays the others by one wait, not by
+ * theirs added up. status[k] tells how shard k's take went. */
+void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,
+                     dq_status *status);
 /* The outcome of one delivery, for push_done. */
 typedef struct {
     const char *id;      /* in: the job and its delivery number */
