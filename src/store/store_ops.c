@@ -649,8 +649,27 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
     return st;
 }
 
+/* Appends the jobs of one push_take reply, taken from `shard`, to out. */
+static void read_taken(store_jobs *out, store_reply *r, int shard)
+{
+    keep_reply(&out->replies, &out->nreplies, r);
+    /* {id, topic, body, url, attempt, timeout_ms} per job */
+    for (size_t i = 0; i < reply_len(r); i++) {
+        const store_reply *e = reply_at(r, i);
+        store_job *j = next_job(out);
+        j->id = reply_str(reply_at(e, 0), &j->id_len);
+        j->topic = reply_str(reply_at(e, 1), &j->topic_len);
+        j->body = reply_str(reply_at(e, 2), &j->body_len);
+        j->url = reply_str(reply_at(e, 3), &j->url_len);
+        j->attempts = reply_int(reply_at(e, 4));
+        j->cb_timeout_ms = reply_int(reply_at(e, 5));
+        j->state = "reserved";
+        j->shard = shard;
+    }
+}
+
 void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,
-                     dq_status *status)
+                     store_jobs *unconfirmed, dq_status *status)
 {
     int shards = store_shards(s);
     store_batch_begin(s);
@@ -667,25 +686,12 @@ void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *o
         if (limits[k] <= 0)
             continue;
         store_reply *r = NULL;
-        status[k] = store_batch_result(s, call++, &r, NULL, 0);
-        if (status[k] != DQ_OK) {
-            store_reply_free(r);
-            continue;
-        }
-        keep_reply(&out->replies, &out->nreplies, r);
-        /* {id, topic, body, url, attempt, timeout_ms} per job */
-        for (size_t i = 0; i < reply_len(r); i++) {
-            const store_reply *e = reply_at(r, i);
-            store_job *j = next_job(out);
-            j->id = reply_str(reply_at(e, 0), &j->id_len);
-            j->topic = reply_str(reply_at(e, 1), &j->topic_len);
-            j->body = reply_str(reply_at(e, 2), &j->body_len);
-            j->url = reply_str(reply_at(e, 3), &j->url_len);
-            j->attempts = reply_int(reply_at(e, 4));
-            j->cb_timeout_ms = reply_int(reply_at(e, 5));
-            j->state = "reserved";
-            j->shard = k;
-        }
+        status[k] = store_batch_result(s, call, &r, NULL, 0);
+        if (status[k] == DQ_OK)
+            read_taken(out, r, k);
+        else if ((r = store_batch_unconfirmed(s, call)) != NULL)
+            read_taken(unconfirmed, r, k);
+        call++;
     }
 }
 

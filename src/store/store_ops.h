@@ -227,14 +227,18 @@ void store_lag_free(store_lag *l);
  * jobs of each shard k whose limit is above 0 (id, topic, body, url,
  * attempts, cb_timeout_ms), each until its timeout plus grace_ms, in one
  * pipelined round: a slow shard delays the others by one wait, not by
- * theirs added up. status[k] tells how shard k's take went. */
+ * theirs added up. status[k] tells how shard k's take went. The jobs of a
+ * take Redis ran but replicas did not confirm (DQ_TIMEOUT) go to
+ * `unconfirmed`: a failover could undo their reservations, so they are
+ * not to be delivered but given back (push_done's "untried"). */
 void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,
-                     dq_status *status);
+                     store_jobs *unconfirmed, dq_status *status);
 /* The outcome of one delivery, for push_done. */
 typedef struct {
     const char *id;      /* in: the job and its delivery number */
     int64_t attempt;
-    const char *outcome; /* in: "ok", "gone", "wait" or "fail" */
+    const char *outcome; /* in: "ok", "gone", "wait", "fail", or "untried"
+                          * (taken but never sent: ready again, uncounted) */
     int64_t wait_ms;     /* in: for "wait" */
     int64_t status;      /* in: HTTP status, -1 for none */
     const char *error;   /* in: short text, "" for none */

@@ -25,7 +25,9 @@ Checks: no acknowledged job lost; none delivered twice within its TTR; no
 callback sent twice within delayq-push's window; no finished job back;
 every shard consistent at the end and nothing left; every delayq process
 (each fcgi instance, each timer, each pusher) serves again within 15 s of
-each Redis fault's start without being restarted and without /health.
+each Redis fault's start without being restarted and without /health
+(after cut_replica: or within 5 s of the replica's link being up again,
+when Redis' replication takes longer than 10 s to resume).
 
   tests/faults/nemesis.py --redis cluster --profile short    # CI
   tests/faults/nemesis.py --redis sentinel --profile short   # CI
@@ -44,6 +46,7 @@ import atexit
 import json
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -58,9 +61,14 @@ from dqtest.ledger import LedgerLoad  # noqa: E402
 from dqtest.receiver import Receiver  # noqa: E402
 from dqtest.redis_cluster import key_slot  # noqa: E402
 import proc_faults  # noqa: E402
+import redis_faults  # noqa: E402
 from redis_faults import ClusterFaults, SentinelFaults  # noqa: E402
 
 SERVE_WITHIN = 15.0      # every process serves again within this of a fault's start
+# ... or, after a master/replica partition, within this of the replica's
+# link being up again: until then no write can be confirmed (WAIT), and how
+# soon Redis' replication resumes after a heal is TCP's back-off, not delayq.
+AFTER_REPLICATION = 5.0
 CUT_SECONDS = 10.0       # how long a partition is held
 PAUSE_MS = 3000          # slow: longer than redis_timeout_ms
 REDIS_TIMEOUT_MS = 2000
@@ -417,12 +425,38 @@ class Nemesis:
             time.sleep(CUT_SECONDS)
         finally:
             self.lab.heal(a, b)
+        ev = {"t0": t0, "shards": shards,
+              "what": "partition between %s (port %d) and %s for %.0f s, healed" % (
+                  "the master", m.port, "its replica (port %d)" % r.port if between_replica
+                  else "delayq", CUT_SECONDS)}
+        if between_replica:
+            ev["replicating"] = self._replication_resumed(m, r) - t0
+            ev["what"] += "; replication resumed %.1f s after the start" % ev["replicating"]
         if self.args.redis == "cluster":
             self.d.redis_server.wait_ok(60)
-        return {"t0": t0, "shards": shards,
-                "what": "partition between %s (port %d) and %s for %.0f s, healed" % (
-                    "the master", m.port, "its replica (port %d)" % r.port if between_replica
-                    else "delayq", CUT_SECONDS)}
+        return ev
+
+    @staticmethod
+    def _replication_resumed(master, replica, timeout=60):
+        """When the replica had acknowledged everything the master held at
+        the heal (its link looks up all along: the partition was shorter
+        than repl-timeout; what lags is TCP's retransmission)."""
+        r = Resp(master.port, host=master.host, timeout=2)
+        try:
+            def info():
+                return dqtest.text(r("INFO", "replication"))
+            held = int(re.search(r"^master_repl_offset:(\d+)", info(), re.M).group(1))
+
+            def caught_up():
+                for line in re.findall(r"^slave\d+:(.*)$", info(), re.M):
+                    f = dict(kv.split("=", 1) for kv in line.strip().split(","))
+                    if int(f["port"]) == replica.port:
+                        return int(f["offset"]) >= held
+                return False
+            redis_faults.wait_until("replication resuming", caught_up, timeout, every=0.1)
+        finally:
+            r.close()
+        return time.monotonic()
 
     def redis_fault(self, kind, rng):
         """Runs one Redis fault; returns the list of events to measure."""
@@ -481,7 +515,8 @@ class Nemesis:
         for n in notes:
             self.log("  " + n)
         def bound(k):
-            return self.args.pushers_within if k.startswith("push ") else SERVE_WITHIN
+            b = self.args.pushers_within if k.startswith("push ") else SERVE_WITHIN
+            return max(b, ev.get("replicating", 0.0) + AFTER_REPLICATION)
         late = {k: v for k, v in rec.items() if v is None or v > bound(k)}
         if late:
             self.v.add("slow_recovery", "%s: %s" % (ev["what"], ", ".join(

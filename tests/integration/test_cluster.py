@@ -5,6 +5,7 @@ pops find jobs in every shard, long-polls wake for any shard, a live slot
 migration under load and a master killed with -9 under load lose nothing
 acknowledged, and a process laid out differently does not start."""
 
+import signal
 import subprocess
 import threading
 import time
@@ -411,6 +412,47 @@ class MasterLost(ClusterTestCase):
         self.assertLess(add_back, 15 * SLOW)
         self.assertEqual(len(hooked), len(hooks))
 
+
+
+class PushUnconfirmedTake(ClusterTestCase):
+    """With redis_wait_replicas = 1 and a master's replica frozen, the
+    pusher's takes there run but are not confirmed: a failover could undo
+    their reservations, so it sends nothing and gives the jobs back
+    uncounted. Once the replica wakes, each job goes out as attempt 1, its
+    retries untouched."""
+
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, n_pushers=1, push_allow="*,loopback",
+                         redis_wait_replicas=1, redis_wait_timeout_ms=300)
+
+    def test_take_without_confirmation_is_given_back(self):
+        from dqtest.receiver import Receiver
+        rcv = Receiver().start()
+        replica = None
+        try:
+            d, t = self.c, unique("unconf")
+            master = self.shard_master(0)
+            replica = self.cluster.replicas_of(master)[0]
+            ids = d.one_shard_ids(t, 3, shard=0)
+            for j in ids:
+                self.assertOk(*d.req("add", topic=t, id=j, delay=1, body=j, url=rcv.url(),
+                                     retries=1))
+            replica.signal(signal.SIGSTOP)
+            time.sleep(4.0)  # due after 1 s; takes every few hundred ms since
+            self.assertEqual(rcv.requests, [], "nothing sent on an unconfirmed take")
+            for j in ids:
+                st, r = d.req("get", id=j)
+                self.assertEqual((st, r.get("state"), r.get("attempts")), (200, "ready", 0), r)
+            replica.signal(signal.SIGCONT)
+            reqs = rcv.wait_for(lambda reqs: len(reqs) >= len(ids), timeout=15 * SLOW)
+            self.assertEqual(sorted(q.headers["webhook-id"] for q in reqs), sorted(ids))
+            self.assertEqual({q.headers["delayq-attempt"] for q in reqs}, {"1"})
+            with open(d.path("push0.log")) as f:
+                log = f.read()
+            self.assertIn("without the replicas' confirmation given back", log)
+        finally:
+            if replica is not None and replica.frozen:
+                replica.signal(signal.SIGCONT)
+            rcv.stop()
 
 
 class PopUnknownOutcome(ClusterTestCase):

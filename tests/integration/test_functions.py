@@ -565,6 +565,25 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("EXISTS", P + ":j:h1", P + ":v:h1"), 0)
         self.assertEqual(self.stats("q")["finished"], 1)
 
+    def test_push_untried_gives_the_take_back(self):
+        self.add("h3", url="http://example.com/h", backoff="[5]", retries=1)
+        rt = self.job("h3")["rt"]
+        popped = self.stats("q").get("popped", 0)
+        self.call("push_take", 10, 500)
+        self.assertEqual(self.call("push_done", "h3", 1, "untried", 0, -1, ""), b"ready")
+        j = self.job("h3")
+        self.assertEqual((j["s"], j["n"], j["rt"]), ("ready", "0", rt),
+                         "not counted as a delivery; ready since it first was")
+        self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h3"])
+        self.assertEqual(self.redis("ZCARD", P + ":b:" + j["k"]), 0, "out of its bucket")
+        st = self.stats("q")
+        self.assertEqual((st["reserved"], st["ready"], st.get("popped", 0)), (0, 1, popped))
+        # Its one retry is still there: the next take is attempt 1 again.
+        self.assertEqual(self.call("push_take", 10, 500)[0][4], 1)
+        self.assertEqual(self.call("push_done", "h3", 1, "fail", 0, 500, ""), b"delay")
+        self.assertEqual(self.call("push_done", "h3", 1, "untried", 0, -1, ""), b"stale",
+                         "only a reservation still held is given back")
+
     def test_push_wait_is_bounded_by_the_last_step(self):
         self.add("h2", url="http://example.com/", backoff="[5,2]")
         self.call("push_take", 1, 500)
