@@ -129,7 +129,16 @@ int fcgi_end_request(fcgi_conn *c, int keep)
 {
     if (!keep)
         c->fr.keepConnection = 0;
+    /* Closed as expected unless both nginx (FCGI_KEEP_CONN) and we meant to
+     * keep it and nginx had not hung up already (its client went away). */
+    int meant = c->fr.keepConnection;
+    if (meant && c->fr.ipcFd >= 0) {
+        struct pollfd p = {c->fr.ipcFd, POLLRDHUP, 0};
+        meant = !(poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)));
+    }
     c->fr.detached = 1;
     FCGX_Finish_r(&c->fr);
-    return c->fr.ipcFd >= 0;
+    if (c->fr.ipcFd >= 0)
+        return 1;
+    return meant ? -1 : 0;
 }

@@ -43,7 +43,9 @@ void fcgi_respond(fcgi_conn *c, dq_status st, int is_text, const dq_buf *body);
 /* 1 if nginx has closed the connection (its client went away). */
 int fcgi_client_gone(fcgi_conn *c);
 /* Ends the request. Returns 1 when the connection stays open for the next
- * one (nginx keeps it alive), 0 when it was closed. keep = 0 closes it. */
+ * one (nginx keeps it alive); 0 when it was closed as expected (nginx did
+ * not ask to keep it or had hung up, or keep = 0); -1 when it was to stay
+ * open but libfcgi saw an error on it and closed it. */
 int fcgi_end_request(fcgi_conn *c, int keep);
 
 #endif

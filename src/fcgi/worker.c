@@ -296,9 +296,9 @@ static void finish(thread_state *t, conn *c, dq_command cmd, dq_status st, int i
     json_doc_trim(&t->doc);
     int kept = fcgi_end_request(c->fc, !notify_stopping());
     request_done();
-    if (!kept && !notify_stopping()) /* nginx may be about to reuse it */
+    if (kept < 0) /* nginx may have meant to reuse it */
         log_warn("closed a connection after answering it: libfcgi saw an error on it");
-    if (!kept) {
+    if (kept <= 0) {
         conn_close(c);
         return;
     }

@@ -21,17 +21,19 @@ def _pair(name, value):
     return out + name + value
 
 
-def request(sock_path, method, path, body=b"", timeout=10.0):
+def request(sock_path, method, path, body=b"", timeout=10.0, keep_conn=True):
     """-> (HTTP status, body bytes). Raises OSError on a transport failure
-    (refused, timeout, closed before the end of the request)."""
+    (refused, timeout, closed before the end of the request). keep_conn:
+    ask for FCGI_KEEP_CONN, as nginx with fastcgi_keep_conn does; without
+    it the server closes the connection after the answer."""
     params = {"REQUEST_METHOD": method, "DOCUMENT_URI": path, "SCRIPT_NAME": path,
               "REQUEST_URI": path, "QUERY_STRING": "", "CONTENT_TYPE": "application/json",
               "CONTENT_LENGTH": str(len(body)), "SERVER_PROTOCOL": "HTTP/1.1",
               "GATEWAY_INTERFACE": "CGI/1.1", "REMOTE_ADDR": "127.0.0.1"}
     p = b"".join(_pair(k.encode(), v.encode()) for k, v in params.items())
-    # FCGI_KEEP_CONN, as nginx sends it (fastcgi_keep_conn on): the request
-    # ends with the connection kept, then this client closes it.
-    msg = _record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, KEEP_CONN))
+    # With FCGI_KEEP_CONN the request ends with the connection kept, then
+    # this client closes it.
+    msg = _record(BEGIN_REQUEST, struct.pack(">HB5x", RESPONDER, KEEP_CONN if keep_conn else 0))
     msg += _record(PARAMS, p) + _record(PARAMS, b"")
     for i in range(0, len(body), 32768):
         msg += _record(STDIN, body[i:i + 32768])

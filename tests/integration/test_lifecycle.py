@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from dqtest import DeploymentTestCase, SLOW, main, unique
+from dqtest import DeploymentTestCase, SLOW, fcgi_client, main, unique
 
 
 def now_ms():
@@ -272,6 +272,18 @@ class LifecycleTest(DeploymentTestCase):
         self.assertEqual(r["state"], "ready", "an abandoned long-poll reserved the job")
         st, r = self.c.req("pop", topic=t)
         self.assertEqual(r.get("id"), t)
+
+    def test_connections_closed_as_asked_are_no_error(self):
+        """A FastCGI client that does not ask to keep its connection (nginx
+        without fastcgi_keep_conn) has it closed after each answer: no
+        warning for that."""
+        for i in range(3):
+            st, body = fcgi_client.request(self.c.sock(), "POST", "/add",
+                                           b'{"topic":"kc","id":"kc%d","body":1}' % i,
+                                           keep_conn=False)
+            self.assertEqual(st, 200, body)
+        with open(self.c.fcgi_log()) as f:
+            self.assertNotIn("libfcgi saw an error", f.read())
 
     def test_long_poll_empty_timeout(self):
         t = unique("lpe")
