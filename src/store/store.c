@@ -854,6 +854,18 @@ static long long read_wait(dq_store *s, int i)
     return confirmed;
 }
 
+/* Node i's connection failed while reading the reply of call k (or of
+ * the WAIT after it): every write it applied this round before its WAIT
+ * is unconfirmed, every call still owed an answer has an unknown outcome,
+ * and the connection goes. */
+static void lose_node(dq_store *s, int i, size_t k)
+{
+    if ((long)k <= s->nodes[i].wait_after) /* its WAIT was not read yet */
+        unconfirmed_writes(s, i, k, "no answer from Redis");
+    node_lost(s, i);
+    fail_node_calls(s, i);
+}
+
 /* Reads the replies of the calls sent, in the order they were sent. */
 static void read_round(dq_store *s)
 {
@@ -867,22 +879,20 @@ static void read_round(dq_store *s)
         void *v = NULL;
         if (c->asking) {
             if (redisGetReply(ctx, &v) != REDIS_OK) {
-                node_lost(s, i);
-                fail_node_calls(s, i);
+                lose_node(s, i, k);
                 continue;
             }
             freeReplyObject(v);
             c->asking = 0;
         }
         if (redisGetReply(ctx, &v) != REDIS_OK) {
-            unconfirmed_writes(s, i, k, "no answer from Redis");
-            node_lost(s, i);
-            fail_node_calls(s, i);
+            lose_node(s, i, k);
             continue;
         }
         redisReply *r = v;
         if (r->type == REDIS_REPLY_ERROR) {
             on_error(s, c, i, r);
+            freeReplyObject(r);
         } else {
             clear_cause(&s->nodes[i]);
             s->nodes[i].down = 0;
@@ -890,15 +900,11 @@ static void read_round(dq_store *s)
             c->status = DQ_OK;
             c->done = 1;
         }
-        if (r->type == REDIS_REPLY_ERROR)
-            freeReplyObject(r);
         if (s->nodes[i].wait_after != (long)k)
             continue;
         long long confirmed = read_wait(s, i);
         if (confirmed < 0) {
-            unconfirmed_writes(s, i, k, "no answer from Redis");
-            node_lost(s, i);
-            fail_node_calls(s, i);
+            lose_node(s, i, k);
         } else if (confirmed < waits) {
             char why[128];
             snprintf(why, sizeof why, "%lld of %d replicas confirmed the write in %d ms",
