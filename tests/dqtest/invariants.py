@@ -36,7 +36,8 @@ Invariants:
     holds no job; the deployment's totals (P:totals) gauges equal the counts
     of all jobs by state;
   - a ready job has rt (when it became ready), unless made before rt
-    existed; a hold P:ph:<t> is only left while a resume moves it back or
+    existed (still an older layout's hash: the functions read its created
+    time instead); a hold P:ph:<t> is only left while a resume moves it back or
     its topic is paused, and no job of the topic in P:push scores between
     the hold's lowest and highest (the topic's order is kept);
   - P:timerlag names only timers (P:timers) and holds "<ms>:<ms>".
@@ -126,18 +127,21 @@ for _, kind in ipairs({'r', 'x'}) do
     end
 end
 
--- A job's {s, k, t, d, u, rt} in either layout (see the docstring).
+-- A job's {s, k, t, d, u, rt, made before rt existed} in either layout
+-- (see the docstring): a job still in an older layout's hash may lack rt.
 local legacy_bodies = {}
 for _, vk in ipairs(redis.call('KEYS', P .. ':v:*')) do legacy_bodies[string.sub(vk, plen)] = true end
 local function read_job(jk, id)
     if redis.call('TYPE', jk)['ok'] == 'hash' then
         if not legacy_bodies[id] then bad('job hash ' .. id .. ' has no body key') end
         legacy_bodies[id] = nil
-        return redis.call('HMGET', jk, 's', 'k', 't', 'd', 'u', 'rt')
+        local v = redis.call('HMGET', jk, 's', 'k', 't', 'd', 'u', 'rt')
+        v[7] = true
+        return v
     end
     local j = decode_job(redis.call('GET', jk))
     if j.bad then bad('job ' .. id .. ': ' .. j.bad) end
-    return {j.s, j.k and tostring(j.k), j.t, j.d, j.u, j.rt}
+    return {j.s, j.k and tostring(j.k), j.t, j.d, j.u, j.rt, false}
 end
 
 local counts = {}
@@ -204,7 +208,7 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
         else
             bad('job ' .. id .. ': unknown state ' .. s)
         end
-        if s == 'ready' and not j[6] then
+        if s == 'ready' and not j[6] and not j[7] then
             bad('job ' .. id .. ' is ready but has no rt')
         end
         if s == 'ready' and u and entries['p||' .. id] and holds['max|' .. t] then

@@ -7,7 +7,9 @@ reserved, buried, a batch, callbacks mid-retry, schedules, a paused topic,
 a 20-digit integer, a 60 KB body and odd escapes), stop it, and start the
 build under test on the same Redis. Then:
   - before `delayq-fcgi --migrate`, a layout that needs it answers 503
-    naming the step (and /health says the layout), logged once;
+    naming the step (and /health says the layout), logged once; a
+    migration killed (-9) mid-way leaves the data refused, and the next
+    run finishes it with every job of 60,000 more kept;
   - after it, every job is in the state it should be and is delivered
     byte for byte as the old release stored it; stats, /metrics, pop,
     kick, add, GET /jobs, schedules and resume work on the old topics; and
@@ -34,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 
-from dqtest import invariants  # noqa: E402
+from dqtest import Resp, invariants  # noqa: E402
 from dqtest.deployment import BUILD_DIR, Deployment  # noqa: E402
 from dqtest.receiver import Receiver  # noqa: E402
 
@@ -45,6 +47,7 @@ B_INT = "12345678901234567890"
 B_OBJ = '{"order":42,"items":["a","b"],"nested":{"z":1,"a":[]}}'
 B_ODD = '{"s":"\\u0000\\u00e9\\ud83d\\ude00\\"q\\\\","n":[1.0e+2,-0,1E-7,true,null]}'
 B_BIG = '"' + "x" * 60000 + '"'
+BULK = 60000  # jobs of the interrupted migration, half ready, half delayed
 
 
 def log(msg):
@@ -229,6 +232,31 @@ def fill(d, features, receiver):
     return ids
 
 
+def fill_bulk(d):
+    """Enough jobs that --migrate takes many steps (1,000 entries each):
+    k0, k2, ... ready in that order, k1, k3, ... delayed an hour."""
+    for start in range(0, BULK, 500):
+        jobs = ",".join('{"topic":"bulk","id":"k%d","body":%d%s}' % (
+            i, i, ',"delay":3600' if i % 2 else "") for i in range(start, start + 500))
+        ok(d, "add", '"jobs":[%s]' % jobs)
+
+
+def check_bulk(d):
+    """Every bulk job survived the interrupted migration: counted, listed,
+    and the ready ones popped once each in the order they came."""
+    row = val(raw(call(d, "stats", topic="bulk")[1]), "topics", "bulk")
+    check((row["ready"], row["delay"]) == (BULK // 2, BULK // 2), "stats of bulk: %s" % row)
+    got = []
+    while True:
+        jobs = ok(d, "pop", topic="bulk", count=100)[1]["jobs"][1]
+        if not jobs:
+            break
+        got += [val(j, "id") for j in jobs]
+        ok(d, "finish", ids=[val(j, "id") for j in jobs])
+    check(got == ["k%d" % i for i in range(0, BULK, 2)],
+          "bulk: %d ready jobs popped, in order: %s" % (len(got), got == sorted(got)))
+
+
 def snapshot(d, ids):
     """What the old release answers for each job: (state, exact body)."""
     out = {}
@@ -311,11 +339,36 @@ def expect_503_until_migrated(d, layout):
     check(1 <= n <= d.workers, "the layout error is logged once per process (%d times)" % n)
 
 
+def migrate_argv(d, new_build):
+    return ([os.path.join(new_build, "delayq-fcgi"), "--migrate"] + d.redis_flags() +
+            ["--prefix=dq", "--log-level=info"])
+
+
+def migrate_killed(d, new_build):
+    """kill -9 of --migrate once its first step left progress in Redis:
+    the data stays refused (503), and the next run goes on from there."""
+    r = Resp(d.redis_port)
+    p = subprocess.Popen(migrate_argv(d, new_build), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        progress = ["{dq}:migrate:topics", "{dq}:migrate:at"]
+        while not r("EXISTS", *progress) and p.poll() is None:
+            time.sleep(0.001)
+    finally:
+        p.kill()
+        p.wait()
+    left = r("EXISTS", *progress)
+    r.close()
+    check(left, "--migrate was killed mid-way (it finished first: raise BULK)")
+    st, body = call(d, "pop", topic="bulk")
+    check(st == 503, "a half-migrated shard is still refused: pop answered %d" % st)
+    log("  --migrate killed mid-way; the data is still refused")
+
+
 def migrate(d, new_build):
     t0 = time.monotonic()
-    r = subprocess.run([os.path.join(new_build, "delayq-fcgi"), "--migrate"] +
-                       d.redis_flags() + ["--prefix=dq", "--log-level=info"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    r = subprocess.run(migrate_argv(d, new_build), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT)
     check(r.returncode == 0, "--migrate failed: %s" % r.stdout.decode())
     log("  migrated in %.2f s: %s" % (time.monotonic() - t0,
                                      r.stdout.decode().strip().splitlines()[-1]))
@@ -411,6 +464,8 @@ def one_layout(layout, commit, features, builds):
     try:
         d.start()
         ids = fill(d, features, receiver)
+        if layout < READ_AS_IS:
+            fill_bulk(d)
         before = snapshot(d, ids)
         old_stats = {t: {f: val(n) for f, n in row[1].items()}
                      for t, row in raw(call(d, "stats")[1])[1]["topics"][1].items()}
@@ -426,11 +481,14 @@ def one_layout(layout, commit, features, builds):
         d.wait_healthy(15)
         if layout < READ_AS_IS:
             expect_503_until_migrated(d, layout)
+            migrate_killed(d, NEW_BUILD)
             migrate(d, NEW_BUILD)
         d.start_timer()
         if "push" in features:
             d.start_pusher()
         verify(d, before, old_stats, features, receiver)
+        if layout < READ_AS_IS:
+            check_bulk(d)
     except BaseException:
         d.failed = True
         raise
