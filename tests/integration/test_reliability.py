@@ -334,8 +334,9 @@ class BoundedMemory(DeploymentTestCase):
         self.assertEqual(errors, [])
         # Kept for good, each of 8 threads' answer buffers would hold 8 MB
         # (64 MB); what a round leaves behind in the allocator's arenas is a
-        # few MB, a little more on a Cluster (a connection per node).
-        self.assertLess(after - before, 24000)
+        # few MB, more on a Cluster (a connection per node: CI once saw
+        # 24.7 MB there). Half the kept figure tells the two apart.
+        self.assertLess(after - before, 32000)
 
 
 class Storm(DeploymentTestCase):
