@@ -121,7 +121,9 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, sto
     if (p.unknown) {
         /* That shard may have reserved jobs: a 200 would hide them until
          * their TTR with the client none the wiser. The jobs other shards
-         * gave come back after their TTR too, as with any 504 pop. */
+         * gave are ready again at once; that shard's come back after their
+         * TTR. */
+        store_give_back(s, out, "a pop over several shards had an unknown outcome on one");
         store_jobs_free(out);
         return DQ_TIMEOUT;
     }

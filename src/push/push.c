@@ -262,34 +262,6 @@ static int share_room(pusher *p, int room)
     return asked;
 }
 
-/* Makes the jobs of takes that replicas did not confirm ready again
- * without counting a delivery: sent now, they could be sent again by
- * another pusher if a failover undid their reservations. One that cannot
- * be given back comes back after its deadline, as a failed delivery. */
-static void give_back(pusher *p, const store_jobs *jobs)
-{
-    if (!jobs->n)
-        return;
-    store_push_outcome *o = calloc(jobs->n, sizeof *o);
-    char (*ids)[DQ_ID_MAX + 1] = calloc(jobs->n, sizeof *ids);
-    if (!o || !ids)
-        abort();
-    for (size_t i = 0; i < jobs->n; i++) {
-        const store_job *j = &jobs->jobs[i];
-        snprintf(ids[i], sizeof ids[i], "%.*s", (int)j->id_len, j->id);
-        o[i] = (store_push_outcome){.id = ids[i], .attempt = j->attempts, .outcome = "untried",
-                                    .status = -1, .error = ""};
-    }
-    store_push_done(p->cmd, o, jobs->n);
-    size_t kept = 0;
-    for (size_t i = 0; i < jobs->n; i++)
-        kept += o[i].result == DQ_OK || o[i].result == DQ_TIMEOUT;
-    log_warn("%zu jobs taken without the replicas' confirmation given back (%zu at once, the "
-             "others after their deadline)", jobs->n, kept);
-    free(o);
-    free(ids);
-}
-
 /* Takes what there is room for from every shard that may hold ready push
  * jobs, in one round (store_push_take), and starts the requests. */
 static void take_where_ready(pusher *p)
@@ -302,10 +274,8 @@ static void take_where_ready(pusher *p)
     int room = p->cfg->push_concurrency - p->inflight;
     if (room <= 0 || !share_room(p, room))
         return;
-    store_jobs jobs = {0}, unconfirmed = {0};
-    store_push_take(p->cmd, p->limits, p->cfg->push_grace_ms, &jobs, &unconfirmed, p->took);
-    give_back(p, &unconfirmed);
-    store_jobs_free(&unconfirmed);
+    store_jobs jobs = {0};
+    store_push_take(p->cmd, p->limits, p->cfg->push_grace_ms, &jobs, p->took);
     int *got = p->got;
     memset(got, 0, (size_t)p->nshards * sizeof *got);
     for (size_t i = 0; i < jobs.n; i++) {

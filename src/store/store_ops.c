@@ -2,10 +2,12 @@
  * header comment of each src/store/lua/<name>.lua for the other side). */
 #include "store/store_ops.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "store/store_errors.h"
 
@@ -356,6 +358,61 @@ void store_jobs_copy(store_jobs *j, const store_job *job)
     }
 }
 
+void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
+{
+    if (!jobs->n)
+        return;
+    int shards = store_shards(s);
+    size_t calls = 0;
+    store_batch_begin(s);
+    for (int k = 0; k < shards; k++) {
+        int mine = 0;
+        for (size_t i = 0; i < jobs->n; i++) {
+            const store_job *j = &jobs->jobs[i];
+            if (j->shard != k)
+                continue;
+            if (!mine++) {
+                store_batch_call(s, SCRIPT_GIVE_BACK, k);
+                calls++;
+            }
+            store_arg(s, j->id, j->id_len);
+            store_arg_int(s, j->attempts);
+        }
+    }
+    store_batch_run(s);
+    int64_t back = 0;
+    for (size_t c = 0; c < calls; c++) {
+        store_reply *r = NULL;
+        if (store_batch_result(s, c, &r, NULL, 0) == DQ_OK)
+            back += reply_int(r);
+        else if ((r = store_batch_unconfirmed(s, c)) != NULL)
+            back += reply_int(r); /* done on the master all the same */
+        store_reply_free(r);
+    }
+    log_warn("%" PRId64 " of %zu reserved jobs ready again at once, uncounted, as %s; any other "
+             "comes back after its TTR or callback deadline", back, jobs->n, why);
+}
+
+/* Gives back the jobs of call 0 of the batch just run when Redis ran it
+ * but replicas did not confirm it (read_one: how to read each job of its
+ * reply, from index `first` on). */
+static void give_back_unconfirmed(dq_store *s, int shard, size_t first,
+                                  void (*read_one)(const store_reply *, store_job *))
+{
+    store_reply *r = store_batch_unconfirmed(s, 0);
+    if (!r)
+        return;
+    store_jobs taken = {0};
+    keep_reply(&taken.replies, &taken.nreplies, r);
+    for (size_t i = first; i < reply_len(r); i++) {
+        store_job *j = next_job(&taken);
+        read_one(reply_at(r, i), j);
+        j->shard = shard;
+    }
+    store_give_back(s, &taken, "their reservations lack the replicas' confirmation");
+    store_jobs_free(&taken);
+}
+
 dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
                     const char *const *ids, size_t n, store_item *items, store_error *err)
 {
@@ -418,6 +475,8 @@ dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *
         store_arg_str(s, q->topics[i]);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
+    if (st == DQ_TIMEOUT) /* reply: {finish items, job, job, ...} */
+        give_back_unconfirmed(s, shard, 1, read_popped);
     for (size_t i = 0; i < q->nfinish; i++) {
         store_item *it = &q->finished[i];
         it->state[0] = '\0';
@@ -649,27 +708,20 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
     return st;
 }
 
-/* Appends the jobs of one push_take reply, taken from `shard`, to out. */
-static void read_taken(store_jobs *out, store_reply *r, int shard)
+/* {id, topic, body, url, attempt, timeout_ms} */
+static void read_taken(const store_reply *e, store_job *j)
 {
-    keep_reply(&out->replies, &out->nreplies, r);
-    /* {id, topic, body, url, attempt, timeout_ms} per job */
-    for (size_t i = 0; i < reply_len(r); i++) {
-        const store_reply *e = reply_at(r, i);
-        store_job *j = next_job(out);
-        j->id = reply_str(reply_at(e, 0), &j->id_len);
-        j->topic = reply_str(reply_at(e, 1), &j->topic_len);
-        j->body = reply_str(reply_at(e, 2), &j->body_len);
-        j->url = reply_str(reply_at(e, 3), &j->url_len);
-        j->attempts = reply_int(reply_at(e, 4));
-        j->cb_timeout_ms = reply_int(reply_at(e, 5));
-        j->state = "reserved";
-        j->shard = shard;
-    }
+    j->id = reply_str(reply_at(e, 0), &j->id_len);
+    j->topic = reply_str(reply_at(e, 1), &j->topic_len);
+    j->body = reply_str(reply_at(e, 2), &j->body_len);
+    j->url = reply_str(reply_at(e, 3), &j->url_len);
+    j->attempts = reply_int(reply_at(e, 4));
+    j->cb_timeout_ms = reply_int(reply_at(e, 5));
+    j->state = "reserved";
 }
 
 void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,
-                     store_jobs *unconfirmed, dq_status *status)
+                     dq_status *status)
 {
     int shards = store_shards(s);
     store_batch_begin(s);
@@ -681,18 +733,30 @@ void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *o
         store_arg_int(s, grace_ms);
     }
     store_batch_run(s);
+    store_jobs unconfirmed = {0};
     size_t call = 0;
     for (int k = 0; k < shards; k++) {
         if (limits[k] <= 0)
             continue;
         store_reply *r = NULL;
         status[k] = store_batch_result(s, call, &r, NULL, 0);
-        if (status[k] == DQ_OK)
-            read_taken(out, r, k);
-        else if ((r = store_batch_unconfirmed(s, call)) != NULL)
-            read_taken(unconfirmed, r, k);
+        store_jobs *to = out;
+        if (status[k] != DQ_OK) {
+            r = store_batch_unconfirmed(s, call);
+            to = &unconfirmed;
+        }
         call++;
+        if (!r)
+            continue;
+        keep_reply(&to->replies, &to->nreplies, r);
+        for (size_t i = 0; i < reply_len(r); i++) {
+            store_job *j = next_job(to);
+            read_taken(reply_at(r, i), j);
+            j->shard = k;
+        }
     }
+    store_give_back(s, &unconfirmed, "their reservations lack the replicas' confirmation");
+    store_jobs_free(&unconfirmed);
 }
 
 void store_push_done(dq_store *s, store_push_outcome *o, size_t n)

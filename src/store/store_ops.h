@@ -105,7 +105,9 @@ typedef struct {
 /* Finishes q's ids, then reserves up to q->count ready jobs of one shard,
  * from the topics in order, in one atomic call, and appends them to out
  * (zeroed by the caller before its first use). When the call fails, every
- * finish outcome has its status. */
+ * finish outcome has its status; when Redis ran it but replicas did not
+ * confirm it (DQ_TIMEOUT), the jobs it reserved are given back first
+ * (store_give_back). */
 dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *out,
                     store_error *err);
 /* Ready jobs per shard and topic: counts[shard * ntopics + t], -1 where the
@@ -223,22 +225,27 @@ typedef struct {
 dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err);
 void store_lag_free(store_lag *l);
 
+/* Makes the jobs (each with its shard and attempts) ready again at once,
+ * at the head of their queues, their deliveries uncounted, where each is
+ * still reserved for that delivery: reservations no client will use. `why`
+ * is logged. */
+void store_give_back(dq_store *s, const store_jobs *jobs, const char *why);
+
 /* delayq-push's operations. push_take reserves up to limits[k] ready push
  * jobs of each shard k whose limit is above 0 (id, topic, body, url,
  * attempts, cb_timeout_ms), each until its timeout plus grace_ms, in one
  * pipelined round: a slow shard delays the others by one wait, not by
- * theirs added up. status[k] tells how shard k's take went. The jobs of a
- * take Redis ran but replicas did not confirm (DQ_TIMEOUT) go to
- * `unconfirmed`: a failover could undo their reservations, so they are
- * not to be delivered but given back (push_done's "untried"). */
+ * theirs added up. status[k] tells how shard k's take went; the jobs of a
+ * take Redis ran but replicas did not confirm (DQ_TIMEOUT) are given back
+ * (store_give_back), since a failover could undo their reservations and
+ * another pusher send them again. */
 void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,
-                     store_jobs *unconfirmed, dq_status *status);
+                     dq_status *status);
 /* The outcome of one delivery, for push_done. */
 typedef struct {
     const char *id;      /* in: the job and its delivery number */
     int64_t attempt;
-    const char *outcome; /* in: "ok", "gone", "wait", "fail", or "untried"
-                          * (taken but never sent: ready again, uncounted) */
+    const char *outcome; /* in: "ok", "gone", "wait" or "fail" */
     int64_t wait_ms;     /* in: for "wait" */
     int64_t status;      /* in: HTTP status, -1 for none */
     const char *error;   /* in: short text, "" for none */

@@ -414,52 +414,71 @@ class MasterLost(ClusterTestCase):
 
 
 
-class PushUnconfirmedTake(ClusterTestCase):
-    """With redis_wait_replicas = 1 and a master's replica frozen, the
-    pusher's takes there run but are not confirmed: a failover could undo
-    their reservations, so it sends nothing and gives the jobs back
-    uncounted. Once the replica wakes, each job goes out as attempt 1, its
-    retries untouched."""
+class UnconfirmedReservations(ClusterTestCase):
+    """With redis_wait_replicas = 1 and a master's replica frozen, pops and
+    the pusher's takes there run but are not confirmed: a failover could
+    undo their reservations. The pop answers 504 and the pusher sends
+    nothing; either way the jobs are ready again at once, uncounted. Once
+    the replica wakes, each job goes out as attempt 1, its retries
+    untouched."""
 
     DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, n_pushers=1, push_allow="*,loopback",
                          redis_wait_replicas=1, redis_wait_timeout_ms=300)
 
+    def frozen_replica(self, shard):
+        replica = self.cluster.replicas_of(self.shard_master(shard))[0]
+        replica.signal(signal.SIGSTOP)
+        self.addCleanup(lambda: replica.frozen and replica.signal(signal.SIGCONT))
+        return replica
+
+    def assert_ready_uncounted(self, ids):
+        for j in ids:
+            st, r = self.c.req("get", id=j)
+            self.assertEqual((st, r.get("state"), r.get("attempts")), (200, "ready", 0), r)
+
+    def test_pop_without_confirmation_gives_the_jobs_back(self):
+        d, t = self.c, unique("unconfpop")
+        ids = d.one_shard_ids(t, 3, shard=0)
+        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": j, "body": j, "retries": 0}
+                                          for j in ids]))
+        replica = self.frozen_replica(0)
+        st, r = d.req("pop", topic=t, count=3)
+        self.assertEqual((st, r.get("code")), (504, "timeout"), r)
+        self.assert_ready_uncounted(ids)
+        replica.signal(signal.SIGCONT)
+        self.cluster.wait_ok()
+        st, r = d.req("pop", topic=t, count=3)
+        self.assertEqual(st, 200, r)
+        self.assertEqual([(j["id"], j["attempts"]) for j in r["jobs"]], [(j, 1) for j in ids],
+                         "in their order, none buried for its spent retry")
+
     def test_take_without_confirmation_is_given_back(self):
         from dqtest.receiver import Receiver
         rcv = Receiver().start()
-        replica = None
-        try:
-            d, t = self.c, unique("unconf")
-            master = self.shard_master(0)
-            replica = self.cluster.replicas_of(master)[0]
-            ids = d.one_shard_ids(t, 3, shard=0)
-            for j in ids:
-                self.assertOk(*d.req("add", topic=t, id=j, delay=1, body=j, url=rcv.url(),
-                                     retries=1))
-            replica.signal(signal.SIGSTOP)
-            time.sleep(4.0)  # due after 1 s; takes every few hundred ms since
-            self.assertEqual(rcv.requests, [], "nothing sent on an unconfirmed take")
-            for j in ids:
-                st, r = d.req("get", id=j)
-                self.assertEqual((st, r.get("state"), r.get("attempts")), (200, "ready", 0), r)
-            replica.signal(signal.SIGCONT)
-            reqs = rcv.wait_for(lambda reqs: len(reqs) >= len(ids), timeout=15 * SLOW)
-            self.assertEqual(sorted(q.headers["webhook-id"] for q in reqs), sorted(ids))
-            self.assertEqual({q.headers["delayq-attempt"] for q in reqs}, {"1"})
-            with open(d.path("push0.log")) as f:
-                log = f.read()
-            self.assertIn("without the replicas' confirmation given back", log)
-        finally:
-            if replica is not None and replica.frozen:
-                replica.signal(signal.SIGCONT)
-            rcv.stop()
+        self.addCleanup(rcv.stop)
+        d, t = self.c, unique("unconf")
+        ids = d.one_shard_ids(t, 3, shard=0)
+        for j in ids:
+            self.assertOk(*d.req("add", topic=t, id=j, delay=1, body=j, url=rcv.url(),
+                                 retries=1))
+        replica = self.frozen_replica(0)
+        time.sleep(4.0)  # due after 1 s; takes every few hundred ms since
+        self.assertEqual(rcv.requests, [], "nothing sent on an unconfirmed take")
+        self.assert_ready_uncounted(ids)
+        replica.signal(signal.SIGCONT)
+        reqs = rcv.wait_for(lambda reqs: len(reqs) >= len(ids), timeout=15 * SLOW)
+        self.assertEqual(sorted(q.headers["webhook-id"] for q in reqs), sorted(ids))
+        self.assertEqual({q.headers["delayq-attempt"] for q in reqs}, {"1"})
+        with open(d.path("push0.log")) as f:
+            self.assertIn("ready again at once, uncounted", f.read())
 
 
 class PopUnknownOutcome(ClusterTestCase):
     """A pop over several shards whose call to one shard gets no answer
     (that master is paused past redis_timeout_ms) answers 504: that shard
     may have reserved jobs, and a 200 with the other shards' jobs would hide
-    them. Every job the request reserved comes back after its TTR."""
+    them. The jobs other shards gave are ready again at once, uncounted;
+    that shard's come back after their TTR."""
 
     DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, redis_timeout_ms=500)
 
@@ -474,6 +493,8 @@ class PopUnknownOutcome(ClusterTestCase):
         st, r = d.req("pop", topic=t, count=2)
         print("pop with shard 0's master paused: %s %r" % (st, r))
         self.assertEqual((st, r.get("code")), (504, "timeout"), r)
+        st, r = d.req("get", id=ids[1])
+        self.assertEqual((st, r.get("state"), r.get("attempts")), (200, "ready", 0), r)
         time.sleep(2.0)  # the pause ends; the reservations' TTR runs out
         got = []
         deadline = time.monotonic() + 15 * SLOW

@@ -565,24 +565,31 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("EXISTS", P + ":j:h1", P + ":v:h1"), 0)
         self.assertEqual(self.stats("q")["finished"], 1)
 
-    def test_push_untried_gives_the_take_back(self):
+    def test_give_back_undoes_a_reservation_uncounted(self):
+        self.add("g1")
+        self.add("g2")
         self.add("h3", url="http://example.com/h", backoff="[5]", retries=1)
-        rt = self.job("h3")["rt"]
-        popped = self.stats("q").get("popped", 0)
+        rt = {j: self.job(j)["rt"] for j in ("g1", "g2", "h3")}
+        self.assertEqual([j[0] for j in self.pop("q", count=2)], [b"g1", b"g2"])
         self.call("push_take", 10, 500)
-        self.assertEqual(self.call("push_done", "h3", 1, "untried", 0, -1, ""), b"ready")
-        j = self.job("h3")
-        self.assertEqual((j["s"], j["n"], j["rt"]), ("ready", "0", rt),
-                         "not counted as a delivery; ready since it first was")
+        self.add("g3")
+        popped = self.stats("q").get("popped", 0)
+        self.assertEqual(self.call("give_back", "g2", 1, "h3", 1, "g1", 2), 2,
+                         "g1 is reserved for its first delivery, not its second")
+        self.assertEqual(self.call("give_back", "g1", 1), 1)
+        for jid in ("g1", "g2", "h3"):
+            j = self.job(jid)
+            self.assertEqual((j["s"], j["n"], j["rt"]), ("ready", "0", rt[jid]),
+                             "uncounted; ready since it first was")
+        self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [b"g1", b"g2", b"g3"],
+                         "given back to the head of the queue")
         self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h3"])
-        self.assertEqual(self.redis("ZCARD", P + ":b:" + j["k"]), 0, "out of its bucket")
         st = self.stats("q")
-        self.assertEqual((st["reserved"], st["ready"], st.get("popped", 0)), (0, 1, popped))
+        self.assertEqual((st["reserved"], st["ready"], st.get("popped", 0)), (0, 4, popped - 3))
         # Its one retry is still there: the next take is attempt 1 again.
         self.assertEqual(self.call("push_take", 10, 500)[0][4], 1)
         self.assertEqual(self.call("push_done", "h3", 1, "fail", 0, 500, ""), b"delay")
-        self.assertEqual(self.call("push_done", "h3", 1, "untried", 0, -1, ""), b"stale",
-                         "only a reservation still held is given back")
+        self.assertEqual(self.call("give_back", "h3", 1), 0, "only a reservation still held")
 
     def test_push_wait_is_bounded_by_the_last_step(self):
         self.add("h2", url="http://example.com/", backoff="[5,2]")

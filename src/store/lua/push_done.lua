@@ -4,9 +4,7 @@
 -- KEYS: P. ARGV: id, attempt, outcome, wait_ms, status, error
 --   outcome: 'ok' (2xx: finished), 'gone' (410: deleted), 'wait' (429/503
 --   with Retry-After: ready again after wait_ms, at most the last backoff
---   step), 'fail' (the next backoff step, or buried with retries spent),
---   'untried' (the take's reservation was never used, because replicas did
---   not confirm it: ready again at once, the delivery not counted);
+--   step), 'fail' (the next backoff step, or buried with retries spent);
 --   status: the HTTP status or ''; error: a short text or ''.
 -- Returns the job's new state ('finished', 'deleted', 'delay', 'ready',
 -- 'buried') or 'stale'.
@@ -18,15 +16,6 @@ if outcome == 'ok' or outcome == 'gone' then
     local kind = outcome == 'ok' and 'finished' or 'deleted'
     remove_job(id, j, kind)
     return kind
-end
-if outcome == 'untried' then
-    unschedule(id, j.k, j.t, 'reserved')
-    j.s, j.d, j.n = 'ready', -1, j.n - 1 -- rt stays: it has been ready since then
-    store_job(id, j)
-    enqueue_ready(id, j.t, reserve_seq(1), j.push)
-    move_count(j.t, 'reserved', 'ready')
-    count(j.t, 'popped', -1)
-    return 'ready'
 end
 j.la, j.ls, j.le, j.whole = now, ARGV[5], ARGV[6], true -- after_failure writes them with the new state
 unschedule(id, j.k, j.t, 'reserved')

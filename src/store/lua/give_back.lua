@@ -1,0 +1,27 @@
+-- give_back: reservations a pop or a push take made that no client will
+-- use, because the caller cannot hand the jobs on: the replicas did not
+-- confirm the reservation (redis_wait_replicas), or another shard's part
+-- of the same pop had an unknown outcome, so the pop answers 504. Each job
+-- still reserved for that delivery is ready again at once, at the head of
+-- its queue (it was there when taken), its delivery not counted: a Redis
+-- hiccup costs no job a retry or its place in the backoff schedule.
+-- KEYS: P. ARGV: id, attempt, id, attempt, ...
+-- Returns how many were given back.
+local back = 0
+for i = 1, #ARGV, 2 do
+    local id = ARGV[i]
+    local j = load_job(id)
+    if j and j.s == 'reserved' and j.n == tonumber(ARGV[i + 1]) then
+        local queue = j.push and push_key() or ready_key(j.t)
+        local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+        local seq = head[2] and tonumber(head[2]) - 1 or reserve_seq(1)
+        unschedule(id, j.k, j.t, 'reserved')
+        j.s, j.d, j.n = 'ready', -1, j.n - 1 -- rt stays: ready since then
+        store_job(id, j)
+        enqueue_ready(id, j.t, seq, j.push)
+        move_count(j.t, 'reserved', 'ready')
+        count(j.t, 'popped', -1)
+        back = back + 1
+    end
+end
+return back
