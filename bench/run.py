@@ -336,16 +336,17 @@ class ClusterStack(Stack):
 
     SHARDS = 6
 
-    def __init__(self, **kw):
+    def __init__(self, shards=SHARDS, **kw):
         super().__init__(redis_unix=False, with_ceiling=False, **kw)
         self.cluster = None
+        self.shards = shards
 
     def start_redis(self):
         self.cluster = RedisCluster(self.dir, masters=3, replicas=1,
                                     args=["--appendonly", "no", "--save", ""]).start()
 
     def redis_flags(self):
-        return ["--redis-cluster=%s" % self.cluster.seeds, "--shards=%d" % self.SHARDS]
+        return ["--redis-cluster=%s" % self.cluster.seeds, "--shards=%d" % self.shards]
 
     def redis(self, *args):
         return self.cluster(*args)
@@ -355,8 +356,8 @@ class ClusterStack(Stack):
                    for m in self.cluster.masters())
 
     def stat(self, topic, field):
-        return sum(int(self.cluster("HGET", "{dq:%d}:s:%s" % (i, topic), field) or 0)
-                   for i in range(self.SHARDS))
+        tags = ["{dq}"] if self.shards == 1 else ["{dq:%d}" % i for i in range(self.shards)]
+        return sum(int(self.cluster("HGET", "%s:s:%s" % (tag, topic), field) or 0) for tag in tags)
 
     def redis_pids(self):
         """(masters, replicas) pids."""
@@ -508,14 +509,17 @@ def redis_cpu(s):
 
 def cluster_vs_single(P, outdir):
     """Batch add, batch drain and W3 lateness on one Redis (shards = 1) and
-    on a 3-master Cluster with a replica each (shards = 6), one after the
-    other in one run, with Redis' CPU per job: summed over the masters, on
-    the busiest master, and on the replicas."""
+    on a 3-master Cluster with a replica each (shards = 6, or
+    --cluster-shards), one after the other in one run, with Redis' CPU per
+    job: summed over the masters, on the busiest master, and on the
+    replicas."""
     for name, cls in (("single", Stack), ("cluster", ClusterStack)):
         kw = dict(workers=ARGS.workers, threads=ARGS.threads, nginx_workers=ARGS.nginx_workers,
                   keepalive=ARGS.keepalive)
         if cls is Stack:
             kw["with_ceiling"] = False
+        else:
+            kw["shards"] = ARGS.cluster_shards
         s = cls(**kw)
         try:
             s.start()
@@ -1398,6 +1402,8 @@ def main():
                     help="idle nginx-to-backend connections per nginx worker "
                          "(default: the shipped nginx/delayq-upstream.conf, %d)" % SHIPPED_KEEPALIVE)
     ap.add_argument("--redis-unix", action="store_true", help="delayq talks to Redis on a unix socket")
+    ap.add_argument("--cluster-shards", type=int, default=ClusterStack.SHARDS,
+                    help="cluster: delayq's shards on the Cluster (default %d)" % ClusterStack.SHARDS)
     ap.add_argument("--w7-base", type=int, help="jobs stored for W7's large case (default 10M full, 100k quick)")
     ap.add_argument("--big", type=int, help="jobs for W4/W5/W6 (default 1M full, 100k quick)")
     ap.add_argument("--jobs-big", type=int, help="jobs stored for the jobs workload's large case (default 1M full)")
