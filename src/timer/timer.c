@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/util.h"
-#include "sched/cron.h"
 #include "sched/sched_time.h"
 #include "store/store.h"
 #include "store/store_ops.h"
@@ -300,12 +299,13 @@ static void plan_fire(timer_state *t, const store_schedule *sc, int64_t redis_no
                       store_fire_call *c)
 {
     char why[256] = "";
-    dq_cron cron;
     memset(c, 0, sizeof *c);
     c->id = sc->id;
     c->expected_ms = sc->next_ms;
     const dq_tz *tz = zone(t, sc->tz, why, sizeof why);
-    if (!tz || (sc->cron && cron_parse(sc->cron, &cron, why, sizeof why) < 0)) {
+    dq_sched def;
+    if (!tz || sched_define(&def, sc->cron, tz, sc->every_s, sc->anchor_s, sc->start_s, sc->end_s,
+                            why, sizeof why) < 0) {
         /* Another version's definition, or a zone this host lacks: wait
          * rather than fire at a wrong time. */
         log_error("schedule '%s': %s; trying again in %d s", sc->id, why, BROKEN_RETRY_MS / 1000);
@@ -313,14 +313,6 @@ static void plan_fire(timer_state *t, const store_schedule *sc, int64_t redis_no
         c->next_ms = redis_now + BROKEN_RETRY_MS;
         return;
     }
-    dq_sched def = {.is_cron = sc->cron != NULL,
-                    .tz = tz,
-                    .every_s = sc->every_s,
-                    .anchor_s = sc->anchor_s,
-                    .start_s = sc->start_s < 0 ? SCHED_NONE : sc->start_s,
-                    .end_s = sc->end_s < 0 ? SCHED_NONE : sc->end_s};
-    if (sc->cron)
-        def.cron = cron;
     int64_t fire, missed, next;
     sched_catch_up(&def, sc->next_ms / 1000, redis_now / 1000, CATCH_UP_STEPS, &fire, &missed,
                    &next);
