@@ -18,6 +18,7 @@ static const struct {
     [DQ_TIMEOUT] = {504, "504 Gateway Timeout", "timeout"},
     [DQ_INTERNAL] = {500, "500 Internal Server Error", "internal"},
     [DQ_MISCONFIGURED] = {500, "500 Internal Server Error", "internal"},
+    [DQ_UNKNOWN_COMMAND] = {400, "400 Bad Request", "unknown_command"},
 };
 
 int status_http(dq_status s)

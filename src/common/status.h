@@ -14,6 +14,7 @@ typedef enum {
     DQ_TIMEOUT,
     DQ_INTERNAL,
     DQ_MISCONFIGURED, /* this process disagrees with the deployment (buckets) */
+    DQ_UNKNOWN_COMMAND, /* a 400 of its own code: clients tell an older server by it */
     DQ_STATUS_COUNT
 } dq_status;
 

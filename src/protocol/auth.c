@@ -234,10 +234,13 @@ dq_status auth_check(const dq_auth *a, const char *header, const dq_request *req
         return deny(err, errlen, "this token may not use the command ", command_name(req->cmd));
     if (!auth_topic_limited(t))
         return DQ_OK;
-    if (req->cmd == CMD_METRICS)
-        return deny(err, errlen, "metrics needs a token that is not limited to topics", "");
-    if (req->cmd == CMD_STATS && !req->ntopics)
-        return deny(err, errlen, "a token limited to topics must name a topic in stats", "");
+    int flags = command_flags(req->cmd);
+    if (flags & CMDF_ALL_TOPICS)
+        return deny(err, errlen, command_name(req->cmd),
+                    " needs a token that is not limited to topics");
+    if ((flags & CMDF_NAMES_TOPIC) && !req->ntopics)
+        return deny(err, errlen, "a token limited to topics must name a topic in ",
+                    command_name(req->cmd));
     for (size_t i = 0; i < req->njobs; i++) {
         if (!auth_topic_allowed(t, req->jobs[i].topic))
             return deny(err, errlen, "this token may not use the topic ", req->jobs[i].topic);

@@ -43,6 +43,25 @@ int command_flags(dq_command c)
     return c < CMD_COUNT ? commands[c].flags : 0;
 }
 
+/* The read-only commands, the ones GET serves, in table order:
+ * "get, stats, ..." with `last` (", " or " and ") before the last one. */
+static void read_only_names(char *out, size_t outlen, const char *last)
+{
+    size_t o = 0;
+    int left = 0;
+    for (int c = 0; c < CMD_COUNT; c++)
+        left += (commands[c].flags & CMDF_READ_ONLY) != 0;
+    out[0] = '\0';
+    for (int c = 0; c < CMD_COUNT && o < outlen; c++) {
+        if (!(commands[c].flags & CMDF_READ_ONLY))
+            continue;
+        left--;
+        int n = snprintf(out + o, outlen - o, "%s%s", commands[c].name,
+                         left > 1 ? ", " : left == 1 ? last : "");
+        o += n > 0 ? (size_t)n : 0;
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Names and quoting                                                         */
 /* ------------------------------------------------------------------------ */
@@ -1107,14 +1126,14 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
         *cmd = command_from_name(cname, clen);
         if (*cmd == CMD_COUNT) {
             request_quote_input(quoted, sizeof quoted, cname, clen, 32);
-            return invalid(v, DQ_BAD_REQUEST, "unknown command '%s'", quoted);
+            return invalid(v, DQ_UNKNOWN_COMMAND, "unknown command '%s'", quoted);
         }
     } else {
         const char *name = path + 1;
         *cmd = command_from_name(name, strlen(name));
         if (*cmd == CMD_COUNT) {
             request_quote_input(quoted, sizeof quoted, path, strlen(path), 64);
-            return invalid(v, DQ_BAD_REQUEST, "unknown command: no endpoint %s", quoted);
+            return invalid(v, DQ_UNKNOWN_COMMAND, "unknown command: no endpoint %s", quoted);
         }
         if (cname && (clen != strlen(name) || memcmp(cname, name, clen) != 0)) {
             request_quote_input(quoted, sizeof quoted, cname, clen, 32);
@@ -1122,9 +1141,12 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
                         quoted, name);
         }
     }
-    if (get && !(command_flags(*cmd) & CMDF_READ_ONLY))
+    if (get && !(command_flags(*cmd) & CMDF_READ_ONLY)) {
+        char names[160];
+        read_only_names(names, sizeof names, ", ");
         return invalid(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only the read-only "
-                    "commands (get, jobs, stats, schedules, health, metrics)", command_name(*cmd));
+                       "commands (%s)", command_name(*cmd), names);
+    }
     return 0;
 }
 
@@ -1161,10 +1183,11 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
                 goto bad;
         }
     } else {
-        char quoted[64] = "";
+        char quoted[64] = "", names[160];
         request_quote_input(quoted, sizeof quoted, method, strlen(method), 16);
+        read_only_names(names, sizeof names, " and ");
         invalid(&v, DQ_BAD_REQUEST, "method %s is not allowed; use POST (or GET for the read-only "
-             "commands get, jobs, stats, schedules, health and metrics)", quoted);
+                "commands %s)", quoted, names);
         return v.status;
     }
     if (resolve_command(&v, get, path, &f, &req->cmd) < 0)

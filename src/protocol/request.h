@@ -17,8 +17,11 @@
 #include "job/job.h"
 #include "sched/cron.h"
 
+/* A command's flags (commands.def says what each means). */
 #define CMDF_READ_ONLY 1
 #define CMDF_PUBLIC 2
+#define CMDF_ALL_TOPICS 4
+#define CMDF_NAMES_TOPIC 8
 
 typedef enum {
 #define DQ_COMMAND(e, name, flags, parser, handler) CMD_##e,
