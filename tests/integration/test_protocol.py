@@ -112,12 +112,12 @@ class ProtocolTest(DeploymentTestCase):
 
     def test_bad_commands_and_paths(self):
         t = unique("badcmd")
-        self.rejected("POST", "/", {"command": "frobnicate", "topic": t})
+        self.rejected("POST", "/", {"command": "frobnicate", "topic": t}, code="unknown_command")
         self.rejected("POST", "/", {"topic": t, "body": "x"}, names="command")
         self.rejected("POST", "/", b"")
-        self.rejected("POST", "/frobnicate", {"topic": t})
-        self.rejected("POST", "/add/extra", {"topic": t, "body": 1})
-        self.rejected("GET", "/frobnicate", None)
+        self.rejected("POST", "/frobnicate", {"topic": t}, code="unknown_command")
+        self.rejected("POST", "/add/extra", {"topic": t, "body": 1}, code="unknown_command")
+        self.rejected("GET", "/frobnicate", None, code="unknown_command")
         self.rejected("GET", "/", None)
         # GET of a write command
         for cmd in ("add", "pop", "finish", "delete", "touch", "release", "bury", "kick"):
