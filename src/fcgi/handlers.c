@@ -451,7 +451,7 @@ static dq_response handle_jobs(call_ctx *c)
     store_error err;
     char next[DQ_ID_MAX + 32];
     dq_status st = store_jobs_page(c->h->store, req->topics[0], req->state, req->cursor,
-                                   req->count, &page, next, sizeof next, &err);
+                                   req->limit, &page, next, sizeof next, &err);
     if (st != DQ_OK)
         return store_failure(c, st, &err);
     buf_puts(c->out, "{\"success\":true,\"jobs\":[");
@@ -593,8 +593,8 @@ static void put_schedule(call_ctx *c, const store_schedule *sc)
         buf_puts(out, ",\"body\":");
         buf_append(out, sc->body, sc->body_len);
     }
-    if (c->req->count > 0)
-        put_upcoming(c, sc, c->req->count);
+    if (c->req->preview > 0)
+        put_upcoming(c, sc, c->req->preview);
     buf_putc(out, '}');
 }
 
@@ -662,7 +662,7 @@ static dq_response handle_stats(call_ctx *c)
     store_stats st;
     store_error err;
     dq_status s = store_stats_read(c->h->store, req->ntopics ? req->topics[0] : NULL, req->cursor,
-                                   req->count, &st, &err);
+                                   req->limit, &st, &err);
     if (s != DQ_OK)
         return store_failure(c, s, &err);
     buf_puts(c->out, "{\"success\":true,\"topics\":{");

@@ -478,7 +478,7 @@ static int due_fields(vctx *v, fieldset *f, int64_t *delay_ms, int64_t *at_ms)
     int has_delay = seconds_field(v, f, F_DELAY, 0, DQ_DELAY_MAX_MS / 1000.0, delay_ms);
     if (has_delay < 0)
         return -1;
-    int has_at = seconds_field(v, f, F_AT, 0, 1e11, at_ms);
+    int has_at = seconds_field(v, f, F_AT, 0, DQ_UNIX_S_MAX, at_ms);
     if (has_at < 0)
         return -1;
     if (has_delay && has_at)
@@ -875,7 +875,7 @@ static int parse_jobs(vctx *v, fieldset *f, const dq_limits *lim, dq_request *re
     if (int_field(v, f, F_LIMIT, 1, DQ_STATS_LIMIT_MAX, &limit) < 0 ||
         string_field(v, f, F_CURSOR, 0, &req->cursor, &n) < 0)
         return -1;
-    req->count = (int)limit;
+    req->limit = (int)limit;
     if (!req->cursor)
         return 0;
     /* Up to 18 digits, ':', an id. */
@@ -910,7 +910,7 @@ static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *r
     if (req->ntopics && (req->cursor || (f->present & (1u << F_LIMIT))))
         return invalid(v, DQ_BAD_REQUEST, "fields 'cursor' and 'limit' page the list of all topics; "
                                        "they cannot be given with 'topic'");
-    req->count = (int)limit;
+    req->limit = (int)limit;
     return 0;
 }
 
@@ -1017,7 +1017,7 @@ static int parse_schedules(vctx *v, fieldset *f, const dq_limits *lim, dq_reques
         req->ids[0] = id;
         req->nids = 1;
     }
-    req->count = (int)preview;
+    req->preview = (int)preview;
     return 0;
 }
 

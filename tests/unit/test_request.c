@@ -1212,10 +1212,10 @@ static void test_jobs(void **state)
     assert_int_equal(req.cmd, CMD_JOBS);
     assert_string_equal(req.topics[0], "order");
     assert_string_equal(req.state, "delay");
-    assert_int_equal(req.count, 50); /* default */
+    assert_int_equal(req.limit, 50); /* default */
     assert_null(req.cursor);
     OK_GET("/jobs", "topic=order&state=buried&limit=1000&cursor=1767225600000:order-1:x");
-    assert_int_equal(req.count, 1000);
+    assert_int_equal(req.limit, 1000);
     assert_string_equal(req.cursor, "1767225600000:order-1:x");
     OK_POST("/jobs", "{\"topic\":\"order\",\"state\":\"reserved\",\"limit\":1}");
     assert_string_equal(req.state, "reserved");
@@ -1301,7 +1301,7 @@ static void test_schedule(void **state)
     assert_int_equal(req.nids, 0);
     OK_GET("/schedules", "id=n&preview=100");
     assert_string_equal(req.ids[0], "n");
-    assert_int_equal(req.count, 100);
+    assert_int_equal(req.preview, 100);
     BAD_GET("/schedules", "preview=3", "'preview'", "'id'");
     BAD_GET("/schedules", "id=n&preview=101", "'preview'");
     BAD_GET("/schedule", "id=n", "POST");
