@@ -381,9 +381,7 @@ static int parse_cidr(const char *e, const char *where, cidr_entry *c, char *err
 
 static void add_name(dq_allow *a, const char *name, int subdomains)
 {
-    name_entry *grown = realloc(a->names, (a->nnames + 1) * sizeof *grown);
-    if (!grown)
-        abort();
+    name_entry *grown = util_xrealloc(a->names, (a->nnames + 1) * sizeof *grown);
     a->names = grown;
     memset(&a->names[a->nnames], 0, sizeof a->names[a->nnames]);
     strcpy(a->names[a->nnames].name, name); /* name_valid: at most GUARD_HOST_MAX */
@@ -426,9 +424,7 @@ static int parse_entry(dq_allow *a, const char *s, size_t n, size_t pos, char *e
         cidr_entry c;
         if (parse_cidr(e, where, &c, err, errlen) < 0)
             return -1;
-        cidr_entry *grown = realloc(a->cidrs, (a->ncidrs + 1) * sizeof *grown);
-        if (!grown)
-            abort();
+        cidr_entry *grown = util_xrealloc(a->cidrs, (a->ncidrs + 1) * sizeof *grown);
         a->cidrs = grown;
         a->cidrs[a->ncidrs++] = c;
         return 0;
@@ -453,9 +449,7 @@ static int parse_entry(dq_allow *a, const char *s, size_t n, size_t pos, char *e
 
 dq_allow *guard_allow_parse(const char *spec, char *err, size_t errlen)
 {
-    dq_allow *a = calloc(1, sizeof *a);
-    if (!a)
-        abort();
+    dq_allow *a = util_xcalloc(1, sizeof *a);
     const char *p = spec ? spec : "", *word;
     size_t pos = 0, len;
     while (util_next_word(&p, &word, &len)) {

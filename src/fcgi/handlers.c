@@ -151,11 +151,9 @@ static dq_response handle_add(call_ctx *c)
         if (at_too_far(req->jobs[i].at_ms))
             return at_too_far_answer(c, req->batch ? (long)i : -1);
     }
-    char (*generated)[2 * GENERATED_ID_BYTES + 1] = calloc(req->njobs, sizeof *generated);
-    const char **ids = calloc(req->njobs, sizeof *ids);
-    store_item *items = calloc(req->njobs, sizeof *items);
-    if (!generated || !ids || !items)
-        abort();
+    char (*generated)[2 * GENERATED_ID_BYTES + 1] = util_xcalloc(req->njobs, sizeof *generated);
+    const char **ids = util_xcalloc(req->njobs, sizeof *ids);
+    store_item *items = util_xcalloc(req->njobs, sizeof *items);
     for (size_t i = 0; i < req->njobs; i++) {
         ids[i] = req->jobs[i].id;
         if (!ids[i]) {
@@ -211,9 +209,7 @@ static dq_status pop_once(call_ctx *c, store_jobs *jobs, store_error *err)
                        c->allow, NULL, 0, NULL};
     if (req->nids > 0 && !pg->finish_done) {
         if (!pg->finished) {
-            pg->finished = calloc(req->nids, sizeof *pg->finished);
-            if (!pg->finished)
-                abort();
+            pg->finished = util_xcalloc(req->nids, sizeof *pg->finished);
         }
         q.finish = (const char *const *)req->ids;
         q.nfinish = req->nids;
@@ -273,9 +269,7 @@ static dq_response handle_pop(call_ctx *c)
 static dq_response handle_remove(call_ctx *c)
 {
     const dq_request *req = c->req;
-    store_item *items = calloc(req->nids, sizeof *items);
-    if (!items)
-        abort();
+    store_item *items = util_xcalloc(req->nids, sizeof *items);
     store_error err;
     int finished = req->cmd == CMD_FINISH;
     dq_status st = req->batch ? store_remove(c->h->store, c->allow, finished, req->ids, req->nids,
@@ -370,9 +364,7 @@ static const item_words kick_words = {"kicked", 1, kick_conflict};
 static dq_response kick_ids(call_ctx *c)
 {
     const dq_request *req = c->req;
-    store_item *items = calloc(req->nids, sizeof *items);
-    if (!items)
-        abort();
+    store_item *items = util_xcalloc(req->nids, sizeof *items);
     store_error err;
     dq_status st = store_kick_ids(c->h->store, c->allow, req->ids, req->nids, items, &err);
     dq_response res = answer(DQ_OK);

@@ -426,9 +426,7 @@ static int id_field(vctx *v, fieldset *f, int required, const char **id)
 
 static void *alloc_array(size_t n, size_t size)
 {
-    void *p = calloc(n, size);
-    if (!p)
-        abort();
+    void *p = util_xcalloc(n, size);
     return p;
 }
 
@@ -1068,9 +1066,7 @@ static int fields_from_query(vctx *v, fieldset *f, const char *query, dq_request
     if (!query || !*query)
         return 0;
     size_t qlen = strlen(query);
-    req->query = malloc(qlen + 1);
-    if (!req->query)
-        abort();
+    req->query = util_xmalloc(qlen + 1);
     memcpy(req->query, query, qlen + 1);
     char *p = req->query;
     while (*p) {

@@ -58,14 +58,6 @@ typedef struct {
     int64_t failures_reported_ms;
 } timer_state;
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (!p)
-        abort();
-    return p;
-}
-
 static size_t at(const timer_state *t, int shard, int b)
 {
     return (size_t)shard * (size_t)t->nbuckets + (size_t)b;
@@ -348,7 +340,7 @@ static int64_t fire_schedules(timer_state *t, int64_t until)
                 store_schedules_free(&due);
                 break;
             }
-            store_fire_call *calls = xcalloc(due.n, sizeof *calls);
+            store_fire_call *calls = util_xcalloc(due.n, sizeof *calls);
             for (size_t i = 0; i < due.n; i++)
                 plan_fire(t, &due.list[i], redis_now, &calls[i]);
             store_fire_many(t->cmd, k, calls, due.n);
@@ -391,15 +383,15 @@ static int timer_init(timer_state *t, const dq_config *cfg)
      * its replica would answer every move 504 though it was applied. */
     store_skip_wait(t->cmd);
     size_t n = (size_t)t->nshards * (size_t)t->nbuckets;
-    t->held = xcalloc(n, 1);
-    t->now_held = xcalloc(n, 1);
-    t->next_due = xcalloc(n, sizeof *t->next_due);
-    t->answered = xcalloc((size_t)t->nshards, 1);
-    t->redis_offset = xcalloc((size_t)t->nshards, sizeof *t->redis_offset);
-    t->maintained = xcalloc((size_t)t->nshards, sizeof *t->maintained);
-    t->sched_due = xcalloc((size_t)t->nshards, sizeof *t->sched_due);
+    t->held = util_xcalloc(n, 1);
+    t->now_held = util_xcalloc(n, 1);
+    t->next_due = util_xcalloc(n, sizeof *t->next_due);
+    t->answered = util_xcalloc((size_t)t->nshards, 1);
+    t->redis_offset = util_xcalloc((size_t)t->nshards, sizeof *t->redis_offset);
+    t->maintained = util_xcalloc((size_t)t->nshards, sizeof *t->maintained);
+    t->sched_due = util_xcalloc((size_t)t->nshards, sizeof *t->sched_due);
     t->moves_cap = n < STORE_MOVES_PER_ROUND ? n : STORE_MOVES_PER_ROUND;
-    t->moves = xcalloc(t->moves_cap, sizeof *t->moves);
+    t->moves = util_xcalloc(t->moves_cap, sizeof *t->moves);
     if (cfg->timer_id[0])
         snprintf(t->token, sizeof t->token, "%s", cfg->timer_id);
     else
