@@ -38,11 +38,6 @@ class ProtocolTest(DeploymentTestCase):
     def snap(self):
         return self.c.snapshot(ignore=is_lock_key)
 
-    def add(self, topic, body="x", **kw):
-        st, r = self.c.req("add", topic=topic, body=body, **kw)
-        self.assertOk(st, r, "add %s" % kw)
-        return r["id"]
-
     def rejected(self, method, path, body, http_status=400, code="bad_request", names=None,
                  headers=None):
         """Sends one bad request, checks the error answer and that Redis is
