@@ -765,7 +765,7 @@ static dq_response handle_health(call_ctx *c)
 typedef dq_response (*handler_fn)(call_ctx *c);
 
 static const handler_fn handlers[CMD_COUNT] = {
-#define DQ_COMMAND(e, name, flags, parser, handler) [CMD_##e] = handler,
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) [CMD_##e] = handler,
 #include "protocol/commands.def"
 #undef DQ_COMMAND
 };

@@ -15,11 +15,29 @@
 /* The command table                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* Every field name the protocol knows (fields.def). */
+typedef enum {
+#define DQ_FIELD(e, name) F_##e,
+#include "protocol/fields.def"
+#undef DQ_FIELD
+    NFIELDS
+} field_id;
+
+static const char *const field_names[NFIELDS] = {
+#define DQ_FIELD(e, name) [F_##e] = name,
+#include "protocol/fields.def"
+#undef DQ_FIELD
+};
+
+/* A command's fields as a set of bits (commands.def's FB). */
+#define FB(f) (1u << F_##f)
+
 static const struct {
     const char *name;
     int flags;
+    unsigned fields;
 } commands[CMD_COUNT] = {
-#define DQ_COMMAND(e, name, flags, parser, handler) [CMD_##e] = {name, flags},
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) [CMD_##e] = {name, flags, fields},
 #include "protocol/commands.def"
 #undef DQ_COMMAND
 };
@@ -132,52 +150,6 @@ void request_quote_input(char *out, size_t outlen, const char *s, size_t n, size
 /* Fields                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Every field name the protocol knows. A name outside this list is unknown
- * to every command; a known name a command does not read is refused too. */
-typedef enum {
-    F_COMMAND,
-    F_TOPIC,
-    F_TOPICS,
-    F_ID,
-    F_IDS,
-    F_DELAY,
-    F_AT,
-    F_TTR,
-    F_TTR_UPPER,
-    F_BODY,
-    F_RETRIES,
-    F_JOBS,
-    F_TIMEOUT,
-    F_COUNT,
-    F_CURSOR,
-    F_LIMIT,
-    F_BACKOFF,
-    F_CALLBACK,
-    F_URL,
-    F_CRON,
-    F_EVERY,
-    F_TZ,
-    F_START,
-    F_END,
-    F_PREVIEW,
-    F_STATE,
-    F_FINISH,
-    NFIELDS
-} field_id;
-
-static const char *const field_names[NFIELDS] = {
-    [F_COMMAND] = "command", [F_TOPIC] = "topic",     [F_TOPICS] = "topics",
-    [F_ID] = "id",           [F_IDS] = "ids",         [F_DELAY] = "delay",
-    [F_AT] = "at",           [F_TTR] = "ttr",         [F_TTR_UPPER] = "TTR",
-    [F_BODY] = "body",       [F_RETRIES] = "retries", [F_JOBS] = "jobs",
-    [F_TIMEOUT] = "timeout", [F_COUNT] = "count",     [F_CURSOR] = "cursor",
-    [F_LIMIT] = "limit",     [F_BACKOFF] = "backoff", [F_CALLBACK] = "callback",
-    [F_URL] = "url",
-    [F_CRON] = "cron",       [F_EVERY] = "every",     [F_TZ] = "tz",
-    [F_START] = "start",     [F_END] = "end",         [F_PREVIEW] = "preview",
-    [F_STATE] = "state",     [F_FINISH] = "finish",
-};
-
 static field_id field_from_name(const char *s, size_t n)
 {
     for (int f = 0; f < NFIELDS; f++) {
@@ -197,6 +169,7 @@ typedef struct {
     char *qval[NFIELDS]; /* query form: decoded, NUL-terminated values */
     size_t qlen[NFIELDS];
     unsigned present, taken;
+    unsigned allowed; /* the command's fields (commands.def); others are never taken */
 } fieldset;
 
 /* Validation context: where we are (for "jobs[3].ttr") and the error. */
@@ -242,6 +215,7 @@ static int invalid_field_name(vctx *v, const char *what, const char *name, size_
 static int fields_from_object(vctx *v, fieldset *f, char *text, const json_doc *doc, size_t obj)
 {
     memset(f, 0, sizeof *f);
+    f->allowed = ~0u; /* narrowed once the command is known */
     f->text = text;
     f->doc = doc;
     const json_tok *t = doc->toks;
@@ -284,9 +258,12 @@ static int fields_all_taken(vctx *v, const fieldset *f)
     return 0;
 }
 
-/* Marks a field taken; 1 if present. */
+/* Marks a field taken; 1 if present. A field outside the command's row is
+ * never taken: fields_all_taken refuses it. */
 static int take(fieldset *f, field_id id)
 {
+    if (!((f->allowed >> id) & 1))
+        return 0;
     f->taken |= 1u << id;
     return (f->present >> id) & 1;
 }
@@ -665,8 +642,10 @@ static int parse_add(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
         if (f->doc->toks[t].type != JSON_OBJECT)
             return invalid(v, DQ_BAD_REQUEST, "a job must be a JSON object");
         fieldset jf;
-        if (fields_from_object(v, &jf, f->text, f->doc, t) < 0 ||
-            parse_job(v, &jf, lim, &req->jobs[i]) < 0)
+        if (fields_from_object(v, &jf, f->text, f->doc, t) < 0)
+            return -1;
+        jf.allowed = f->allowed;
+        if (parse_job(v, &jf, lim, &req->jobs[i]) < 0)
             return -1;
     }
     v->where = "";
@@ -1026,7 +1005,7 @@ static int parse_none(vctx *v, fieldset *f, const dq_limits *lim, dq_request *re
 }
 
 static const parse_fn parsers[CMD_COUNT] = {
-#define DQ_COMMAND(e, name, flags, parser, handler) [CMD_##e] = parser,
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) [CMD_##e] = parser,
 #include "protocol/commands.def"
 #undef DQ_COMMAND
 };
@@ -1063,6 +1042,7 @@ static long url_decode(char *s, size_t n)
 static int fields_from_query(vctx *v, fieldset *f, const char *query, dq_request *req)
 {
     memset(f, 0, sizeof *f);
+    f->allowed = ~0u; /* narrowed once the command is known */
     if (!query || !*query)
         return 0;
     size_t qlen = strlen(query);
@@ -1189,6 +1169,7 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
     if (resolve_command(&v, get, path, &f, &req->cmd) < 0)
         goto bad;
     v.cmd = command_name(req->cmd);
+    f.allowed = commands[req->cmd].fields;
     if (parsers[req->cmd](&v, &f, lim, req) < 0 || fields_all_taken(&v, &f) < 0)
         goto bad;
     return DQ_OK;

@@ -24,7 +24,7 @@
 #define CMDF_NAMES_TOPIC 8
 
 typedef enum {
-#define DQ_COMMAND(e, name, flags, parser, handler) CMD_##e,
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) CMD_##e,
 #include "protocol/commands.def"
 #undef DQ_COMMAND
     CMD_COUNT
