@@ -42,7 +42,7 @@ static const struct {
     {"bad_request", 400, EXIT_BAD_REQUEST}, {"not_found", 404, EXIT_NOT_FOUND},
     {"conflict", 409, EXIT_CONFLICT},       {"unauthorized", 401, EXIT_UNAUTHORIZED},
     {"too_large", 413, EXIT_TOO_LARGE},     {"unavailable", 503, EXIT_UNAVAILABLE},
-    {"timeout", 504, EXIT_TIMEOUT},         {"unknown_command", 400, EXIT_BAD_REQUEST},
+    {"timeout", 504, EXIT_TIMEOUT},
 };
 
 static int exit_for(const char *code, long http)

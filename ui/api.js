@@ -57,7 +57,7 @@ export const post = (command, fields) => request("POST", command, fields);
 // 404 that is not delayq's own not_found means no endpoint either.
 export function isUnknownCommand(r) {
     if (r.status === 404 && (!r.body || r.body.code !== "not_found")) return true;
-    return r.status === 400 && !!r.body && r.body.code === "unknown_command";
+    return r.status === 400 && !!r.body && r.body.reason === "unknown_command";
 }
 
 // True when the token may not do what was asked.

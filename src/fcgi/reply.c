@@ -21,6 +21,10 @@ void reply_error(dq_buf *out, dq_status st, const char *msg)
     buf_put_json_string(out, msg, strlen(msg));
     buf_puts(out, ",\"code\":\"");
     buf_puts(out, status_code(st));
+    if (status_reason(st)) {
+        buf_puts(out, "\",\"reason\":\"");
+        buf_puts(out, status_reason(st));
+    }
     buf_puts(out, "\"}");
 }
 

@@ -74,7 +74,7 @@ def cases():
     P = lambda path, body, **kw: request_bytes("POST", path, body, **kw)  # noqa: E731
     G = lambda path, **kw: request_bytes("GET", path, **kw)  # noqa: E731
     bad = (400, "bad_request")
-    unknown = (400, "unknown_command")
+    unknown = (400, "bad_request")
     out = [
         # --- malformed JSON
         ("truncated object", P("/add", b'{"topic":"h","body":1'), bad),

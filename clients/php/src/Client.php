@@ -32,7 +32,6 @@ final class Client
     /** Exception class of each protocol error code. */
     private const CODE_CLASSES = [
         'bad_request' => BadRequestException::class,
-        'unknown_command' => BadRequestException::class,
         'unauthorized' => UnauthorizedException::class,
         'not_found' => NotFoundException::class,
         'conflict' => ConflictException::class,

@@ -108,10 +108,10 @@ final class ErrorTest extends DelayqTestCase
 
     public function testUnknownCommand(): void
     {
-        $e = $this->assertThrows(BadRequestException::class, 'unknown_command', 400, function () {
+        $e = $this->assertThrows(BadRequestException::class, 'bad_request', 400, function () {
             $this->client->call('nope');
         }, 'unknown command');
-        $this->assertSame('unknown_command', $e->getResponse()['code']);
+        $this->assertSame('unknown_command', $e->getResponse()['reason']);
     }
 
     public function testBadBatchWritesNothing(): void

@@ -125,7 +125,6 @@ class ConnectionLost(Timeout):
 
 _BY_CODE: Dict[str, Type[DelayqError]] = {
     "bad_request": BadRequest,
-    "unknown_command": BadRequest,  # a 400 of delayq's own: no such command
     "unauthorized": Unauthorized,
     "not_found": NotFound,
     "conflict": Conflict,
