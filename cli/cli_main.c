@@ -64,7 +64,7 @@ typedef enum {
 typedef struct {
     const char *name;
     int get;           /* sent as GET with no body (health only) */
-    unsigned allowed;  /* CLI_BIT of each field flag it takes */
+    unsigned withheld; /* flags of fields the server takes that this CLI does not offer */
     unsigned required; /* fields that must be given (a body: any body flag) */
     out_kind out;
     const char *verb; /* past tense, for "finished ID" */
@@ -75,9 +75,7 @@ typedef struct {
 #define B(f) CLI_BIT(CLI_F_##f)
 
 static const cli_command commands[] = {
-    {"add", 0, B(TOPIC) | B(ID) | B(DELAY) | B(AT) | B(TTR) | B(RETRIES) | B(URL) | B(BACKOFF) |
-                   CLI_BODY_FLAGS,
-     B(TOPIC) | CLI_BODY_FLAGS, OUT_ADD, NULL, "add a job; prints its id",
+    {"add", 0, 0, B(TOPIC) | CLI_BODY_FLAGS, OUT_ADD, NULL, "add a job; prints its id",
      "  --topic T             topic of the job (required)\n"
      "  --id ID               job id (default: the server makes one)\n"
      "  --delay SECONDS       ready after this many seconds (fractions allowed; default 0)\n"
@@ -91,51 +89,49 @@ static const cli_command commands[] = {
      "  --body-file PATH      the body as JSON read from a file (- reads stdin)\n"
      "  --body-string-file PATH  the body as a string read from a file, verbatim (- reads stdin)\n"
      "One body flag is required.\n"},
-    {"pop", 0, B(TOPIC) | B(TIMEOUT) | B(COUNT) | B(FINISH), B(TOPIC), OUT_POP, "finished",
+    {"pop", 0, 0, B(TOPIC), OUT_POP, "finished",
      "take ready jobs; prints id, topic, attempts, ttr and value, or \"no job\"",
      "  --topic T[,T2...]     topic(s) to take from, first non-empty first (required)\n"
      "  --timeout SECONDS     wait up to this long for a job (0..60; default 0)\n"
      "  --count N             take up to N jobs (1..100)\n"
      "  --finish ID[,ID...]   first finish these jobs, in the same request (at once, before\n"
      "                        the wait); one line each; exit status of the first that failed\n"},
-    {"finish", 0, B(ID) | B(IDS), 0, OUT_REMOVE, "finished", "finish (remove) jobs",
+    {"finish", 0, 0, 0, OUT_REMOVE, "finished", "finish (remove) jobs",
      "  --id ID               the job\n"
      "  --ids ID,ID...        several jobs; exit status of the first that failed\n"},
-    {"delete", 0, B(ID) | B(IDS), 0, OUT_REMOVE, "deleted", "delete jobs (counted as deleted, not finished)",
+    {"delete", 0, 0, 0, OUT_REMOVE, "deleted", "delete jobs (counted as deleted, not finished)",
      "  --id ID               the job\n"
      "  --ids ID,ID...        several jobs; exit status of the first that failed\n"},
-    {"get", 0, B(ID), B(ID), OUT_GET, NULL, "show a job's state and body",
+    {"get", 0, 0, B(ID), OUT_GET, NULL, "show a job's state and body",
      "  --id ID               the job (required)\n"},
-    {"touch", 0, B(ID), B(ID), OUT_TOUCH, NULL, "give a reserved job a new TTR from now",
+    {"touch", 0, 0, B(ID), OUT_TOUCH, NULL, "give a reserved job a new TTR from now",
      "  --id ID               the reserved job (required)\n"},
-    {"release", 0, B(ID) | B(DELAY), B(ID), OUT_RELEASE, NULL, "put a reserved job back",
+    {"release", 0, 0, B(ID), OUT_RELEASE, NULL, "put a reserved job back",
      "  --id ID               the reserved job (required)\n"
      "  --delay SECONDS       ready again after this many seconds (default 0)\n"},
-    {"bury", 0, B(ID), B(ID), OUT_ID, "buried", "set a reserved job aside until kicked",
+    {"bury", 0, 0, B(ID), OUT_ID, "buried", "set a reserved job aside until kicked",
      "  --id ID               the reserved job (required)\n"},
-    {"kick", 0, B(TOPIC) | B(COUNT) | B(ID) | B(IDS), 0, OUT_KICK, "kicked",
+    {"kick", 0, 0, 0, OUT_KICK, "kicked",
      "make buried jobs ready: a topic's oldest, or named ones",
      "  --topic T             the topic's oldest buried jobs (or --id/--ids)\n"
      "  --count N             up to N jobs (1..10000; default 1; with --topic)\n"
      "  --id ID               this buried job\n"
      "  --ids ID,ID...        these buried jobs; exit status of the first that failed\n"},
-    {"reschedule", 0, B(ID) | B(DELAY) | B(AT), B(ID), OUT_RESCHEDULE, NULL,
+    {"reschedule", 0, 0, B(ID), OUT_RESCHEDULE, NULL,
      "give a delayed, ready or buried job a new due time",
      "  --id ID               the job (required; not a reserved one)\n"
      "  --delay SECONDS       due this many seconds from now (0: ready now)\n"
      "  --at UNIX_SECONDS     due at this time instead (one of --delay, --at is required)\n"},
-    {"jobs", 0, B(TOPIC) | B(STATE) | B(LIMIT) | B(CURSOR), B(TOPIC) | B(STATE), OUT_JOBS, NULL,
+    {"jobs", 0, 0, B(TOPIC) | B(STATE), OUT_JOBS, NULL,
      "list a topic's jobs in one state, a page at a time",
      "  --topic T             the topic (required)\n"
      "  --state S             delay, ready, reserved or buried (required)\n"
      "  --limit N             jobs per page (1..1000; default 50)\n"
      "  --cursor C            the page after the one that printed this cursor\n"},
-    {"stats", 0, B(TOPIC), 0, OUT_STATS, NULL, "job counts per topic and in total, as a table",
+    {"stats", 0, B(LIMIT) | B(CURSOR), 0, OUT_STATS, NULL, "job counts per topic and in total, as a table",
      "  --topic T             only this topic (default: every topic)\n"},
     {"health", 1, 0, 0, OUT_HEALTH, NULL, "check that the service and its Redis answer", ""},
-    {"schedule", 0, B(ID) | B(TOPIC) | B(CRON) | B(EVERY) | B(TZ) | B(TTR) | B(RETRIES) | B(START) |
-                        B(END) | B(BACKOFF) | B(URL) | CLI_BODY_FLAGS,
-     B(ID) | B(TOPIC) | CLI_BODY_FLAGS, OUT_ID, "scheduled",
+    {"schedule", 0, 0, B(ID) | B(TOPIC) | CLI_BODY_FLAGS, OUT_ID, "scheduled",
      "create or replace a periodic job: each fire adds the job ID@T",
      "  --id ID               the schedule (required; no '@')\n"
      "  --topic T             topic of each fire's job (required)\n"
@@ -146,25 +142,79 @@ static const cli_command commands[] = {
      "  --end UNIX_SECONDS    no fire after this\n"
      "  --ttr SECONDS, --retries N, --backoff STEPS, --callback URL: each fire's job, as add\n"
      "  --body JSON ...       each fire's body (one body flag is required, as for add)\n"},
-    {"unschedule", 0, B(ID), B(ID), OUT_ID, "unscheduled", "remove a schedule (fires made stay)",
+    {"unschedule", 0, 0, B(ID), OUT_ID, "unscheduled", "remove a schedule (fires made stay)",
      "  --id ID               the schedule (required)\n"},
-    {"schedules", 0, B(ID) | B(PREVIEW), 0, OUT_SCHEDULES, NULL,
+    {"schedules", 0, 0, 0, OUT_SCHEDULES, NULL,
      "list schedules: id, topic, cron or every, zone, next fire, missed fires",
      "  --id ID               only this one (with its body)\n"
      "  --preview N           and its next N fire times (1..100; needs --id)\n"},
-    {"pause", 0, B(TOPIC), B(TOPIC), OUT_PAUSE, NULL,
+    {"pause", 0, 0, B(TOPIC), OUT_PAUSE, NULL,
      "stop pop and callbacks of a topic (due jobs still become ready)",
      "  --topic T             the topic (required)\n"},
-    {"resume", 0, B(TOPIC), B(TOPIC), OUT_PAUSE, NULL,
+    {"resume", 0, 0, B(TOPIC), OUT_PAUSE, NULL,
      "let a paused topic's jobs be popped and sent again",
      "  --topic T             the topic (required)\n"},
     {"metrics", 1, 0, 0, OUT_METRICS, NULL,
      "print the Prometheus metrics of the backend that answers", ""},
 };
 
+/* The flags that send each protocol field (src/protocol/fields.def): every
+ * body flag sends "body", --callback sends "url"; 0 for a field no flag
+ * sends. */
+#define CLI_SENDS_COMMAND 0
+#define CLI_SENDS_TOPIC B(TOPIC)
+#define CLI_SENDS_TOPICS 0
+#define CLI_SENDS_ID B(ID)
+#define CLI_SENDS_IDS B(IDS)
+#define CLI_SENDS_DELAY B(DELAY)
+#define CLI_SENDS_AT B(AT)
+#define CLI_SENDS_TTR B(TTR)
+#define CLI_SENDS_TTR_UPPER 0
+#define CLI_SENDS_BODY CLI_BODY_FLAGS
+#define CLI_SENDS_RETRIES B(RETRIES)
+#define CLI_SENDS_JOBS 0
+#define CLI_SENDS_TIMEOUT B(TIMEOUT)
+#define CLI_SENDS_COUNT B(COUNT)
+#define CLI_SENDS_CURSOR B(CURSOR)
+#define CLI_SENDS_LIMIT B(LIMIT)
+#define CLI_SENDS_BACKOFF B(BACKOFF)
+#define CLI_SENDS_CALLBACK 0
+#define CLI_SENDS_URL B(URL)
+#define CLI_SENDS_CRON B(CRON)
+#define CLI_SENDS_EVERY B(EVERY)
+#define CLI_SENDS_TZ B(TZ)
+#define CLI_SENDS_START B(START)
+#define CLI_SENDS_END B(END)
+#define CLI_SENDS_PREVIEW B(PREVIEW)
+#define CLI_SENDS_STATE B(STATE)
+#define CLI_SENDS_FINISH B(FINISH)
+
+/* Each command's flags: those that send a field its row in the server's
+ * command table gives it. */
+static const struct {
+    const char *name;
+    unsigned flags;
+} wire_commands[] = {
+#define FB(f) CLI_SENDS_##f
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) {name, fields},
+#include "protocol/commands.def"
+#undef DQ_COMMAND
+#undef FB
+};
+
 #undef B
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* The flags c takes: its fields' flags, less those this CLI withholds. */
+static unsigned command_flags(const cli_command *c)
+{
+    for (size_t i = 0; i < sizeof wire_commands / sizeof wire_commands[0]; i++) {
+        if (strcmp(wire_commands[i].name, c->name) == 0)
+            return wire_commands[i].flags & ~c->withheld;
+    }
+    return 0;
+}
 
 static const cli_command *find_command(const char *name)
 {
@@ -212,7 +262,7 @@ static void command_usage(FILE *out, const cli_command *c)
 static int check_flags(const cli_command *c, const cli_args *a, char *err, size_t errlen)
 {
     for (int f = 0; f < CLI_F_COUNT_OF; f++) {
-        if ((a->given & CLI_BIT(f)) && !(c->allowed & CLI_BIT(f))) {
+        if ((a->given & CLI_BIT(f)) && !(command_flags(c) & CLI_BIT(f))) {
             snprintf(err, errlen, "%s takes no --%s (see delayq %s --help)", c->name,
                      cli_field_flag((cli_field)f), c->name);
             return -1;

@@ -52,12 +52,12 @@ export async function request(method, path, fields) {
 export const get = (path, query) => request("GET", path, query);
 export const post = (command, fields) => request("POST", command, fields);
 
-// True when an answer says the server does not know the command or the
-// endpoint at all (an older server), as opposed to refusing its fields.
+// True when an answer says the server does not know the command at all (an
+// older server, by its stable code), as opposed to refusing its fields; a
+// 404 that is not delayq's own not_found means no endpoint either.
 export function isUnknownCommand(r) {
     if (r.status === 404 && (!r.body || r.body.code !== "not_found")) return true;
-    if (r.status === 404 && r.body && /unknown command|no endpoint/i.test(r.body.error || "")) return true;
-    return r.status === 400 && !!r.body && /unknown command|no endpoint|GET serves|not served on GET|GET of/i.test(r.body.error || "");
+    return r.status === 400 && !!r.body && r.body.reason === "unknown_command";
 }
 
 // True when the token may not do what was asked.

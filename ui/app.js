@@ -91,7 +91,7 @@ function probeId() {
 // Requests that change nothing: a delete and a kick of an id that does not
 // exist (404 when allowed, 401/403 when the token may not, 400 from a server
 // without kick by id), a pause without a topic (400 naming the field on a
-// server that knows pause, "unknown command" on one that does not), and a
+// server that knows pause, reason unknown_command on one that does not), and a
 // /jobs listing.
 async function probe() {
     const id = probeId();

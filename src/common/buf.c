@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+
 void buf_init(dq_buf *b)
 {
     b->data = NULL;
@@ -35,9 +37,7 @@ static void buf_reserve(dq_buf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need)
         cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (!p)
-        abort();
+    char *p = util_xrealloc(b->data, cap);
     b->data = p;
     b->cap = cap;
 }

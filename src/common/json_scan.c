@@ -152,9 +152,7 @@ static long push_tok(scanner *s, json_tok_type type, size_t start)
     json_doc *d = s->d;
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : SMALL_TOKS;
-        json_tok *t = realloc(d->toks, cap * sizeof *t);
-        if (!t)
-            abort();
+        json_tok *t = util_xrealloc(d->toks, cap * sizeof *t);
         d->toks = t;
         d->cap = cap;
     }
@@ -170,9 +168,7 @@ static void push_key(scanner *s, uint64_t hash, size_t tok)
     json_doc *d = s->d;
     if (d->nkeys == d->keycap) {
         size_t cap = d->keycap ? d->keycap * 2 : SMALL_KEYS;
-        struct json_key *k = realloc(d->keys, cap * sizeof *k);
-        if (!k)
-            abort();
+        struct json_key *k = util_xrealloc(d->keys, cap * sizeof *k);
         d->keys = k;
         d->keycap = cap;
     }
@@ -370,9 +366,7 @@ typedef struct {
 static decoded_key decode_key(scanner *s, uint32_t tok)
 {
     const json_tok *t = &s->d->toks[tok];
-    decoded_key k = {malloc(t->end - t->start + 1), 0, tok};
-    if (!k.s)
-        abort();
+    decoded_key k = {util_xmalloc(t->end - t->start + 1), 0, tok};
     k.n = json_string_decode(s->text, t, k.s);
     return k;
 }
@@ -390,9 +384,7 @@ static int cmp_decoded(const void *a, const void *b)
  * Returns the token of the later of two equal keys, or 0. */
 static uint32_t run_has_duplicate(scanner *s, const struct json_key *k, size_t r)
 {
-    decoded_key *dk = malloc(r * sizeof *dk);
-    if (!dk)
-        abort();
+    decoded_key *dk = util_xmalloc(r * sizeof *dk);
     for (size_t i = 0; i < r; i++)
         dk[i] = decode_key(s, k[i].tok);
     qsort(dk, r, sizeof *dk, cmp_decoded);
@@ -589,9 +581,7 @@ size_t json_member(const json_doc *d, const char *text, size_t obj, const char *
                 return key + 1;
             continue;
         }
-        char *dec = malloc(raw + 1);
-        if (!dec)
-            abort();
+        char *dec = util_xmalloc(raw + 1);
         size_t n = json_string_decode(text, &t[key], dec);
         int eq = n == want && memcmp(dec, name, want) == 0;
         free(dec);

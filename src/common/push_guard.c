@@ -381,9 +381,7 @@ static int parse_cidr(const char *e, const char *where, cidr_entry *c, char *err
 
 static void add_name(dq_allow *a, const char *name, int subdomains)
 {
-    name_entry *grown = realloc(a->names, (a->nnames + 1) * sizeof *grown);
-    if (!grown)
-        abort();
+    name_entry *grown = util_xrealloc(a->names, (a->nnames + 1) * sizeof *grown);
     a->names = grown;
     memset(&a->names[a->nnames], 0, sizeof a->names[a->nnames]);
     strcpy(a->names[a->nnames].name, name); /* name_valid: at most GUARD_HOST_MAX */
@@ -426,9 +424,7 @@ static int parse_entry(dq_allow *a, const char *s, size_t n, size_t pos, char *e
         cidr_entry c;
         if (parse_cidr(e, where, &c, err, errlen) < 0)
             return -1;
-        cidr_entry *grown = realloc(a->cidrs, (a->ncidrs + 1) * sizeof *grown);
-        if (!grown)
-            abort();
+        cidr_entry *grown = util_xrealloc(a->cidrs, (a->ncidrs + 1) * sizeof *grown);
         a->cidrs = grown;
         a->cidrs[a->ncidrs++] = c;
         return 0;
@@ -453,9 +449,7 @@ static int parse_entry(dq_allow *a, const char *s, size_t n, size_t pos, char *e
 
 dq_allow *guard_allow_parse(const char *spec, char *err, size_t errlen)
 {
-    dq_allow *a = calloc(1, sizeof *a);
-    if (!a)
-        abort();
+    dq_allow *a = util_xcalloc(1, sizeof *a);
     const char *p = spec ? spec : "", *word;
     size_t pos = 0, len;
     while (util_next_word(&p, &word, &len)) {
@@ -570,17 +564,17 @@ static int path_char(char c)
     return is_alpha(c) || is_digit(c) || (c && strchr("-._~!$&'()*+,;=:@/?", c));
 }
 
-int guard_parse_url(const char *url, size_t len, dq_url *out, char *err, size_t errlen)
+/* Where the parts of a URL are: scheme [0, scheme_len), the authority
+ * [auth, auth_end) with its host [hs, he) and what follows the host
+ * (`after`: a port), then the path and query up to the end. */
+typedef struct {
+    size_t scheme_len, auth, auth_end, hs, he, after;
+    char scheme[8]; /* lower case */
+} url_parts;
+
+/* ASCII only, no spaces, control characters or fragment. */
+static int url_chars_ok(const char *url, size_t len, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
-    if (!url || len == 0) {
-        snprintf(err, errlen, URL_FIELD " must not be empty");
-        return -1;
-    }
-    if (len > GUARD_URL_MAX) {
-        snprintf(err, errlen, URL_FIELD " must be at most %d bytes", GUARD_URL_MAX);
-        return -1;
-    }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)url[i];
         if (c >= 0x80) {
@@ -598,8 +592,12 @@ int guard_parse_url(const char *url, size_t len, dq_url *out, char *err, size_t 
             return -1;
         }
     }
+    return 0;
+}
 
-    /* scheme ":" "//" */
+/* scheme ":" "//": http or https. */
+static int url_scheme(const char *url, size_t len, url_parts *u, char *err, size_t errlen)
+{
     size_t i = 0;
     while (i < len && (is_alpha(url[i]) || (i > 0 && (is_digit(url[i]) || strchr("+-.", url[i])))))
         i++;
@@ -607,92 +605,114 @@ int guard_parse_url(const char *url, size_t len, dq_url *out, char *err, size_t 
         snprintf(err, errlen, URL_FIELD " must be an absolute URL such as https://example.com/hook");
         return -1;
     }
-    size_t scheme_len = i;
-    char scheme[8] = "";
-    for (size_t j = 0; j < scheme_len && j < sizeof scheme - 1; j++)
-        scheme[j] = to_lower(url[j]);
-    if (scheme_len >= sizeof scheme || (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
+    u->scheme_len = i;
+    for (size_t j = 0; j < i && j < sizeof u->scheme - 1; j++)
+        u->scheme[j] = to_lower(url[j]);
+    if (i >= sizeof u->scheme ||
+        (strcmp(u->scheme, "http") != 0 && strcmp(u->scheme, "https") != 0)) {
         snprintf(err, errlen, URL_FIELD " must use http or https");
         return -1;
     }
     if (len - i < 3 || url[i + 1] != '/' || url[i + 2] != '/') {
-        snprintf(err, errlen, URL_FIELD " must be an absolute URL such as %s://example.com/hook", scheme);
+        snprintf(err, errlen, URL_FIELD " must be an absolute URL such as %s://example.com/hook",
+                 u->scheme);
         return -1;
     }
+    u->auth = i + 3;
+    return 0;
+}
 
-    /* authority: host [":" port], up to the path or query */
-    size_t auth = i + 3, auth_end = auth;
-    while (auth_end < len && url[auth_end] != '/' && url[auth_end] != '?')
-        auth_end++;
-    if (memchr(url + auth, '@', auth_end - auth)) {
+/* A host name or IPv4 address, up to a ':' or the authority's end. */
+static int url_plain_host(const char *url, url_parts *u, dq_url *out, char *err, size_t errlen)
+{
+    unsigned char addr[16];
+    u->hs = u->auth;
+    const char *colon = memchr(url + u->auth, ':', u->auth_end - u->auth);
+    u->he = colon ? (size_t)(colon - url) : u->auth_end;
+    u->after = u->he;
+    size_t hn = u->he - u->hs;
+    if (hn == 0) {
+        snprintf(err, errlen, URL_FIELD " must have a host");
+        return -1;
+    }
+    if (hn > GUARD_HOST_MAX) {
+        snprintf(err, errlen, URL_FIELD " must have a host of at most %d bytes", GUARD_HOST_MAX);
+        return -1;
+    }
+    if (parse_ipv4(url + u->hs, hn, addr)) {
+        out->host_kind = GUARD_HOST_IPV4;
+    } else if (ends_in_number(url + u->hs, hn)) {
+        snprintf(err, errlen,
+                 URL_FIELD " has a numeric host that is not an IPv4 address written as a.b.c.d "
+                           "(four numbers 0-255, no leading zeros); other spellings such as "
+                           "0177.0.0.1 or 2130706433 are refused, as resolvers read them "
+                           "differently");
+        return -1;
+    } else if (!name_valid(url + u->hs, hn)) {
+        snprintf(err, errlen,
+                 URL_FIELD " must have a host that is a DNS name (letters, digits, '-' and "
+                           "'.'), an IPv4 address or an IPv6 address in [ ]");
+        return -1;
+    } else {
+        out->host_kind = GUARD_HOST_NAME;
+    }
+    return 0;
+}
+
+/* authority: host [":" port], up to the path or query; no user info. */
+static int url_host(const char *url, size_t len, url_parts *u, dq_url *out, char *err,
+                    size_t errlen)
+{
+    size_t auth = u->auth;
+    u->auth_end = auth;
+    while (u->auth_end < len && url[u->auth_end] != '/' && url[u->auth_end] != '?')
+        u->auth_end++;
+    if (memchr(url + auth, '@', u->auth_end - auth)) {
         snprintf(err, errlen, URL_FIELD " must not contain a user name or password (user:pass@)");
         return -1;
     }
-    size_t hs, he, after;
+    if (!(auth < u->auth_end && url[auth] == '['))
+        return url_plain_host(url, u, out, err, errlen);
     unsigned char addr[16];
-    if (auth < auth_end && url[auth] == '[') {
-        const char *close = memchr(url + auth, ']', auth_end - auth);
-        hs = auth + 1;
-        he = close ? (size_t)(close - url) : auth_end;
-        if (!close || !parse_ipv6(url + hs, he - hs, addr)) {
-            snprintf(err, errlen,
-                     URL_FIELD " must have a valid IPv6 address between [ and ] (without a zone id)");
-            return -1;
-        }
-        out->host_kind = GUARD_HOST_IPV6;
-        after = he + 1;
-    } else {
-        hs = auth;
-        const char *colon = memchr(url + auth, ':', auth_end - auth);
-        he = colon ? (size_t)(colon - url) : auth_end;
-        after = he;
-        size_t hn = he - hs;
-        if (hn == 0) {
-            snprintf(err, errlen, URL_FIELD " must have a host");
-            return -1;
-        }
-        if (hn > GUARD_HOST_MAX) {
-            snprintf(err, errlen, URL_FIELD " must have a host of at most %d bytes", GUARD_HOST_MAX);
-            return -1;
-        }
-        if (parse_ipv4(url + hs, hn, addr)) {
-            out->host_kind = GUARD_HOST_IPV4;
-        } else if (ends_in_number(url + hs, hn)) {
-            snprintf(err, errlen,
-                     URL_FIELD " has a numeric host that is not an IPv4 address written as a.b.c.d "
-                               "(four numbers 0-255, no leading zeros); other spellings such as "
-                               "0177.0.0.1 or 2130706433 are refused, as resolvers read them "
-                               "differently");
-            return -1;
-        } else if (!name_valid(url + hs, hn)) {
-            snprintf(err, errlen,
-                     URL_FIELD " must have a host that is a DNS name (letters, digits, '-' and "
-                               "'.'), an IPv4 address or an IPv6 address in [ ]");
-            return -1;
-        } else {
-            out->host_kind = GUARD_HOST_NAME;
-        }
+    const char *close = memchr(url + auth, ']', u->auth_end - auth);
+    u->hs = auth + 1;
+    u->he = close ? (size_t)(close - url) : u->auth_end;
+    if (!close || !parse_ipv6(url + u->hs, u->he - u->hs, addr)) {
+        snprintf(err, errlen,
+                 URL_FIELD " must have a valid IPv6 address between [ and ] (without a zone id)");
+        return -1;
     }
-    out->port = strcmp(scheme, "https") == 0 ? 443 : 80;
-    if (after < auth_end) {
-        /* after the host: ":" and 1 to 5 digits, nothing else */
-        size_t ps = after + 1, pn = auth_end - ps;
-        unsigned v = 0;
-        int ok = url[after] == ':' && pn >= 1 && pn <= 5;
-        for (size_t j = 0; ok && j < pn; j++) {
-            ok = is_digit(url[ps + j]);
-            v = v * 10 + (unsigned)(url[ps + j] - '0');
-        }
-        if (!ok || v < 1 || v > 65535) {
-            snprintf(err, errlen, URL_FIELD " must have a port from 1 to 65535 after the host, if any");
-            return -1;
-        }
-        out->port = v;
-        out->port_given = 1;
-    }
+    out->host_kind = GUARD_HOST_IPV6;
+    u->after = u->he + 1;
+    return 0;
+}
 
-    /* path and query */
-    for (size_t j = auth_end; j < len; j++) {
+/* After the host: nothing (the scheme's port), or ":" and 1 to 5 digits. */
+static int url_port(const char *url, const url_parts *u, dq_url *out, char *err, size_t errlen)
+{
+    out->port = strcmp(u->scheme, "https") == 0 ? 443 : 80;
+    if (u->after >= u->auth_end)
+        return 0;
+    size_t ps = u->after + 1, pn = u->auth_end - ps;
+    unsigned v = 0;
+    int ok = url[u->after] == ':' && pn >= 1 && pn <= 5;
+    for (size_t j = 0; ok && j < pn; j++) {
+        ok = is_digit(url[ps + j]);
+        v = v * 10 + (unsigned)(url[ps + j] - '0');
+    }
+    if (!ok || v < 1 || v > 65535) {
+        snprintf(err, errlen, URL_FIELD " must have a port from 1 to 65535 after the host, if any");
+        return -1;
+    }
+    out->port = v;
+    out->port_given = 1;
+    return 0;
+}
+
+/* Path and query: RFC 3986 characters and well-formed '%' escapes. */
+static int url_path_ok(const char *url, size_t from, size_t len, char *err, size_t errlen)
+{
+    for (size_t j = from; j < len; j++) {
         if (url[j] == '%') {
             if (j + 2 >= len || !is_hex(url[j + 1]) || !is_hex(url[j + 2])) {
                 snprintf(err, errlen, URL_FIELD " has a '%%' not followed by two hex digits");
@@ -700,27 +720,54 @@ int guard_parse_url(const char *url, size_t len, dq_url *out, char *err, size_t 
             }
             j += 2;
         } else if (!path_char(url[j])) {
-            snprintf(err, errlen, URL_FIELD " must percent-encode the character '%c' in its path or query",
+            snprintf(err, errlen,
+                     URL_FIELD " must percent-encode the character '%c' in its path or query",
                      url[j]);
             return -1;
         }
     }
+    return 0;
+}
 
+/* The checked URL into out: scheme and host in lower case, "/" for an
+ * empty path. */
+static void url_store(const char *url, size_t len, const url_parts *u, dq_url *out)
+{
     memcpy(out->url, url, len);
     out->url[len] = '\0';
-    for (size_t j = 0; j < scheme_len; j++)
+    for (size_t j = 0; j < u->scheme_len; j++)
         out->url[j] = to_lower(url[j]);
-    for (size_t j = hs; j < he; j++)
+    for (size_t j = u->hs; j < u->he; j++)
         out->url[j] = to_lower(url[j]);
-    memcpy(out->scheme, scheme, scheme_len + 1);
-    memcpy(out->host, out->url + hs, he - hs);
-    out->host[he - hs] = '\0';
-    size_t pl = len - auth_end;
+    memcpy(out->scheme, u->scheme, u->scheme_len + 1);
+    memcpy(out->host, out->url + u->hs, u->he - u->hs);
+    out->host[u->he - u->hs] = '\0';
+    size_t pl = len - u->auth_end;
     size_t o = 0;
-    if (pl == 0 || url[auth_end] != '/')
+    if (pl == 0 || url[u->auth_end] != '/')
         out->path[o++] = '/';
-    memcpy(out->path + o, url + auth_end, pl);
+    memcpy(out->path + o, url + u->auth_end, pl);
     out->path[o + pl] = '\0';
+}
+
+int guard_parse_url(const char *url, size_t len, dq_url *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!url || len == 0) {
+        snprintf(err, errlen, URL_FIELD " must not be empty");
+        return -1;
+    }
+    if (len > GUARD_URL_MAX) {
+        snprintf(err, errlen, URL_FIELD " must be at most %d bytes", GUARD_URL_MAX);
+        return -1;
+    }
+    url_parts u;
+    memset(&u, 0, sizeof u);
+    if (url_chars_ok(url, len, err, errlen) < 0 || url_scheme(url, len, &u, err, errlen) < 0 ||
+        url_host(url, len, &u, out, err, errlen) < 0 || url_port(url, &u, out, err, errlen) < 0 ||
+        url_path_ok(url, u.auth_end, len, err, errlen) < 0)
+        return -1;
+    url_store(url, len, &u, out);
     return 0;
 }
 

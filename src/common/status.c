@@ -7,6 +7,7 @@ static const struct {
     int http;
     const char *line;
     const char *code;
+    const char *reason; /* a finer stable word beside the contract's code, or NULL */
 } table[DQ_STATUS_COUNT] = {
     [DQ_OK] = {200, "200 OK", "ok"},
     [DQ_BAD_REQUEST] = {400, "400 Bad Request", "bad_request"},
@@ -18,6 +19,7 @@ static const struct {
     [DQ_TIMEOUT] = {504, "504 Gateway Timeout", "timeout"},
     [DQ_INTERNAL] = {500, "500 Internal Server Error", "internal"},
     [DQ_MISCONFIGURED] = {500, "500 Internal Server Error", "internal"},
+    [DQ_UNKNOWN_COMMAND] = {400, "400 Bad Request", "bad_request", "unknown_command"},
 };
 
 int status_http(dq_status s)
@@ -36,4 +38,10 @@ const char *status_code(dq_status s)
 {
     assert(s < DQ_STATUS_COUNT);
     return table[s].code;
+}
+
+const char *status_reason(dq_status s)
+{
+    assert(s < DQ_STATUS_COUNT);
+    return table[s].reason;
 }

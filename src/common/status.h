@@ -14,6 +14,8 @@ typedef enum {
     DQ_TIMEOUT,
     DQ_INTERNAL,
     DQ_MISCONFIGURED, /* this process disagrees with the deployment (buckets) */
+    DQ_UNKNOWN_COMMAND, /* 400 bad_request with reason unknown_command: clients tell an
+                         * older server by it */
     DQ_STATUS_COUNT
 } dq_status;
 
@@ -22,5 +24,8 @@ int status_http(dq_status s);
 const char *status_line(dq_status s);
 /* Stable protocol code: "bad_request", "not_found", ... ("ok" for DQ_OK). */
 const char *status_code(dq_status s);
+/* A finer stable word some errors carry beside their code ("reason"), or
+ * NULL: the code stays the contract's (PROTOCOL's table). */
+const char *status_reason(dq_status s);
 
 #endif

@@ -1,7 +1,8 @@
-/* util: clocks, crc32, random hex, hex digits, word lists. */
+/* util: allocation, clocks, crc32, random hex, hex digits, word lists. */
 #include "common/util.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
@@ -11,6 +12,33 @@ static int64_t clock_ms(clockid_t clock)
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *must(void *p)
+{
+    if (!p)
+        abort();
+    return p;
+}
+
+void *util_xmalloc(size_t n)
+{
+    return must(malloc(n));
+}
+
+void *util_xcalloc(size_t n, size_t size)
+{
+    return must(calloc(n, size));
+}
+
+void *util_xrealloc(void *p, size_t n)
+{
+    return must(realloc(p, n));
+}
+
+char *util_xstrdup(const char *s)
+{
+    return must(strdup(s));
 }
 
 int64_t util_mono_ms(void)

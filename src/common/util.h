@@ -1,10 +1,18 @@
-/* util: small helpers shared by the binaries: clocks, crc32, random hex,
- * hex digits, word lists. */
+/* util: small helpers shared by the binaries: allocation, clocks, crc32,
+ * random hex, hex digits, word lists. */
 #ifndef DQ_UTIL_H
 #define DQ_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* malloc, calloc, realloc and strdup that do not return without the
+ * memory: out of memory, the process aborts (there is no sensible answer
+ * to give without it, and a worker that dies is replaced). */
+void *util_xmalloc(size_t n);
+void *util_xcalloc(size_t n, size_t size);
+void *util_xrealloc(void *p, size_t n);
+char *util_xstrdup(const char *s);
 
 /* Monotonic milliseconds, for timeouts and backoff (never for due times:
  * those come from Redis' clock). */

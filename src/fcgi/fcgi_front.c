@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util.h"
+
 struct fcgi_conn {
     FCGX_Request fr;
 };
@@ -28,9 +30,7 @@ int fcgi_listen(const dq_config *cfg)
 
 fcgi_conn *fcgi_conn_new(int fd)
 {
-    fcgi_conn *c = calloc(1, sizeof *c);
-    if (!c)
-        abort();
+    fcgi_conn *c = util_xcalloc(1, sizeof *c);
     /* No listening socket: libfcgi must never accept by itself (it would
      * block a thread in accept). A read error then ends in an error return
      * instead of a new accept. */

@@ -52,43 +52,114 @@ static pid_t spawn_worker(const dq_config *cfg, int listen_fd, wake_claims *clai
     exit(worker_run(cfg, listen_fd, claims));
 }
 
-int main(int argc, char **argv)
+/* Reads the configuration; a tokens file or push_allow that does not parse
+ * stops start-up here, not in each worker. *migrate: --migrate was given.
+ * Returns 0, or the exit status (after --help: -1, exit 0). */
+static int configure(dq_config *cfg, int argc, char **argv, int *migrate)
 {
-    static dq_config cfg;
     char err[512];
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         printf("usage: delayq-fcgi [--migrate] [-c delayq.conf] [--key=value ...]\n"
                "Every key of delayq.conf can also be set as DELAYQ_<KEY> or --key=value.\n"
                "--migrate: convert the deployment's data of an older stored layout, then exit\n"
                "(docs/OPERATIONS.md, \"Upgrading without losing jobs\").\n");
-        return 0;
+        return -1;
     }
-    int migrate = argc > 1 && strcmp(argv[1], "--migrate") == 0;
-    if (migrate) {
+    *migrate = argc > 1 && strcmp(argv[1], "--migrate") == 0;
+    if (*migrate) {
         argv[1] = argv[0];
         argc--;
         argv++;
     }
-    if (config_init(&cfg, argc, argv, err, sizeof err) < 0) {
+    if (config_init(cfg, argc, argv, err, sizeof err) < 0) {
         fprintf(stderr, "delayq-fcgi: %s\n", err);
         return 2;
     }
-    log_init("delayq-fcgi", cfg.log_level);
-    if (cfg.auth_file[0]) {
-        /* Checked here so a bad tokens file stops start-up, not each worker. */
-        dq_auth *auth = auth_load(cfg.auth_file, err, sizeof err);
+    log_init("delayq-fcgi", cfg->log_level);
+    if (cfg->auth_file[0]) {
+        dq_auth *auth = auth_load(cfg->auth_file, err, sizeof err);
         if (!auth) {
             fprintf(stderr, "delayq-fcgi: %s\n", err);
             return 2;
         }
         auth_free(auth);
     }
-    dq_allow *allow = guard_allow_parse(cfg.push_allow, err, sizeof err);
+    dq_allow *allow = guard_allow_parse(cfg->push_allow, err, sizeof err);
     if (!allow) {
         fprintf(stderr, "delayq-fcgi: %s\n", err);
         return 2;
     }
     guard_allow_free(allow);
+    return 0;
+}
+
+/* Blocks the stop signals and SIGCHLD (sigsuspend waits for them) and
+ * installs their handlers. *old gets the mask to wait with, *worker_mask
+ * the one workers start with (SIGTERM/SIGINT blocked: they sigwait). */
+static void master_signals(sigset_t *old, sigset_t *worker_mask)
+{
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &stop_set, old);
+    *worker_mask = *old;
+    sigaddset(worker_mask, SIGTERM);
+    sigaddset(worker_mask, SIGINT);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_child;
+    sigaction(SIGCHLD, &sa, NULL);
+}
+
+/* Until a stop signal: replaces each worker that exits. */
+static void supervise(const dq_config *cfg, int listen_fd, wake_claims *claims, pid_t *workers,
+                      const sigset_t *old, const sigset_t *worker_mask)
+{
+    while (!stop_signal) {
+        sigsuspend(old);
+        pid_t pid;
+        int status;
+        while (!stop_signal && (pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            for (int i = 0; i < cfg->workers; i++) {
+                if (workers[i] != pid)
+                    continue;
+                log_warn("worker %d exited (%s %d); starting a new one", (int)pid,
+                         WIFSIGNALED(status) ? "signal" : "status",
+                         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                workers[i] = spawn_worker(cfg, listen_fd, claims, worker_mask);
+            }
+        }
+    }
+}
+
+/* Stops every worker and waits for it; 1 if one did not exit cleanly. */
+static int stop_workers(const dq_config *cfg, const pid_t *workers)
+{
+    log_info("signal %d: stopping workers", (int)stop_signal);
+    for (int i = 0; i < cfg->workers; i++)
+        kill(workers[i], SIGTERM);
+    int code = 0;
+    for (int i = 0; i < cfg->workers; i++) {
+        int status;
+        if (waitpid(workers[i], &status, 0) == workers[i] &&
+            !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+            code = 1;
+    }
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    static dq_config cfg;
+    int migrate = 0;
+    int bad = configure(&cfg, argc, argv, &migrate);
+    if (bad)
+        return bad < 0 ? 0 : bad;
     if (daemon_layout_settle(&cfg))
         return 1;
     if (migrate) /* after the settling: it learns the shard count */
@@ -111,57 +182,16 @@ int main(int argc, char **argv)
         log_error("cannot map the shared wake-up table");
         return 1;
     }
-
-    sigset_t stop_set, old;
-    sigemptyset(&stop_set);
-    sigaddset(&stop_set, SIGTERM);
-    sigaddset(&stop_set, SIGINT);
-    sigaddset(&stop_set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &stop_set, &old);
-    sigset_t worker_mask = old;
-    sigaddset(&worker_mask, SIGTERM);
-    sigaddset(&worker_mask, SIGINT);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sa.sa_handler = on_child;
-    sigaction(SIGCHLD, &sa, NULL);
-
+    sigset_t old, worker_mask;
+    master_signals(&old, &worker_mask);
     pid_t *workers = calloc((size_t)cfg.workers, sizeof *workers);
     if (!workers)
         return 1;
     for (int i = 0; i < cfg.workers; i++)
         workers[i] = spawn_worker(&cfg, listen_fd, claims, &worker_mask);
     log_info("listening on %s with %d workers x %d threads", cfg.listen, cfg.workers, cfg.threads);
-
-    while (!stop_signal) {
-        sigsuspend(&old);
-        pid_t pid;
-        int status;
-        while (!stop_signal && (pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            for (int i = 0; i < cfg.workers; i++) {
-                if (workers[i] != pid)
-                    continue;
-                log_warn("worker %d exited (%s %d); starting a new one", (int)pid,
-                         WIFSIGNALED(status) ? "signal" : "status",
-                         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-                workers[i] = spawn_worker(&cfg, listen_fd, claims, &worker_mask);
-            }
-        }
-    }
-
-    log_info("signal %d: stopping workers", (int)stop_signal);
-    for (int i = 0; i < cfg.workers; i++)
-        kill(workers[i], SIGTERM);
-    int code = 0;
-    for (int i = 0; i < cfg.workers; i++) {
-        int status;
-        if (waitpid(workers[i], &status, 0) == workers[i] &&
-            !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-            code = 1;
-    }
+    supervise(&cfg, listen_fd, claims, workers, &old, &worker_mask);
+    int code = stop_workers(&cfg, workers);
     close(listen_fd);
     if (cfg.listen[0] == '/')
         unlink(cfg.listen);

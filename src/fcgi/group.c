@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+
 typedef enum { OP_ADD, OP_FINISH, OP_DELETE, OP_POP, OP_KINDS } op_kind;
 
 typedef struct op {
@@ -110,10 +112,8 @@ static void run_pops(dq_store *s, op **batch, size_t n)
         q.count += batch[i]->pop->count;
         q.nfinish += batch[i]->pop->nfinish;
     }
-    const char **finish = calloc(q.nfinish + 1, sizeof *finish);
-    store_item *finished = calloc(q.nfinish + 1, sizeof *finished);
-    if (!finish || !finished)
-        abort();
+    const char **finish = util_xcalloc(q.nfinish + 1, sizeof *finish);
+    store_item *finished = util_xcalloc(q.nfinish + 1, sizeof *finished);
     size_t f = 0;
     for (size_t i = 0; i < n; i++) {
         for (size_t k = 0; k < batch[i]->pop->nfinish; k++)
@@ -159,18 +159,14 @@ static void run_batch(dq_store *s, op **batch, size_t n)
         return;
     }
     dq_job_spec *jobs = NULL;
-    const char **ids = calloc(n, sizeof *ids);
-    store_item *items = calloc(n, sizeof *items);
-    if (!ids || !items)
-        abort();
+    const char **ids = util_xcalloc(n, sizeof *ids);
+    store_item *items = util_xcalloc(n, sizeof *items);
     for (size_t i = 0; i < n; i++)
         ids[i] = batch[i]->id;
     store_error err;
     dq_status st;
     if (batch[0]->kind == OP_ADD) {
-        jobs = calloc(n, sizeof *jobs);
-        if (!jobs)
-            abort();
+        jobs = util_xcalloc(n, sizeof *jobs);
         for (size_t i = 0; i < n; i++)
             jobs[i] = *batch[i]->job;
         st = store_add(s, batch[0]->allow, jobs, ids, n, items, &err);
@@ -207,9 +203,7 @@ static dq_status submit(dq_group *g, dq_store *s, op *own)
         pthread_cond_wait(&own->cv, &g->lock);
     if (!own->done) {
         op *stack[64];
-        op **batch = g->max <= 64 ? stack : malloc(g->max * sizeof *batch);
-        if (!batch)
-            abort();
+        op **batch = g->max <= 64 ? stack : util_xmalloc(g->max * sizeof *batch);
         size_t n = take_batch(g, q, own, batch);
         pthread_mutex_unlock(&g->lock);
         run_batch(s, batch, n);

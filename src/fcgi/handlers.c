@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fcgi/metrics.h"
+#include "fcgi/prometheus.h"
 #include "fcgi/reply.h"
 #include "fcgi/shard_pop.h"
 #include "sched/sched_time.h"
@@ -48,25 +49,26 @@ static dq_response store_failure(call_ctx *c, dq_status st, const store_error *e
     }
 }
 
-static const char *ids_word(const call_ctx *c)
-{
-    return command_name(c->req->cmd);
-}
-
 /* ------------------------------------------------------------------------ */
 /* add                                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* The first job whose `at` is more than ten years ahead, or -1. Checked
- * against this host's clock: years of slack make its drift irrelevant. */
-static long at_out_of_range(const dq_request *req)
+/* Whether an `at` is more than ten years ahead. Checked against this
+ * host's clock: years of slack make its drift irrelevant. */
+static int at_too_far(int64_t at_ms)
 {
-    int64_t limit = util_wall_ms() + DQ_DELAY_MAX_MS;
-    for (size_t i = 0; i < req->njobs; i++) {
-        if (req->jobs[i].at_ms > limit)
-            return (long)i;
-    }
-    return -1;
+    return at_ms > util_wall_ms() + DQ_DELAY_MAX_MS;
+}
+
+/* The 400 for an `at` too far ahead: the batch's jobs[i], or i < 0 for the
+ * request's own field. */
+static dq_response at_too_far_answer(call_ctx *c, long i)
+{
+    if (i >= 0)
+        return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'jobs[%ld].at' must be at most ten years from now", i));
+    return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                               "field 'at' must be at most ten years from now"));
 }
 
 /* The result entry of an item whose shard's call failed. */
@@ -84,6 +86,53 @@ static void item_failure(dq_buf *out, size_t i, const char *id, dq_status st, co
                        msg);
 }
 
+/* How a command's items are answered in a batch: the verb of a call
+ * failure, and which of the store's answers are the item's own. */
+typedef struct {
+    const char *done;  /* "added": "... it was not added" */
+    int not_found;     /* DQ_NOT_FOUND answers "no job with this id" */
+    void (*conflict)(char *msg, size_t n, const char *state); /* NULL: none */
+} item_words;
+
+/* The entries of a batch answer, one per id, in request order. */
+static void put_items(dq_buf *out, const char *const *ids, const store_item *items, size_t n,
+                      const item_words *w)
+{
+    char msg[128];
+    for (size_t i = 0; i < n; i++) {
+        dq_status st = items[i].status;
+        if (st == DQ_OK) {
+            reply_result_ok(out, i, ids[i]);
+        } else if (st == DQ_CONFLICT && w->conflict) {
+            w->conflict(msg, sizeof msg, items[i].state);
+            reply_result_error(out, i, ids[i], DQ_CONFLICT, msg);
+        } else if (st == DQ_NOT_FOUND && w->not_found) {
+            reply_result_error(out, i, ids[i], DQ_NOT_FOUND, "no job with this id");
+        } else {
+            item_failure(out, i, ids[i], st, w->done);
+        }
+    }
+}
+
+/* {"success":true,"results":[...]} */
+static void reply_items(dq_buf *out, const char *const *ids, const store_item *items, size_t n,
+                        const item_words *w)
+{
+    reply_results_begin(out);
+    put_items(out, ids, items, n, w);
+    reply_results_end(out);
+}
+
+static void add_conflict(char *msg, size_t n, const char *state)
+{
+    snprintf(msg, n, "a job with this id already exists%s%s%s", state[0] ? " (state " : "", state,
+             state[0] ? ")" : "");
+}
+
+static const item_words add_words = {"added", 0, add_conflict};
+static const item_words finish_words = {"finished", 1, NULL};
+static const item_words delete_words = {"deleted", 1, NULL};
+
 static dq_response misconfigured(call_ctx *c, const store_error *err)
 {
     log_error("config keys 'buckets' (%d) and 'shards' (%d) differ from the layout this "
@@ -98,20 +147,13 @@ static dq_response misconfigured(call_ctx *c, const store_error *err)
 static dq_response handle_add(call_ctx *c)
 {
     const dq_request *req = c->req;
-    long late = at_out_of_range(req);
-    if (late >= 0) {
-        if (req->batch)
-            return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
-                                       "field 'jobs[%ld].at' must be at most ten years from now",
-                                       late));
-        return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
-                                   "field 'at' must be at most ten years from now"));
+    for (size_t i = 0; i < req->njobs; i++) {
+        if (at_too_far(req->jobs[i].at_ms))
+            return at_too_far_answer(c, req->batch ? (long)i : -1);
     }
-    char (*generated)[2 * GENERATED_ID_BYTES + 1] = calloc(req->njobs, sizeof *generated);
-    const char **ids = calloc(req->njobs, sizeof *ids);
-    store_item *items = calloc(req->njobs, sizeof *items);
-    if (!generated || !ids || !items)
-        abort();
+    char (*generated)[2 * GENERATED_ID_BYTES + 1] = util_xcalloc(req->njobs, sizeof *generated);
+    const char **ids = util_xcalloc(req->njobs, sizeof *ids);
+    store_item *items = util_xcalloc(req->njobs, sizeof *items);
     for (size_t i = 0; i < req->njobs; i++) {
         ids[i] = req->jobs[i].id;
         if (!ids[i]) {
@@ -136,21 +178,7 @@ static dq_response handle_add(call_ctx *c)
         else
             reply_id(c->out, ids[0], NULL, NULL);
     } else {
-        reply_results_begin(c->out);
-        for (size_t i = 0; i < req->njobs; i++) {
-            if (items[i].status == DQ_CONFLICT) {
-                char msg[128];
-                snprintf(msg, sizeof msg, "a job with this id already exists%s%s%s",
-                         items[i].state[0] ? " (state " : "", items[i].state,
-                         items[i].state[0] ? ")" : "");
-                reply_result_error(c->out, i, ids[i], DQ_CONFLICT, msg);
-            } else if (items[i].status != DQ_OK) {
-                item_failure(c->out, i, ids[i], items[i].status, "added");
-            } else {
-                reply_result_ok(c->out, i, ids[i]);
-            }
-        }
-        reply_results_end(c->out);
+        reply_items(c->out, ids, items, req->njobs, &add_words);
     }
     free(generated);
     free(ids);
@@ -167,15 +195,8 @@ static void reply_finished(call_ctx *c)
 {
     const dq_request *req = c->req;
     buf_puts(c->out, ",\"finished\":[");
-    for (size_t i = 0; i < req->nids; i++) {
-        const store_item *it = &c->progress->finished[i];
-        if (it->status == DQ_OK)
-            reply_result_ok(c->out, i, req->ids[i]);
-        else if (it->status == DQ_NOT_FOUND)
-            reply_result_error(c->out, i, req->ids[i], DQ_NOT_FOUND, "no job with this id");
-        else
-            item_failure(c->out, i, req->ids[i], it->status, "finished");
-    }
+    put_items(c->out, (const char *const *)req->ids, c->progress->finished, req->nids,
+              &finish_words);
     buf_putc(c->out, ']');
 }
 
@@ -188,9 +209,7 @@ static dq_status pop_once(call_ctx *c, store_jobs *jobs, store_error *err)
                        c->allow, NULL, 0, NULL};
     if (req->nids > 0 && !pg->finish_done) {
         if (!pg->finished) {
-            pg->finished = calloc(req->nids, sizeof *pg->finished);
-            if (!pg->finished)
-                abort();
+            pg->finished = util_xcalloc(req->nids, sizeof *pg->finished);
         }
         q.finish = (const char *const *)req->ids;
         q.nfinish = req->nids;
@@ -250,9 +269,7 @@ static dq_response handle_pop(call_ctx *c)
 static dq_response handle_remove(call_ctx *c)
 {
     const dq_request *req = c->req;
-    store_item *items = calloc(req->nids, sizeof *items);
-    if (!items)
-        abort();
+    store_item *items = util_xcalloc(req->nids, sizeof *items);
     store_error err;
     int finished = req->cmd == CMD_FINISH;
     dq_status st = req->batch ? store_remove(c->h->store, c->allow, finished, req->ids, req->nids,
@@ -268,17 +285,8 @@ static dq_response handle_remove(call_ctx *c)
         else
             res = answer(reply_errorf(c->out, DQ_NOT_FOUND, "no job with id '%s'", req->ids[0]));
     } else {
-        reply_results_begin(c->out);
-        for (size_t i = 0; i < req->nids; i++) {
-            if (items[i].status == DQ_OK)
-                reply_result_ok(c->out, i, req->ids[i]);
-            else if (items[i].status == DQ_NOT_FOUND)
-                reply_result_error(c->out, i, req->ids[i], DQ_NOT_FOUND, "no job with this id");
-            else
-                item_failure(c->out, i, req->ids[i], items[i].status,
-                             req->cmd == CMD_FINISH ? "finished" : "deleted");
-        }
-        reply_results_end(c->out);
+        reply_items(c->out, (const char *const *)req->ids, items, req->nids,
+                    finished ? &finish_words : &delete_words);
     }
     free(items);
     return res;
@@ -297,7 +305,7 @@ static dq_response job_failure(call_ctx *c, dq_status st, const store_error *err
         return answer(reply_errorf(c->out, st, "no job with id '%s'", id));
     if (st == DQ_CONFLICT)
         return answer(reply_errorf(c->out, st, "job '%s' is %s, not reserved; %s needs a reserved job",
-                                   id, err->detail, ids_word(c)));
+                                   id, err->detail, command_name(c->req->cmd)));
     return store_failure(c, st, err);
 }
 
@@ -345,17 +353,21 @@ static dq_response handle_bury(call_ctx *c)
     return answer(DQ_OK);
 }
 
+static void kick_conflict(char *msg, size_t n, const char *state)
+{
+    snprintf(msg, n, "the job is %s, not buried", state);
+}
+
+static const item_words kick_words = {"kicked", 1, kick_conflict};
+
 /* kick by id or ids: each named job must be buried. */
 static dq_response kick_ids(call_ctx *c)
 {
     const dq_request *req = c->req;
-    store_item *items = calloc(req->nids, sizeof *items);
-    if (!items)
-        abort();
+    store_item *items = util_xcalloc(req->nids, sizeof *items);
     store_error err;
     dq_status st = store_kick_ids(c->h->store, c->allow, req->ids, req->nids, items, &err);
     dq_response res = answer(DQ_OK);
-    char msg[128];
     if (st != DQ_OK && !(req->batch && store_items_partly_done(items, req->nids))) {
         res = store_failure(c, st, &err);
     } else if (!req->batch) {
@@ -367,20 +379,7 @@ static dq_response kick_ids(call_ctx *c)
         else
             res = answer(reply_errorf(c->out, DQ_NOT_FOUND, "no job with id '%s'", req->ids[0]));
     } else {
-        reply_results_begin(c->out);
-        for (size_t i = 0; i < req->nids; i++) {
-            if (items[i].status == DQ_OK) {
-                reply_result_ok(c->out, i, req->ids[i]);
-            } else if (items[i].status == DQ_CONFLICT) {
-                snprintf(msg, sizeof msg, "the job is %s, not buried", items[i].state);
-                reply_result_error(c->out, i, req->ids[i], DQ_CONFLICT, msg);
-            } else if (items[i].status == DQ_NOT_FOUND) {
-                reply_result_error(c->out, i, req->ids[i], DQ_NOT_FOUND, "no job with this id");
-            } else {
-                item_failure(c->out, i, req->ids[i], items[i].status, "kicked");
-            }
-        }
-        reply_results_end(c->out);
+        reply_items(c->out, (const char *const *)req->ids, items, req->nids, &kick_words);
     }
     free(items);
     return res;
@@ -406,9 +405,8 @@ static dq_response handle_reschedule(call_ctx *c)
 {
     const dq_request *req = c->req;
     const char *id = req->ids[0];
-    if (req->at_ms > util_wall_ms() + DQ_DELAY_MAX_MS)
-        return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
-                                   "field 'at' must be at most ten years from now"));
+    if (at_too_far(req->at_ms))
+        return at_too_far_answer(c, -1);
     char state[STORE_STATE_MAX];
     int64_t due = -1;
     store_error err;
@@ -445,7 +443,7 @@ static dq_response handle_jobs(call_ctx *c)
     store_error err;
     char next[DQ_ID_MAX + 32];
     dq_status st = store_jobs_page(c->h->store, req->topics[0], req->state, req->cursor,
-                                   req->count, &page, next, sizeof next, &err);
+                                   req->limit, &page, next, sizeof next, &err);
     if (st != DQ_OK)
         return store_failure(c, st, &err);
     buf_puts(c->out, "{\"success\":true,\"jobs\":[");
@@ -479,20 +477,6 @@ static dq_tz *schedule_zone(call_ctx *c, const char *name, dq_response *res)
     return tz;
 }
 
-static void schedule_def(dq_sched *def, const dq_cron *cron, const dq_tz *tz, int64_t every_s,
-                         int64_t anchor_s, int64_t start_s, int64_t end_s)
-{
-    memset(def, 0, sizeof *def);
-    def->is_cron = cron != NULL;
-    if (cron)
-        def->cron = *cron;
-    def->tz = tz;
-    def->every_s = every_s;
-    def->anchor_s = anchor_s;
-    def->start_s = start_s < 0 ? SCHED_NONE : start_s;
-    def->end_s = end_s < 0 ? SCHED_NONE : end_s;
-}
-
 static dq_response handle_schedule(call_ctx *c)
 {
     const dq_schedule_spec *sc = &c->req->schedule;
@@ -505,8 +489,12 @@ static dq_response handle_schedule(call_ctx *c)
     int64_t now_s = util_wall_ms() / 1000;
     int64_t anchor_s = sc->start_s >= 0 ? sc->start_s : now_s;
     dq_sched def;
-    schedule_def(&def, sc->cron ? &sc->cron_parsed : NULL, tz, sc->every_s, anchor_s, sc->start_s,
-                 sc->end_s);
+    char why[256];
+    if (sched_define(&def, sc->cron, tz, sc->every_s, anchor_s, sc->start_s, sc->end_s, why,
+                     sizeof why) < 0) { /* parse_schedule parsed it already */
+        tz_free(tz);
+        return answer(reply_errorf(c->out, DQ_BAD_REQUEST, "field 'cron': %s", why));
+    }
     int64_t next = sched_next(&def, now_s);
     if (next == SCHED_NONE) {
         def.end_s = SCHED_NONE;
@@ -550,15 +538,6 @@ static dq_response handle_unschedule(call_ctx *c)
     return answer(DQ_OK);
 }
 
-static void put_int_or_null(dq_buf *out, const char *name, int64_t v)
-{
-    buf_printf(out, ",\"%s\":", name);
-    if (v < 0)
-        buf_puts(out, "null");
-    else
-        buf_put_i64(out, v);
-}
-
 /* The upcoming fires of a schedule: its stored next fire and those after. */
 static void put_upcoming(call_ctx *c, const store_schedule *sc, int n)
 {
@@ -566,16 +545,11 @@ static void put_upcoming(call_ctx *c, const store_schedule *sc, int n)
     int found = 0;
     char why[256];
     dq_tz *tz = tz_load(sc->tz, why, sizeof why);
-    if (tz && sc->next_ms >= 0) {
-        dq_cron cron;
-        int is_cron = sc->cron != NULL;
-        if (!is_cron || cron_parse(sc->cron, &cron, why, sizeof why) == 0) {
-            dq_sched def;
-            schedule_def(&def, is_cron ? &cron : NULL, tz, sc->every_s, sc->anchor_s, sc->start_s,
-                         sc->end_s);
-            found = sched_upcoming(&def, sc->next_ms / 1000 - 1, fires, n);
-        }
-    }
+    dq_sched def;
+    if (tz && sc->next_ms >= 0 &&
+        sched_define(&def, sc->cron, tz, sc->every_s, sc->anchor_s, sc->start_s, sc->end_s, why,
+                     sizeof why) == 0)
+        found = sched_upcoming(&def, sc->next_ms / 1000 - 1, fires, n);
     tz_free(tz);
     buf_puts(c->out, ",\"upcoming\":[");
     for (int i = 0; i < found; i++)
@@ -598,21 +572,21 @@ static void put_schedule(call_ctx *c, const store_schedule *sc)
     }
     buf_puts(out, ",\"tz\":");
     buf_put_json_string(out, sc->tz ? sc->tz : "UTC", sc->tz ? strlen(sc->tz) : 3);
-    put_int_or_null(out, "next", sc->next_ms);
-    put_int_or_null(out, "last", sc->last_ms);
+    reply_int_or_null(out, "next", sc->next_ms);
+    reply_int_or_null(out, "last", sc->last_ms);
     buf_printf(out, ",\"missed\":%lld", (long long)sc->missed);
-    put_int_or_null(out, "start", sc->start_s);
-    put_int_or_null(out, "end", sc->end_s);
+    reply_int_or_null(out, "start", sc->start_s);
+    reply_int_or_null(out, "end", sc->end_s);
     buf_puts(out, ",\"ttr\":");
     buf_put_seconds(out, sc->ttr_ms);
-    put_int_or_null(out, "retries", sc->retries);
+    reply_int_or_null(out, "retries", sc->retries);
     buf_printf(out, ",\"created\":%lld", (long long)sc->created_ms);
     if (sc->body) {
         buf_puts(out, ",\"body\":");
         buf_append(out, sc->body, sc->body_len);
     }
-    if (c->req->count > 0)
-        put_upcoming(c, sc, c->req->count);
+    if (c->req->preview > 0)
+        put_upcoming(c, sc, c->req->preview);
     buf_putc(out, '}');
 }
 
@@ -680,7 +654,7 @@ static dq_response handle_stats(call_ctx *c)
     store_stats st;
     store_error err;
     dq_status s = store_stats_read(c->h->store, req->ntopics ? req->topics[0] : NULL, req->cursor,
-                                   req->count, &st, &err);
+                                   req->limit, &st, &err);
     if (s != DQ_OK)
         return store_failure(c, s, &err);
     buf_puts(c->out, "{\"success\":true,\"topics\":{");
@@ -708,95 +682,6 @@ static dq_response handle_stats(call_ctx *c)
     return answer(DQ_OK);
 }
 
-/* Prometheus label values: backslash, quote and newline escaped. Topics
- * cannot hold them today; the escaping keeps the format right regardless. */
-static void put_label(dq_buf *out, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '\\' || s[i] == '"')
-            buf_putc(out, '\\');
-        if (s[i] == '\n') {
-            buf_puts(out, "\\n");
-            continue;
-        }
-        buf_putc(out, s[i]);
-    }
-}
-
-/* The figures an operator alerts on: per topic whether it is paused and
- * the age of its oldest ready job; for the deployment the oldest overdue
- * bucket entry (timer lag as jobs see it), the oldest ready push job, and
- * each live timer's lateness per shard. */
-static void put_alert_metrics(dq_buf *out, const store_stats *st, size_t shown,
-                              const store_lag *lag)
-{
-    buf_puts(out, "# HELP delayq_topic_paused 1 while the topic is paused (pause/resume).\n"
-                  "# TYPE delayq_topic_paused gauge\n");
-    for (size_t i = 0; i < shown; i++) {
-        buf_puts(out, "delayq_topic_paused{topic=\"");
-        put_label(out, st->topics[i].name, st->topics[i].name_len);
-        buf_printf(out, "\"} %d\n", st->topics[i].paused ? 1 : 0);
-    }
-    buf_puts(out, "# HELP delayq_topics_paused Paused topics.\n# TYPE delayq_topics_paused gauge\n");
-    buf_printf(out, "delayq_topics_paused %lld\n", (long long)lag->paused_topics);
-    buf_puts(out, "# HELP delayq_oldest_ready_age_seconds Age of the topic's oldest ready job "
-                  "(since it became ready; 0 when none).\n"
-                  "# TYPE delayq_oldest_ready_age_seconds gauge\n");
-    for (size_t i = 0; i < shown; i++) {
-        int64_t age = st->topics[i].ready_age_ms;
-        buf_puts(out, "delayq_oldest_ready_age_seconds{topic=\"");
-        put_label(out, st->topics[i].name, st->topics[i].name_len);
-        buf_printf(out, "\"} %.3f\n", age > 0 ? (double)age / 1000 : 0.0);
-    }
-    buf_puts(out, "# HELP delayq_push_oldest_ready_age_seconds Age of the oldest ready push job "
-                  "waiting for delayq-push, all topics (0 when none).\n"
-                  "# TYPE delayq_push_oldest_ready_age_seconds gauge\n");
-    buf_printf(out, "delayq_push_oldest_ready_age_seconds %.3f\n",
-               lag->push_age_ms > 0 ? (double)lag->push_age_ms / 1000 : 0.0);
-    buf_puts(out, "# HELP delayq_oldest_overdue_seconds How long the oldest delayed job (or TTR "
-                  "deadline) past its due time has waited for a timer, all topics (0 when none).\n"
-                  "# TYPE delayq_oldest_overdue_seconds gauge\n");
-    buf_printf(out, "delayq_oldest_overdue_seconds %.3f\n", (double)lag->overdue_ms / 1000);
-    buf_puts(out, "# HELP delayq_timer_lag_seconds A live timer's lateness behind due times in a "
-                  "shard: the largest of its moves within a second, 0 if it moved nothing "
-                  "in the last minute.\n# TYPE delayq_timer_lag_seconds gauge\n");
-    for (size_t i = 0; i < lag->ntimers; i++) {
-        const store_timer_lag *l = &lag->timers[i];
-        buf_puts(out, "delayq_timer_lag_seconds{timer=\"");
-        put_label(out, l->timer, strlen(l->timer));
-        buf_printf(out, "\",shard=\"%d\"} %.3f\n", l->shard,
-                   l->age_ms <= 60000 ? (double)l->late_ms / 1000 : 0.0);
-    }
-}
-
-/* How the deployment spreads over a Redis Cluster's masters: a master that
- * serves none of its shards holds none of its jobs. */
-static void put_spread_metrics(call_ctx *c)
-{
-    int masters, used = store_cluster_spread(c->h->store, &masters);
-    buf_printf(c->out, "# HELP delayq_shards The deployment's shards.\n# TYPE delayq_shards gauge\n"
-                       "delayq_shards %d\n", store_shards(c->h->store));
-    buf_printf(c->out, "# HELP delayq_cluster_masters Masters of the Redis Cluster (0 without "
-                       "one).\n# TYPE delayq_cluster_masters gauge\ndelayq_cluster_masters %d\n",
-               masters);
-    buf_printf(c->out, "# HELP delayq_cluster_masters_unused Cluster masters serving none of the "
-                       "deployment's shards: they hold none of its jobs.\n"
-                       "# TYPE delayq_cluster_masters_unused gauge\n"
-                       "delayq_cluster_masters_unused %d\n", masters - used);
-}
-
-/* The layout gauges: the stored layout of the data (its oldest shard's)
- * and the one this delayq uses; they differ only until a migration. */
-static void put_layout_metrics(dq_buf *out, const store_layout_info *info)
-{
-    buf_printf(out, "# HELP delayq_layout_stored The stored layout of the deployment's data (its "
-                    "oldest shard's; docs/OPERATIONS.md).\n# TYPE delayq_layout_stored gauge\n"
-                    "delayq_layout_stored %d\n"
-                    "# HELP delayq_layout_known The stored layout this delayq reads and writes.\n"
-                    "# TYPE delayq_layout_known gauge\ndelayq_layout_known %d\n",
-               info->lowest ? info->lowest : info->known, info->known);
-}
-
 static dq_response handle_metrics(call_ctx *c)
 {
     store_stats st;
@@ -814,59 +699,13 @@ static dq_response handle_metrics(call_ctx *c)
         store_stats_free(&st);
         return store_failure(c, s, &err);
     }
-    dq_buf *out = c->out;
-    size_t shown = limit > 0 ? st.n : 0;
-    buf_puts(out, "# HELP delayq_topics Topics that hold jobs or held one within topic_retention_s "
-                  "(with several shards: the most one shard knows, a lower bound).\n"
-                  "# TYPE delayq_topics gauge\n");
-    buf_printf(out, "delayq_topics %lld\n", (long long)st.topics_known);
-    buf_puts(out, "# HELP delayq_topics_not_shown Topics left out of the per-topic series "
-                  "(metrics_max_topics).\n# TYPE delayq_topics_not_shown gauge\n");
-    int64_t not_shown = st.topics_known - (int64_t)shown;
-    buf_printf(out, "delayq_topics_not_shown %lld\n", (long long)(not_shown > 0 ? not_shown : 0));
-    buf_puts(out, "# HELP delayq_deployment_jobs Jobs of all topics by state.\n"
-                  "# TYPE delayq_deployment_jobs gauge\n");
-    for (int f = 0; f < STORE_NGAUGES; f++)
-        buf_printf(out, "delayq_deployment_jobs{state=\"%s\"} %lld\n", store_stat_names[f],
-                   (long long)st.totals[f]);
-    put_spread_metrics(c);
-    buf_puts(out, "# HELP delayq_jobs Jobs by topic and state.\n# TYPE delayq_jobs gauge\n");
-    for (size_t i = 0; i < shown; i++) {
-        for (int f = 0; f < STORE_NGAUGES; f++) {
-            buf_puts(out, "delayq_jobs{topic=\"");
-            put_label(out, st.topics[i].name, st.topics[i].name_len);
-            buf_printf(out, "\",state=\"%s\"} %lld\n", store_stat_names[f],
-                       (long long)st.topics[i].v[f]);
-        }
-    }
-    /* Counters: the Prometheus name of each stats counter. */
-    static const struct {
-        store_stat field;
-        const char *name;
-    } counters[] = {{STAT_ADDED, "added"},       {STAT_POPPED, "popped"},
-                    {STAT_FINISHED, "finished"}, {STAT_DELETED, "deleted"},
-                    {STAT_REDELIVERED, "redelivered"}, {STAT_BURIES, "buried"},
-                    {STAT_KICKED, "kicked"}};
-    for (size_t k = 0; k < sizeof counters / sizeof counters[0]; k++) {
-        const char *name = counters[k].name;
-        buf_printf(out, "# HELP delayq_deployment_jobs_%s_total Jobs %s, all topics.\n"
-                        "# TYPE delayq_deployment_jobs_%s_total counter\n"
-                        "delayq_deployment_jobs_%s_total %lld\n",
-                   name, name, name, name, (long long)st.totals[counters[k].field]);
-        buf_printf(out, "# HELP delayq_jobs_%s_total Jobs %s, by topic.\n"
-                        "# TYPE delayq_jobs_%s_total counter\n",
-                   name, name, name);
-        for (size_t i = 0; i < shown; i++) {
-            buf_printf(out, "delayq_jobs_%s_total{topic=\"", name);
-            put_label(out, st.topics[i].name, st.topics[i].name_len);
-            buf_printf(out, "\"} %lld\n", (long long)st.topics[i].v[counters[k].field]);
-        }
-    }
-    put_alert_metrics(out, &st, shown, &lag);
-    put_layout_metrics(out, &layout);
+    prometheus_figures f = {&st, limit > 0 ? st.n : 0, &lag, &layout, store_shards(c->h->store),
+                            0, 0};
+    f.masters_used = store_cluster_spread(c->h->store, &f.masters);
+    prometheus_render(c->out, &f);
     store_lag_free(&lag);
     store_stats_free(&st);
-    metrics_render_requests(out);
+    metrics_render_requests(c->out);
     return (dq_response){DQ_OK, 1, 0};
 }
 
@@ -926,7 +765,7 @@ static dq_response handle_health(call_ctx *c)
 typedef dq_response (*handler_fn)(call_ctx *c);
 
 static const handler_fn handlers[CMD_COUNT] = {
-#define DQ_COMMAND(e, name, flags, parser, handler) [CMD_##e] = handler,
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) [CMD_##e] = handler,
 #include "protocol/commands.def"
 #undef DQ_COMMAND
 };

@@ -80,9 +80,7 @@ static void heap_push(notify_waiter *w)
 {
     if (nheap == heapcap) {
         size_t cap = heapcap ? heapcap * 2 : 64;
-        notify_waiter **h = realloc(heap, cap * sizeof *h);
-        if (!h)
-            abort();
+        notify_waiter **h = util_xrealloc(heap, cap * sizeof *h);
         heap = h;
         heapcap = cap;
     }

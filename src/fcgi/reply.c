@@ -21,6 +21,10 @@ void reply_error(dq_buf *out, dq_status st, const char *msg)
     buf_put_json_string(out, msg, strlen(msg));
     buf_puts(out, ",\"code\":\"");
     buf_puts(out, status_code(st));
+    if (status_reason(st)) {
+        buf_puts(out, "\",\"reason\":\"");
+        buf_puts(out, status_reason(st));
+    }
     buf_puts(out, "\"}");
 }
 
@@ -90,7 +94,7 @@ void reply_popped(dq_buf *out, const store_job *j)
     buf_putc(out, '}');
 }
 
-static void int_or_null(dq_buf *out, const char *key, int64_t v)
+void reply_int_or_null(dq_buf *out, const char *key, int64_t v)
 {
     buf_puts(out, ",\"");
     buf_puts(out, key);
@@ -132,7 +136,7 @@ static void job_push_fields(dq_buf *out, const store_job *j)
     }
     buf_puts(out, "{\"at\":");
     buf_put_i64(out, j->last_at);
-    int_or_null(out, "status", j->last_status);
+    reply_int_or_null(out, "status", j->last_status);
     buf_puts(out, ",\"error\":");
     if (j->last_error && j->last_error_len)
         buf_put_json_string(out, j->last_error, j->last_error_len);
@@ -147,12 +151,12 @@ void reply_job(dq_buf *out, const store_job *j)
     buf_putc(out, ',');
     reply_key_string(out, "state", j->state, j->state ? strlen(j->state) : 0);
     job_value(out, j);
-    int_or_null(out, "due", j->due);
+    reply_int_or_null(out, "due", j->due);
     buf_puts(out, ",\"ttr\":");
     buf_put_seconds(out, j->ttr_ms);
     buf_puts(out, ",\"attempts\":");
     buf_put_i64(out, j->attempts);
-    int_or_null(out, "retries", j->retries);
+    reply_int_or_null(out, "retries", j->retries);
     buf_puts(out, ",\"created\":");
     buf_put_i64(out, j->created);
     job_push_fields(out, j);

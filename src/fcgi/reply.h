@@ -34,6 +34,9 @@ void reply_result_ok(dq_buf *out, size_t i, const char *id);
 void reply_result_error(dq_buf *out, size_t i, const char *id, dq_status st, const char *msg);
 void reply_results_end(dq_buf *out);
 
+/* ,"key":v, or ,"key":null when v < 0 (a value not set). */
+void reply_int_or_null(dq_buf *out, const char *key, int64_t v);
+
 /* "key":"<s>" with s escaped. */
 void reply_key_string(dq_buf *out, const char *key, const char *s, size_t n);
 

@@ -81,10 +81,8 @@ static hint_entry *find(shard_hints *h, const char *topic, size_t len, int creat
         return find(h, topic, len, create);
     }
     hint_entry *e = &h->slots[i];
-    e->topic = malloc(len + 1);
-    e->counts = calloc((size_t)h->shards, sizeof *e->counts);
-    if (!e->topic || !e->counts)
-        abort();
+    e->topic = util_xmalloc(len + 1);
+    e->counts = util_xcalloc((size_t)h->shards, sizeof *e->counts);
     memcpy(e->topic, topic, len);
     e->topic[len] = '\0';
     e->len = len;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+
 typedef struct {
     dq_store *s;
     shard_hints *hints;
@@ -66,9 +68,7 @@ static void count_shards(pop_round *p)
 {
     int shards = store_shards(p->s);
     size_t ntopics = p->q.ntopics;
-    int64_t *counts = calloc((size_t)shards * ntopics, sizeof *counts);
-    if (!counts)
-        abort();
+    int64_t *counts = util_xcalloc((size_t)shards * ntopics, sizeof *counts);
     p->counted = 1;
     dq_status st = store_ready_counts(p->s, p->q.topics, ntopics, counts, p->err);
     if (st != DQ_OK)
@@ -106,9 +106,7 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, sto
         if (st != DQ_OK)
             return st;
     }
-    pop_round p = {s, hints, *q, out, err, calloc((size_t)shards, 1), 0, 0, 0, DQ_OK};
-    if (!p.down)
-        abort();
+    pop_round p = {s, hints, *q, out, err, util_xcalloc((size_t)shards, 1), 0, 0, 0, DQ_OK};
     p.q.nfinish = 0;
     pop_hinted(&p);
     if ((int)out->n < q->count && !p.unknown) {

@@ -136,9 +136,7 @@ static conn *slot_take(fcgi_conn *fc)
     if (W.nfree > 0) {
         c = W.slots[W.free_slots[--W.nfree]];
     } else if (W.nslots < W.maxslots) {
-        c = calloc(1, sizeof *c);
-        if (!c)
-            abort();
+        c = util_xcalloc(1, sizeof *c);
         c->slot = W.nslots;
         W.slots[W.nslots++] = c;
         buf_init(&c->body);

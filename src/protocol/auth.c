@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
+
 
 struct dq_token {
     char secret[AUTH_TOKEN_MAX + 1];
@@ -96,10 +98,8 @@ static int parse_line(char *line, dq_token *t, const char *where, char *err, siz
 
 dq_auth *auth_parse(const char *text, const char *name, char *err, size_t errlen)
 {
-    dq_auth *a = calloc(1, sizeof *a);
-    char *copy = strdup(text);
-    if (!a || !copy)
-        abort();
+    dq_auth *a = util_xcalloc(1, sizeof *a);
+    char *copy = util_xstrdup(text);
     int lineno = 0;
     char *save = NULL;
     for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -111,9 +111,7 @@ dq_auth *auth_parse(const char *text, const char *name, char *err, size_t errlen
             line[--len] = '\0';
         if (!*line || *line == '#')
             continue;
-        dq_token *grown = realloc(a->tokens, (a->n + 1) * sizeof *grown);
-        if (!grown)
-            abort();
+        dq_token *grown = util_xrealloc(a->tokens, (a->n + 1) * sizeof *grown);
         a->tokens = grown;
         char where[300];
         snprintf(where, sizeof where, "%s: token %zu", name, a->n + 1);
@@ -147,9 +145,7 @@ dq_auth *auth_load(const char *path, char *err, size_t errlen)
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
         if (len + n + 1 > cap) {
             cap = (len + n + 1) * 2;
-            text = realloc(text, cap);
-            if (!text)
-                abort();
+            text = util_xrealloc(text, cap);
         }
         memcpy(text + len, chunk, n);
         len += n;
@@ -234,10 +230,13 @@ dq_status auth_check(const dq_auth *a, const char *header, const dq_request *req
         return deny(err, errlen, "this token may not use the command ", command_name(req->cmd));
     if (!auth_topic_limited(t))
         return DQ_OK;
-    if (req->cmd == CMD_METRICS)
-        return deny(err, errlen, "metrics needs a token that is not limited to topics", "");
-    if (req->cmd == CMD_STATS && !req->ntopics)
-        return deny(err, errlen, "a token limited to topics must name a topic in stats", "");
+    int flags = command_flags(req->cmd);
+    if (flags & CMDF_ALL_TOPICS)
+        return deny(err, errlen, command_name(req->cmd),
+                    " needs a token that is not limited to topics");
+    if ((flags & CMDF_NAMES_TOPIC) && !req->ntopics)
+        return deny(err, errlen, "a token limited to topics must name a topic in ",
+                    command_name(req->cmd));
     for (size_t i = 0; i < req->njobs; i++) {
         if (!auth_topic_allowed(t, req->jobs[i].topic))
             return deny(err, errlen, "this token may not use the topic ", req->jobs[i].topic);

@@ -15,11 +15,29 @@
 /* The command table                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* Every field name the protocol knows (fields.def). */
+typedef enum {
+#define DQ_FIELD(e, name) F_##e,
+#include "protocol/fields.def"
+#undef DQ_FIELD
+    NFIELDS
+} field_id;
+
+static const char *const field_names[NFIELDS] = {
+#define DQ_FIELD(e, name) [F_##e] = name,
+#include "protocol/fields.def"
+#undef DQ_FIELD
+};
+
+/* A command's fields as a set of bits (commands.def's FB). */
+#define FB(f) (1u << F_##f)
+
 static const struct {
     const char *name;
     int flags;
+    unsigned fields;
 } commands[CMD_COUNT] = {
-#define DQ_COMMAND(e, name, flags, parser, handler) [CMD_##e] = {name, flags},
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) [CMD_##e] = {name, flags, fields},
 #include "protocol/commands.def"
 #undef DQ_COMMAND
 };
@@ -41,6 +59,25 @@ dq_command command_from_name(const char *name, size_t len)
 int command_flags(dq_command c)
 {
     return c < CMD_COUNT ? commands[c].flags : 0;
+}
+
+/* The read-only commands, the ones GET serves, in table order:
+ * "get, stats, ..." with `last` (", " or " and ") before the last one. */
+static void read_only_names(char *out, size_t outlen, const char *last)
+{
+    size_t o = 0;
+    int left = 0;
+    for (int c = 0; c < CMD_COUNT; c++)
+        left += (commands[c].flags & CMDF_READ_ONLY) != 0;
+    out[0] = '\0';
+    for (int c = 0; c < CMD_COUNT && o < outlen; c++) {
+        if (!(commands[c].flags & CMDF_READ_ONLY))
+            continue;
+        left--;
+        int n = snprintf(out + o, outlen - o, "%s%s", commands[c].name,
+                         left > 1 ? ", " : left == 1 ? last : "");
+        o += n > 0 ? (size_t)n : 0;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -113,52 +150,6 @@ void request_quote_input(char *out, size_t outlen, const char *s, size_t n, size
 /* Fields                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Every field name the protocol knows. A name outside this list is unknown
- * to every command; a known name a command does not read is refused too. */
-typedef enum {
-    F_COMMAND,
-    F_TOPIC,
-    F_TOPICS,
-    F_ID,
-    F_IDS,
-    F_DELAY,
-    F_AT,
-    F_TTR,
-    F_TTR_UPPER,
-    F_BODY,
-    F_RETRIES,
-    F_JOBS,
-    F_TIMEOUT,
-    F_COUNT,
-    F_CURSOR,
-    F_LIMIT,
-    F_BACKOFF,
-    F_CALLBACK,
-    F_URL,
-    F_CRON,
-    F_EVERY,
-    F_TZ,
-    F_START,
-    F_END,
-    F_PREVIEW,
-    F_STATE,
-    F_FINISH,
-    NFIELDS
-} field_id;
-
-static const char *const field_names[NFIELDS] = {
-    [F_COMMAND] = "command", [F_TOPIC] = "topic",     [F_TOPICS] = "topics",
-    [F_ID] = "id",           [F_IDS] = "ids",         [F_DELAY] = "delay",
-    [F_AT] = "at",           [F_TTR] = "ttr",         [F_TTR_UPPER] = "TTR",
-    [F_BODY] = "body",       [F_RETRIES] = "retries", [F_JOBS] = "jobs",
-    [F_TIMEOUT] = "timeout", [F_COUNT] = "count",     [F_CURSOR] = "cursor",
-    [F_LIMIT] = "limit",     [F_BACKOFF] = "backoff", [F_CALLBACK] = "callback",
-    [F_URL] = "url",
-    [F_CRON] = "cron",       [F_EVERY] = "every",     [F_TZ] = "tz",
-    [F_START] = "start",     [F_END] = "end",         [F_PREVIEW] = "preview",
-    [F_STATE] = "state",     [F_FINISH] = "finish",
-};
-
 static field_id field_from_name(const char *s, size_t n)
 {
     for (int f = 0; f < NFIELDS; f++) {
@@ -178,6 +169,7 @@ typedef struct {
     char *qval[NFIELDS]; /* query form: decoded, NUL-terminated values */
     size_t qlen[NFIELDS];
     unsigned present, taken;
+    unsigned allowed; /* the command's fields (commands.def); others are never taken */
 } fieldset;
 
 /* Validation context: where we are (for "jobs[3].ttr") and the error. */
@@ -223,6 +215,7 @@ static int invalid_field_name(vctx *v, const char *what, const char *name, size_
 static int fields_from_object(vctx *v, fieldset *f, char *text, const json_doc *doc, size_t obj)
 {
     memset(f, 0, sizeof *f);
+    f->allowed = ~0u; /* narrowed once the command is known */
     f->text = text;
     f->doc = doc;
     const json_tok *t = doc->toks;
@@ -265,9 +258,12 @@ static int fields_all_taken(vctx *v, const fieldset *f)
     return 0;
 }
 
-/* Marks a field taken; 1 if present. */
+/* Marks a field taken; 1 if present. A field outside the command's row is
+ * never taken: fields_all_taken refuses it. */
 static int take(fieldset *f, field_id id)
 {
+    if (!((f->allowed >> id) & 1))
+        return 0;
     f->taken |= 1u << id;
     return (f->present >> id) & 1;
 }
@@ -407,9 +403,7 @@ static int id_field(vctx *v, fieldset *f, int required, const char **id)
 
 static void *alloc_array(size_t n, size_t size)
 {
-    void *p = calloc(n, size);
-    if (!p)
-        abort();
+    void *p = util_xcalloc(n, size);
     return p;
 }
 
@@ -459,7 +453,7 @@ static int due_fields(vctx *v, fieldset *f, int64_t *delay_ms, int64_t *at_ms)
     int has_delay = seconds_field(v, f, F_DELAY, 0, DQ_DELAY_MAX_MS / 1000.0, delay_ms);
     if (has_delay < 0)
         return -1;
-    int has_at = seconds_field(v, f, F_AT, 0, 1e11, at_ms);
+    int has_at = seconds_field(v, f, F_AT, 0, DQ_UNIX_S_MAX, at_ms);
     if (has_at < 0)
         return -1;
     if (has_delay && has_at)
@@ -648,8 +642,10 @@ static int parse_add(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
         if (f->doc->toks[t].type != JSON_OBJECT)
             return invalid(v, DQ_BAD_REQUEST, "a job must be a JSON object");
         fieldset jf;
-        if (fields_from_object(v, &jf, f->text, f->doc, t) < 0 ||
-            parse_job(v, &jf, lim, &req->jobs[i]) < 0)
+        if (fields_from_object(v, &jf, f->text, f->doc, t) < 0)
+            return -1;
+        jf.allowed = f->allowed;
+        if (parse_job(v, &jf, lim, &req->jobs[i]) < 0)
             return -1;
     }
     v->where = "";
@@ -856,7 +852,7 @@ static int parse_jobs(vctx *v, fieldset *f, const dq_limits *lim, dq_request *re
     if (int_field(v, f, F_LIMIT, 1, DQ_STATS_LIMIT_MAX, &limit) < 0 ||
         string_field(v, f, F_CURSOR, 0, &req->cursor, &n) < 0)
         return -1;
-    req->count = (int)limit;
+    req->limit = (int)limit;
     if (!req->cursor)
         return 0;
     /* Up to 18 digits, ':', an id. */
@@ -891,7 +887,7 @@ static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *r
     if (req->ntopics && (req->cursor || (f->present & (1u << F_LIMIT))))
         return invalid(v, DQ_BAD_REQUEST, "fields 'cursor' and 'limit' page the list of all topics; "
                                        "they cannot be given with 'topic'");
-    req->count = (int)limit;
+    req->limit = (int)limit;
     return 0;
 }
 
@@ -998,7 +994,7 @@ static int parse_schedules(vctx *v, fieldset *f, const dq_limits *lim, dq_reques
         req->ids[0] = id;
         req->nids = 1;
     }
-    req->count = (int)preview;
+    req->preview = (int)preview;
     return 0;
 }
 
@@ -1009,7 +1005,7 @@ static int parse_none(vctx *v, fieldset *f, const dq_limits *lim, dq_request *re
 }
 
 static const parse_fn parsers[CMD_COUNT] = {
-#define DQ_COMMAND(e, name, flags, parser, handler) [CMD_##e] = parser,
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) [CMD_##e] = parser,
 #include "protocol/commands.def"
 #undef DQ_COMMAND
 };
@@ -1046,12 +1042,11 @@ static long url_decode(char *s, size_t n)
 static int fields_from_query(vctx *v, fieldset *f, const char *query, dq_request *req)
 {
     memset(f, 0, sizeof *f);
+    f->allowed = ~0u; /* narrowed once the command is known */
     if (!query || !*query)
         return 0;
     size_t qlen = strlen(query);
-    req->query = malloc(qlen + 1);
-    if (!req->query)
-        abort();
+    req->query = util_xmalloc(qlen + 1);
     memcpy(req->query, query, qlen + 1);
     char *p = req->query;
     while (*p) {
@@ -1107,14 +1102,14 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
         *cmd = command_from_name(cname, clen);
         if (*cmd == CMD_COUNT) {
             request_quote_input(quoted, sizeof quoted, cname, clen, 32);
-            return invalid(v, DQ_BAD_REQUEST, "unknown command '%s'", quoted);
+            return invalid(v, DQ_UNKNOWN_COMMAND, "unknown command '%s'", quoted);
         }
     } else {
         const char *name = path + 1;
         *cmd = command_from_name(name, strlen(name));
         if (*cmd == CMD_COUNT) {
             request_quote_input(quoted, sizeof quoted, path, strlen(path), 64);
-            return invalid(v, DQ_BAD_REQUEST, "unknown command: no endpoint %s", quoted);
+            return invalid(v, DQ_UNKNOWN_COMMAND, "unknown command: no endpoint %s", quoted);
         }
         if (cname && (clen != strlen(name) || memcmp(cname, name, clen) != 0)) {
             request_quote_input(quoted, sizeof quoted, cname, clen, 32);
@@ -1122,9 +1117,12 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
                         quoted, name);
         }
     }
-    if (get && !(command_flags(*cmd) & CMDF_READ_ONLY))
+    if (get && !(command_flags(*cmd) & CMDF_READ_ONLY)) {
+        char names[160];
+        read_only_names(names, sizeof names, ", ");
         return invalid(v, DQ_BAD_REQUEST, "command '%s' needs POST; GET serves only the read-only "
-                    "commands (get, jobs, stats, schedules, health, metrics)", command_name(*cmd));
+                       "commands (%s)", command_name(*cmd), names);
+    }
     return 0;
 }
 
@@ -1161,15 +1159,17 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
                 goto bad;
         }
     } else {
-        char quoted[64] = "";
+        char quoted[64] = "", names[160];
         request_quote_input(quoted, sizeof quoted, method, strlen(method), 16);
+        read_only_names(names, sizeof names, " and ");
         invalid(&v, DQ_BAD_REQUEST, "method %s is not allowed; use POST (or GET for the read-only "
-             "commands get, jobs, stats, schedules, health and metrics)", quoted);
+                "commands %s)", quoted, names);
         return v.status;
     }
     if (resolve_command(&v, get, path, &f, &req->cmd) < 0)
         goto bad;
     v.cmd = command_name(req->cmd);
+    f.allowed = commands[req->cmd].fields;
     if (parsers[req->cmd](&v, &f, lim, req) < 0 || fields_all_taken(&v, &f) < 0)
         goto bad;
     return DQ_OK;

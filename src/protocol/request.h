@@ -17,11 +17,14 @@
 #include "job/job.h"
 #include "sched/cron.h"
 
+/* A command's flags (commands.def says what each means). */
 #define CMDF_READ_ONLY 1
 #define CMDF_PUBLIC 2
+#define CMDF_ALL_TOPICS 4
+#define CMDF_NAMES_TOPIC 8
 
 typedef enum {
-#define DQ_COMMAND(e, name, flags, parser, handler) CMD_##e,
+#define DQ_COMMAND(e, name, flags, fields, parser, handler) CMD_##e,
 #include "protocol/commands.def"
 #undef DQ_COMMAND
     CMD_COUNT
@@ -57,14 +60,15 @@ typedef struct {
     const char **topics; /* pop: ntopics; kick/stats: 0 or 1 */
     size_t ntopics;
     int64_t timeout_ms; /* pop */
-    int count;          /* pop: 0 = single-job answer; kick: how many; stats: page size */
+    int count;          /* pop: how many jobs, 0 for the single-job answer; kick: how many */
+    int limit;          /* stats, jobs: the page size */
+    int preview;        /* schedules: upcoming fires shown per schedule, 0 for none */
     int64_t delay_ms;   /* release, reschedule */
     int64_t at_ms;      /* reschedule: Unix ms, -1 for none (delay_ms then) */
     const char *state;  /* jobs: delay, ready, reserved or buried */
     const char *cursor; /* stats: list topics after this one; jobs: "<score>:<id>";
                            NULL from the start */
-    dq_schedule_spec schedule; /* schedule (also sets topics[0] for auth_check);
-                                  schedules: count is the preview length */
+    dq_schedule_spec schedule; /* schedule (also sets topics[0] for auth_check) */
 
     /* Owned storage the pointers above point into (besides the body). */
     void *arrays;

@@ -149,9 +149,7 @@ static void delivery_free(delivery *d)
 
 static char *copy(const char *s, size_t n)
 {
-    char *p = malloc(n + 1);
-    if (!p)
-        abort();
+    char *p = util_xmalloc(n + 1);
     memcpy(p, s, n);
     p[n] = '\0';
     return p;
@@ -172,9 +170,7 @@ static struct curl_slist *header(struct curl_slist *h, const char *fmt, ...)
 /* Builds the request for one reserved job and hands it to libcurl. */
 static int start(pusher *p, const store_job *j)
 {
-    delivery *d = calloc(1, sizeof *d);
-    if (!d)
-        abort();
+    delivery *d = util_xcalloc(1, sizeof *d);
     d->allow = p->allow;
     d->id = copy(j->id, j->id_len);
     d->body = copy(j->body, j->body_len);
@@ -195,9 +191,7 @@ static int start(pusher *p, const store_job *j)
     d->headers = header(d->headers, "delayq-attempt: %" PRId64, d->attempt);
     if (p->keys) {
         size_t n = webhook_signature_size(p->keys);
-        char *sig = malloc(n);
-        if (!sig)
-            abort();
+        char *sig = util_xmalloc(n);
         if (webhook_sign(p->keys, wid, now_s, d->body, j->body_len, sig, n) == 0)
             d->headers = header(d->headers, "webhook-signature: %s", sig);
         else
@@ -340,10 +334,8 @@ static void collect(pusher *p)
         p->inflight--;
         if (p->ndone == p->done_cap) {
             p->done_cap = p->done_cap ? p->done_cap * 2 : 64;
-            p->done = realloc(p->done, p->done_cap * sizeof *p->done);
-            p->done_of = realloc(p->done_of, p->done_cap * sizeof *p->done_of);
-            if (!p->done || !p->done_of)
-                abort();
+            p->done = util_xrealloc(p->done, p->done_cap * sizeof *p->done);
+            p->done_of = util_xrealloc(p->done_of, p->done_cap * sizeof *p->done_of);
         }
         judge(d, m->data.result, &p->done[p->ndone]);
         p->done_of[p->ndone++] = d;

@@ -92,9 +92,7 @@ static int parse_secret(const char *s, size_t n, size_t pos, webhook_key *key, c
 
 dq_webhook_keys *webhook_keys_parse(const char *spec, char *err, size_t errlen)
 {
-    dq_webhook_keys *k = calloc(1, sizeof *k);
-    if (!k)
-        abort();
+    dq_webhook_keys *k = util_xcalloc(1, sizeof *k);
     const char *p = spec ? spec : "", *start;
     size_t pos = 0, len;
     while (util_next_word(&p, &start, &len)) {

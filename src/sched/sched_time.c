@@ -1,11 +1,28 @@
 /* sched_time: fire times of schedules (see sched_time.h). */
 #include "sched/sched_time.h"
 
+#include <string.h>
+
 /* Floor division for a possibly negative numerator and a positive d. */
 static int64_t floor_div(int64_t a, int64_t d)
 {
     int64_t q = a / d;
     return (a % d != 0 && a < 0) ? q - 1 : q;
+}
+
+int sched_define(dq_sched *s, const char *cron_text, const dq_tz *tz, int64_t every_s,
+                 int64_t anchor_s, int64_t start_s, int64_t end_s, char *why, size_t whylen)
+{
+    memset(s, 0, sizeof *s);
+    if (cron_text && cron_parse(cron_text, &s->cron, why, whylen) < 0)
+        return -1;
+    s->is_cron = cron_text != NULL;
+    s->tz = tz;
+    s->every_s = every_s;
+    s->anchor_s = anchor_s;
+    s->start_s = start_s < 0 ? SCHED_NONE : start_s;
+    s->end_s = end_s < 0 ? SCHED_NONE : end_s;
+    return 0;
 }
 
 int64_t sched_next(const dq_sched *s, int64_t after)

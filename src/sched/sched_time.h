@@ -7,6 +7,7 @@
 #ifndef DQ_SCHED_TIME_H
 #define DQ_SCHED_TIME_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sched/cron.h"
@@ -24,6 +25,13 @@ typedef struct {
     int64_t start_s;  /* no fire before it; SCHED_NONE for none */
     int64_t end_s;    /* no fire after it; SCHED_NONE for none */
 } dq_sched;
+
+/* A schedule's definition as it is sent and stored: cron_text (NULL for
+ * an `every` schedule, fires anchor + k * every_s), start and end (< 0:
+ * none), in tz (borrowed). Returns 0, or -1 with why when cron_text does
+ * not parse (a definition another version stored). */
+int sched_define(dq_sched *s, const char *cron_text, const dq_tz *tz, int64_t every_s,
+                 int64_t anchor_s, int64_t start_s, int64_t end_s, char *why, size_t whylen);
 
 /* The first fire instant strictly after `after`, or SCHED_NONE when there
  * is none (past `end`, or a cron expression with no fire in its horizon). */

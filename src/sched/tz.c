@@ -532,45 +532,60 @@ static int tzif_header(const unsigned char *p, size_t len, tzif_counts *c)
     return 0;
 }
 
-/* Builds tz from the data block at p (tsize 4 for version 1, 8 for later
- * ones) and, for version 2+, the footer after it. */
-static int tzif_parse(dq_tz *tz, const unsigned char *file, size_t len, char *why, size_t whylen)
-{
+/* The data block a parser reads: version 1's (tsize 4), or for version 2+
+ * the one after it (tsize 8), with c its counts. */
+typedef struct {
     tzif_counts c;
-    if (tzif_header(file, len, &c) < 0) {
+    size_t tsize;
+    const unsigned char *p; /* the block, then the footer at p + need */
+    size_t left, need;      /* bytes from p; the block's size */
+} tzif_block;
+
+static int tzif_locate(tzif_block *b, const unsigned char *file, size_t len, char *why,
+                       size_t whylen)
+{
+    if (tzif_header(file, len, &b->c) < 0) {
         snprintf(why, whylen, "not a TZif file");
         return -1;
     }
     unsigned char version = file[4];
-    size_t tsize = 4;
-    const unsigned char *p = file + 44;
-    size_t left = len - 44;
+    b->tsize = 4;
+    b->p = file + 44;
+    b->left = len - 44;
     if (version >= '2') {
-        size_t skip = tzif_block_size(&c, 4);
-        if (left < skip || tzif_header(p + skip, left - skip, &c) < 0) {
+        size_t skip = tzif_block_size(&b->c, 4);
+        if (b->left < skip || tzif_header(b->p + skip, b->left - skip, &b->c) < 0) {
             snprintf(why, whylen, "truncated or damaged");
             return -1;
         }
-        p += skip + 44;
-        left -= skip + 44;
-        tsize = 8;
+        b->p += skip + 44;
+        b->left -= skip + 44;
+        b->tsize = 8;
     } else if (version != 0) {
         snprintf(why, whylen, "unknown TZif version");
         return -1;
     }
-    if (c.leap > 0) {
+    if (b->c.leap > 0) {
         snprintf(why, whylen, "it counts leap seconds (use the zone without right/)");
         return -1;
     }
-    size_t need = tzif_block_size(&c, tsize);
-    if (left < need) {
+    b->need = tzif_block_size(&b->c, b->tsize);
+    if (b->left < b->need) {
         snprintf(why, whylen, "truncated or damaged");
         return -1;
     }
-    const unsigned char *times = p, *idx = p + c.time * tsize, *types = idx + c.time;
+    return 0;
+}
 
+/* The offset of each transition into tz (only those that change it);
+ * *last gets the last transition time (INT64_MIN with none). */
+static int tzif_transitions(dq_tz *tz, const tzif_block *b, int64_t *last, char *why,
+                            size_t whylen)
+{
+    const tzif_counts *c = &b->c;
+    const unsigned char *times = b->p, *idx = b->p + c->time * b->tsize, *types = idx + c->time;
     int32_t offs_by_type[256];
-    for (uint32_t i = 0; i < c.type; i++) {
+    for (uint32_t i = 0; i < c->type; i++) {
         int64_t off = be32(types + 6 * i);
         if (off <= -TZ_OFF_MAX || off >= TZ_OFF_MAX || types[6 * i + 4] > 1) {
             snprintf(why, whylen, "truncated or damaged");
@@ -579,21 +594,21 @@ static int tzif_parse(dq_tz *tz, const unsigned char *file, size_t len, char *wh
         offs_by_type[i] = (int32_t)off;
     }
     tz->off0 = offs_by_type[0];
-    if (c.time > 0) {
-        tz->times = malloc(c.time * sizeof *tz->times);
-        tz->offs = malloc(c.time * sizeof *tz->offs);
+    if (c->time > 0) {
+        tz->times = malloc(c->time * sizeof *tz->times);
+        tz->offs = malloc(c->time * sizeof *tz->offs);
         if (!tz->times || !tz->offs)
             abort();
     }
     int32_t prev = tz->off0;
-    int64_t last = INT64_MIN;
-    for (uint32_t i = 0; i < c.time; i++) {
-        int64_t t = tsize == 8 ? be64(times + 8 * i) : be32(times + 4 * i);
-        if (idx[i] >= c.type || (i > 0 && t <= last)) {
+    *last = INT64_MIN;
+    for (uint32_t i = 0; i < c->time; i++) {
+        int64_t t = b->tsize == 8 ? be64(times + 8 * i) : be32(times + 4 * i);
+        if (idx[i] >= c->type || (i > 0 && t <= *last)) {
             snprintf(why, whylen, "truncated or damaged");
             return -1;
         }
-        last = t;
+        *last = t;
         int32_t off = offs_by_type[idx[i]];
         if (off != prev) { /* a change of name or DST flag alone is no change */
             tz->times[tz->n] = t;
@@ -602,35 +617,51 @@ static int tzif_parse(dq_tz *tz, const unsigned char *file, size_t len, char *wh
             prev = off;
         }
     }
-
-    if (tsize == 8) {
-        const unsigned char *f = p + need;
-        size_t flen = left - need;
-        const unsigned char *nl = flen > 1 ? memchr(f + 1, '\n', flen - 1) : NULL;
-        if (flen < 2 || f[0] != '\n' || !nl) {
-            snprintf(why, whylen, "truncated or damaged (no footer)");
-            return -1;
-        }
-        size_t slen = (size_t)(nl - f - 1);
-        if (slen > 0) {
-            char footer[128];
-            if (slen >= sizeof footer) {
-                snprintf(why, whylen, "its TZ string is too long");
-                return -1;
-            }
-            memcpy(footer, f + 1, slen);
-            footer[slen] = '\0';
-            if (parse_posix(footer, &tz->rule) < 0 || tz->rule.std_off <= -TZ_OFF_MAX ||
-                tz->rule.std_off >= TZ_OFF_MAX || tz->rule.dst_off <= -TZ_OFF_MAX ||
-                tz->rule.dst_off >= TZ_OFF_MAX) {
-                snprintf(why, whylen, "its TZ string '%s' is not understood", footer);
-                return -1;
-            }
-            tz->has_rule = 1;
-            tz->rule_from = c.time > 0 ? last : INT64_MIN;
-        }
-    }
     return 0;
+}
+
+/* Version 2+: the footer's POSIX TZ string, the rule after the last
+ * transition (none when it is empty). */
+static int tzif_footer(dq_tz *tz, const tzif_block *b, int64_t last, char *why, size_t whylen)
+{
+    const unsigned char *f = b->p + b->need;
+    size_t flen = b->left - b->need;
+    const unsigned char *nl = flen > 1 ? memchr(f + 1, '\n', flen - 1) : NULL;
+    if (flen < 2 || f[0] != '\n' || !nl) {
+        snprintf(why, whylen, "truncated or damaged (no footer)");
+        return -1;
+    }
+    size_t slen = (size_t)(nl - f - 1);
+    if (slen == 0)
+        return 0;
+    char footer[128];
+    if (slen >= sizeof footer) {
+        snprintf(why, whylen, "its TZ string is too long");
+        return -1;
+    }
+    memcpy(footer, f + 1, slen);
+    footer[slen] = '\0';
+    if (parse_posix(footer, &tz->rule) < 0 || tz->rule.std_off <= -TZ_OFF_MAX ||
+        tz->rule.std_off >= TZ_OFF_MAX || tz->rule.dst_off <= -TZ_OFF_MAX ||
+        tz->rule.dst_off >= TZ_OFF_MAX) {
+        snprintf(why, whylen, "its TZ string '%s' is not understood", footer);
+        return -1;
+    }
+    tz->has_rule = 1;
+    tz->rule_from = b->c.time > 0 ? last : INT64_MIN;
+    return 0;
+}
+
+/* Builds tz from a TZif file: its data block and, for version 2+, the
+ * footer after it. */
+static int tzif_parse(dq_tz *tz, const unsigned char *file, size_t len, char *why, size_t whylen)
+{
+    tzif_block b;
+    int64_t last;
+    if (tzif_locate(&b, file, len, why, whylen) < 0 ||
+        tzif_transitions(tz, &b, &last, why, whylen) < 0)
+        return -1;
+    return b.tsize == 8 ? tzif_footer(tz, &b, last, why, whylen) : 0;
 }
 
 static unsigned char *read_file(const char *path, size_t *len, int *errnum)

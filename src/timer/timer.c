@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/util.h"
-#include "sched/cron.h"
 #include "sched/sched_time.h"
 #include "store/store.h"
 #include "store/store_ops.h"
@@ -58,14 +57,6 @@ typedef struct {
     int64_t failed_moves;    /* since the last report of them */
     int64_t failures_reported_ms;
 } timer_state;
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (!p)
-        abort();
-    return p;
-}
 
 static size_t at(const timer_state *t, int shard, int b)
 {
@@ -300,12 +291,13 @@ static void plan_fire(timer_state *t, const store_schedule *sc, int64_t redis_no
                       store_fire_call *c)
 {
     char why[256] = "";
-    dq_cron cron;
     memset(c, 0, sizeof *c);
     c->id = sc->id;
     c->expected_ms = sc->next_ms;
     const dq_tz *tz = zone(t, sc->tz, why, sizeof why);
-    if (!tz || (sc->cron && cron_parse(sc->cron, &cron, why, sizeof why) < 0)) {
+    dq_sched def;
+    if (!tz || sched_define(&def, sc->cron, tz, sc->every_s, sc->anchor_s, sc->start_s, sc->end_s,
+                            why, sizeof why) < 0) {
         /* Another version's definition, or a zone this host lacks: wait
          * rather than fire at a wrong time. */
         log_error("schedule '%s': %s; trying again in %d s", sc->id, why, BROKEN_RETRY_MS / 1000);
@@ -313,14 +305,6 @@ static void plan_fire(timer_state *t, const store_schedule *sc, int64_t redis_no
         c->next_ms = redis_now + BROKEN_RETRY_MS;
         return;
     }
-    dq_sched def = {.is_cron = sc->cron != NULL,
-                    .tz = tz,
-                    .every_s = sc->every_s,
-                    .anchor_s = sc->anchor_s,
-                    .start_s = sc->start_s < 0 ? SCHED_NONE : sc->start_s,
-                    .end_s = sc->end_s < 0 ? SCHED_NONE : sc->end_s};
-    if (sc->cron)
-        def.cron = cron;
     int64_t fire, missed, next;
     sched_catch_up(&def, sc->next_ms / 1000, redis_now / 1000, CATCH_UP_STEPS, &fire, &missed,
                    &next);
@@ -356,7 +340,7 @@ static int64_t fire_schedules(timer_state *t, int64_t until)
                 store_schedules_free(&due);
                 break;
             }
-            store_fire_call *calls = xcalloc(due.n, sizeof *calls);
+            store_fire_call *calls = util_xcalloc(due.n, sizeof *calls);
             for (size_t i = 0; i < due.n; i++)
                 plan_fire(t, &due.list[i], redis_now, &calls[i]);
             store_fire_many(t->cmd, k, calls, due.n);
@@ -399,15 +383,15 @@ static int timer_init(timer_state *t, const dq_config *cfg)
      * its replica would answer every move 504 though it was applied. */
     store_skip_wait(t->cmd);
     size_t n = (size_t)t->nshards * (size_t)t->nbuckets;
-    t->held = xcalloc(n, 1);
-    t->now_held = xcalloc(n, 1);
-    t->next_due = xcalloc(n, sizeof *t->next_due);
-    t->answered = xcalloc((size_t)t->nshards, 1);
-    t->redis_offset = xcalloc((size_t)t->nshards, sizeof *t->redis_offset);
-    t->maintained = xcalloc((size_t)t->nshards, sizeof *t->maintained);
-    t->sched_due = xcalloc((size_t)t->nshards, sizeof *t->sched_due);
+    t->held = util_xcalloc(n, 1);
+    t->now_held = util_xcalloc(n, 1);
+    t->next_due = util_xcalloc(n, sizeof *t->next_due);
+    t->answered = util_xcalloc((size_t)t->nshards, 1);
+    t->redis_offset = util_xcalloc((size_t)t->nshards, sizeof *t->redis_offset);
+    t->maintained = util_xcalloc((size_t)t->nshards, sizeof *t->maintained);
+    t->sched_due = util_xcalloc((size_t)t->nshards, sizeof *t->sched_due);
     t->moves_cap = n < STORE_MOVES_PER_ROUND ? n : STORE_MOVES_PER_ROUND;
-    t->moves = xcalloc(t->moves_cap, sizeof *t->moves);
+    t->moves = util_xcalloc(t->moves_cap, sizeof *t->moves);
     if (cfg->timer_id[0])
         snprintf(t->token, sizeof t->token, "%s", cfg->timer_id);
     else

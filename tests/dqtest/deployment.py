@@ -757,6 +757,15 @@ class DeploymentTestCase(KeepOnFailure):
     def c(self):
         return self.deployment
 
+    def add(self, topic=None, body="x", **fields):
+        """Adds one job through the protocol (topic, body and any other
+        field of add), asserts the 200 and returns the job's id."""
+        if topic is not None:
+            fields["topic"] = topic
+        st, r = self.c.req("add", body=body, **fields)
+        self.assertOk(st, r, "add %s" % fields)
+        return r["id"]
+
     def assertOk(self, st, body, msg=None):
         self.assertEqual(st, 200, "%s: %r" % (msg or "expected 200", body))
         self.assertIsInstance(body, dict, msg)

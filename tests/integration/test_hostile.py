@@ -74,6 +74,7 @@ def cases():
     P = lambda path, body, **kw: request_bytes("POST", path, body, **kw)  # noqa: E731
     G = lambda path, **kw: request_bytes("GET", path, **kw)  # noqa: E731
     bad = (400, "bad_request")
+    unknown = (400, "bad_request")
     out = [
         # --- malformed JSON
         ("truncated object", P("/add", b'{"topic":"h","body":1'), bad),
@@ -103,7 +104,7 @@ def cases():
         ("pop topics is a string", P("/pop", j({"topics": "h"})), bad),
         ("finish ids is a string", P("/finish", j({"ids": "a,b"})), bad),
         ("command is a number", P("/", j({"command": 7})), bad),
-        ("unknown command", P("/", j({"command": "drop"})), bad),
+        ("unknown command", P("/", j({"command": "drop"})), unknown),
         # --- out of range
         ("delay negative", P("/add", j({"topic": "h", "body": 1, "delay": -1})), bad),
         ("ttr zero", P("/add", j({"topic": "h", "body": 1, "ttr": 0})), bad),
@@ -202,7 +203,7 @@ def cases():
          bad, dict(error_has="ttr")),
         ("/x/../add: resolved by nginx", P("/x/../add", j({"topic": "h", "ttr": 0, "body": 1})),
          bad, dict(error_has="ttr")),
-        ("unknown path", P("/add/extra", j({"topic": "h", "body": 1})), bad),
+        ("unknown path", P("/add/extra", j({"topic": "h", "body": 1})), unknown),
         ("command/path mismatch", P("/pop", j({"command": "add", "topic": "h", "body": 1})),
          bad),
         ("bearer token junk (auth off)", P("/get", j({"id": "nope"}),
@@ -230,10 +231,10 @@ def cases():
             "POST", "/add", b"", proto="HTTP/1.0", content_length=False,
             headers={"Connection": None}), bad),
         ("non-ASCII path", P("/\u00e9t\u00e9".encode("utf-8").decode("latin-1"),
-                             j({"topic": "h", "body": 1})), bad),
-        ("non-UTF-8 path", P("/%ff%fe", j({"topic": "h", "body": 1})), bad),
+                             j({"topic": "h", "body": 1})), unknown),
+        ("non-UTF-8 path", P("/%ff%fe", j({"topic": "h", "body": 1})), unknown),
         ("long non-ASCII path", P("/" + "\u00e9".encode("utf-8").decode("latin-1") * 200,
-                                  j({"topic": "h", "body": 1})), bad),
+                                  j({"topic": "h", "body": 1})), unknown),
         ("body shorter than Content-Length, half-closed",
          P("/add", j({"topic": "h", "body": 1}), headers={"Content-Length": "100"}),
          (CLOSED, CLOSED), dict(half_close=True)),

@@ -18,11 +18,6 @@ def now_ms():
 class LifecycleTest(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=2, threads=16)
 
-    def add(self, topic, body="x", **kw):
-        st, r = self.c.req("add", topic=topic, body=body, **kw)
-        self.assertOk(st, r)
-        return r["id"]
-
     def pop(self, topic, **kw):
         st, r = self.c.req("pop", topic=topic, **kw)
         self.assertOk(st, r)

@@ -46,11 +46,6 @@ class Pause(DeploymentTestCase):
         self.assertOk(st, r)
         self.assertEqual(r, {"success": True, "topic": topic, "paused": cmd == "pause"})
 
-    def add(self, **kw):
-        st, r = self.c.req("add", **kw)
-        self.assertOk(st, r)
-        return r["id"]
-
     def test_pop_of_a_paused_topic_is_empty_while_others_work(self):
         a, b = unique("pa"), unique("pb")
         self.pause(a)

@@ -38,13 +38,8 @@ class ProtocolTest(DeploymentTestCase):
     def snap(self):
         return self.c.snapshot(ignore=is_lock_key)
 
-    def add(self, topic, body="x", **kw):
-        st, r = self.c.req("add", topic=topic, body=body, **kw)
-        self.assertOk(st, r, "add %s" % kw)
-        return r["id"]
-
     def rejected(self, method, path, body, http_status=400, code="bad_request", names=None,
-                 headers=None):
+                 headers=None, reason=None):
         """Sends one bad request, checks the error answer and that Redis is
         byte-for-byte unchanged. names: a substring the error must contain
         (the field it names)."""
@@ -62,6 +57,7 @@ class ProtocolTest(DeploymentTestCase):
         self.assertError(st, r, http_status, code, what)
         if names:
             self.assertIn(names, r["error"], what)
+        self.assertEqual(r.get("reason"), reason, what)
         self.assertTrue(h.get("content-type", "").startswith("application/json"),
                         "%s: content-type %r" % (what, h.get("content-type")))
         after = self.snap()
@@ -112,12 +108,13 @@ class ProtocolTest(DeploymentTestCase):
 
     def test_bad_commands_and_paths(self):
         t = unique("badcmd")
-        self.rejected("POST", "/", {"command": "frobnicate", "topic": t})
+        self.rejected("POST", "/", {"command": "frobnicate", "topic": t},
+                      reason="unknown_command")
         self.rejected("POST", "/", {"topic": t, "body": "x"}, names="command")
         self.rejected("POST", "/", b"")
-        self.rejected("POST", "/frobnicate", {"topic": t})
-        self.rejected("POST", "/add/extra", {"topic": t, "body": 1})
-        self.rejected("GET", "/frobnicate", None)
+        self.rejected("POST", "/frobnicate", {"topic": t}, reason="unknown_command")
+        self.rejected("POST", "/add/extra", {"topic": t, "body": 1}, reason="unknown_command")
+        self.rejected("GET", "/frobnicate", None, reason="unknown_command")
         self.rejected("GET", "/", None)
         # GET of a write command
         for cmd in ("add", "pop", "finish", "delete", "touch", "release", "bury", "kick"):

@@ -54,11 +54,6 @@ class PushTest(DeploymentTestCase):
         super().tearDownClass()
         cls.rx.stop()
 
-    def add(self, **kw):
-        st, r = self.c.req("add", **kw)
-        self.assertOk(st, r)
-        return r["id"]
-
     def requests(self, path, n, timeout=10):
         return [q for q in self.rx.wait_for(
             lambda qs: len([q for q in qs if q.path == path]) >= n, timeout * SLOW, path)

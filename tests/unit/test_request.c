@@ -119,6 +119,8 @@ static void check_bad(const char *file, int line, dq_status st, dq_status want, 
               body ? body : (query ? query : path), __VA_ARGS__, (const char *)NULL)
 #define BAD_POST(path, body, ...) BAD(DQ_BAD_REQUEST, "POST", path, NULL, body, __VA_ARGS__)
 #define BAD_GET(path, query, ...) BAD(DQ_BAD_REQUEST, "GET", path, query, NULL, __VA_ARGS__)
+#define UNKNOWN_POST(path, body, ...) BAD(DQ_UNKNOWN_COMMAND, "POST", path, NULL, body, __VA_ARGS__)
+#define UNKNOWN_GET(path, query, ...) BAD(DQ_UNKNOWN_COMMAND, "GET", path, query, NULL, __VA_ARGS__)
 #define LARGE_POST(path, body, ...) BAD(DQ_TOO_LARGE, "POST", path, NULL, body, __VA_ARGS__)
 
 /* n copies of c. The returned string is owned by the caller. */
@@ -251,9 +253,9 @@ static void test_command_form(void **state)
 
     BAD_POST("/", "{\"topic\":\"t\",\"body\":1}", "'command'", "required");
     BAD_POST("/", "{}", "'command'");
-    BAD_POST("/", "{\"command\":\"frobnicate\"}", "unknown command", "frobnicate");
-    BAD_POST("/", "{\"command\":\"ADD\",\"topic\":\"t\",\"body\":1}", "unknown command");
-    BAD_POST("/", "{\"command\":\"\"}", "unknown command");
+    UNKNOWN_POST("/", "{\"command\":\"frobnicate\"}", "unknown command", "frobnicate");
+    UNKNOWN_POST("/", "{\"command\":\"ADD\",\"topic\":\"t\",\"body\":1}", "unknown command");
+    UNKNOWN_POST("/", "{\"command\":\"\"}", "unknown command");
     BAD_POST("/", "{\"command\":1}", "'command'", "string");
     BAD_POST("/", "{\"command\":[\"add\"]}", "'command'");
     BAD_POST("/", "{\"command\":null}", "'command'");
@@ -311,14 +313,14 @@ static void test_path_command_mismatch(void **state)
 static void test_unknown_path(void **state)
 {
     (void)state;
-    BAD_POST("/frobnicate", "{}", "unknown command", "/frobnicate");
-    BAD_POST("/ADD", "{\"topic\":\"t\",\"body\":1}", "unknown command");
-    BAD_POST("/add/", "{\"topic\":\"t\",\"body\":1}", "unknown command");
-    BAD_POST("//add", "{\"topic\":\"t\",\"body\":1}", "unknown command");
-    BAD_POST("/v1/add", "{\"topic\":\"t\",\"body\":1}", "unknown command");
+    UNKNOWN_POST("/frobnicate", "{}", "unknown command", "/frobnicate");
+    UNKNOWN_POST("/ADD", "{\"topic\":\"t\",\"body\":1}", "unknown command");
+    UNKNOWN_POST("/add/", "{\"topic\":\"t\",\"body\":1}", "unknown command");
+    UNKNOWN_POST("//add", "{\"topic\":\"t\",\"body\":1}", "unknown command");
+    UNKNOWN_POST("/v1/add", "{\"topic\":\"t\",\"body\":1}", "unknown command");
     BAD_POST("/stats", "{\"command\":\"stats\"}x", "JSON");
-    BAD_POST("/nope", "", "unknown command");
-    BAD_GET("/nope", NULL, "unknown command");
+    UNKNOWN_POST("/nope", "", "unknown command");
+    UNKNOWN_GET("/nope", NULL, "unknown command");
 }
 
 static void test_empty_body(void **state)
@@ -1199,7 +1201,8 @@ static void test_reschedule(void **state)
     BAD_POST("/reschedule", "{\"id\":\"j1\",\"delay\":1,\"at\":5}", "cannot both");
     BAD_POST("/reschedule", "{\"id\":\"j1\",\"delay\":-1}", "'delay'");
     BAD_POST("/reschedule", "{\"delay\":1}", "'id'", "required");
-    BAD_GET("/reschedule", "id=j1&delay=1", "needs POST");
+    BAD_GET("/reschedule", "id=j1&delay=1", "needs POST",
+            "(get, stats, health, metrics, schedules, jobs)");
 }
 
 static void test_jobs(void **state)
@@ -1209,10 +1212,10 @@ static void test_jobs(void **state)
     assert_int_equal(req.cmd, CMD_JOBS);
     assert_string_equal(req.topics[0], "order");
     assert_string_equal(req.state, "delay");
-    assert_int_equal(req.count, 50); /* default */
+    assert_int_equal(req.limit, 50); /* default */
     assert_null(req.cursor);
     OK_GET("/jobs", "topic=order&state=buried&limit=1000&cursor=1767225600000:order-1:x");
-    assert_int_equal(req.count, 1000);
+    assert_int_equal(req.limit, 1000);
     assert_string_equal(req.cursor, "1767225600000:order-1:x");
     OK_POST("/jobs", "{\"topic\":\"order\",\"state\":\"reserved\",\"limit\":1}");
     assert_string_equal(req.state, "reserved");
@@ -1298,7 +1301,7 @@ static void test_schedule(void **state)
     assert_int_equal(req.nids, 0);
     OK_GET("/schedules", "id=n&preview=100");
     assert_string_equal(req.ids[0], "n");
-    assert_int_equal(req.count, 100);
+    assert_int_equal(req.preview, 100);
     BAD_GET("/schedules", "preview=3", "'preview'", "'id'");
     BAD_GET("/schedules", "id=n&preview=101", "'preview'");
     BAD_GET("/schedule", "id=n", "POST");

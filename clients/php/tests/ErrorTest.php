@@ -94,9 +94,6 @@ final class ErrorTest extends DelayqTestCase
             'kick count 0' => function () use ($topic) {
                 $this->client->kick($topic, 0);
             },
-            'unknown command' => function () {
-                $this->client->call('nope');
-            },
             'empty batch' => function () {
                 $this->client->finishMany([]);
             },
@@ -107,6 +104,14 @@ final class ErrorTest extends DelayqTestCase
             $this->assertSame(['success' => false, 'error' => $e->getMessage(), 'code' => 'bad_request'], $e->getResponse());
         }
         $this->assertSame(0, $this->client->stats($topic)['topics'][$topic]['added'], 'a refused add wrote');
+    }
+
+    public function testUnknownCommand(): void
+    {
+        $e = $this->assertThrows(BadRequestException::class, 'bad_request', 400, function () {
+            $this->client->call('nope');
+        }, 'unknown command');
+        $this->assertSame('unknown_command', $e->getResponse()['reason']);
     }
 
     public function testBadBatchWritesNothing(): void

@@ -1,0 +1,166 @@
+/* prometheus: the deployment's figures on /metrics in Prometheus text
+ * format (jobs by topic and state, counters, the gauges operators alert
+ * on, shard spread and stored layout); metrics.c adds the request series. */
+#include "fcgi/prometheus.h"
+
+#include <string.h>
+
+#define TIMER_LAG_RECENT_MS 60000 /* a timer that moved nothing for longer shows no lag */
+
+/* Prometheus label values: backslash, quote and newline escaped. Topics
+ * cannot hold them today; the escaping keeps the format right regardless. */
+static void put_label(dq_buf *out, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\\' || s[i] == '"')
+            buf_putc(out, '\\');
+        if (s[i] == '\n') {
+            buf_puts(out, "\\n");
+            continue;
+        }
+        buf_putc(out, s[i]);
+    }
+}
+
+/* The figures an operator alerts on: per topic whether it is paused and
+ * the age of its oldest ready job; for the deployment the oldest overdue
+ * bucket entry (timer lag as jobs see it), the oldest ready push job, and
+ * each live timer's lateness per shard. */
+static void put_alert_metrics(dq_buf *out, const store_stats *st, size_t shown,
+                              const store_lag *lag)
+{
+    buf_puts(out, "# HELP delayq_topic_paused 1 while the topic is paused (pause/resume).\n"
+                  "# TYPE delayq_topic_paused gauge\n");
+    for (size_t i = 0; i < shown; i++) {
+        buf_puts(out, "delayq_topic_paused{topic=\"");
+        put_label(out, st->topics[i].name, st->topics[i].name_len);
+        buf_printf(out, "\"} %d\n", st->topics[i].paused ? 1 : 0);
+    }
+    buf_puts(out, "# HELP delayq_topics_paused Paused topics.\n# TYPE delayq_topics_paused gauge\n");
+    buf_printf(out, "delayq_topics_paused %lld\n", (long long)lag->paused_topics);
+    buf_puts(out, "# HELP delayq_oldest_ready_age_seconds Age of the topic's oldest ready job "
+                  "(since it became ready; 0 when none).\n"
+                  "# TYPE delayq_oldest_ready_age_seconds gauge\n");
+    for (size_t i = 0; i < shown; i++) {
+        int64_t age = st->topics[i].ready_age_ms;
+        buf_puts(out, "delayq_oldest_ready_age_seconds{topic=\"");
+        put_label(out, st->topics[i].name, st->topics[i].name_len);
+        buf_printf(out, "\"} %.3f\n", age > 0 ? (double)age / 1000 : 0.0);
+    }
+    buf_puts(out, "# HELP delayq_push_oldest_ready_age_seconds Age of the oldest ready push job "
+                  "waiting for delayq-push, all topics (0 when none).\n"
+                  "# TYPE delayq_push_oldest_ready_age_seconds gauge\n");
+    buf_printf(out, "delayq_push_oldest_ready_age_seconds %.3f\n",
+               lag->push_age_ms > 0 ? (double)lag->push_age_ms / 1000 : 0.0);
+    buf_puts(out, "# HELP delayq_oldest_overdue_seconds How long the oldest delayed job (or TTR "
+                  "deadline) past its due time has waited for a timer, all topics (0 when none).\n"
+                  "# TYPE delayq_oldest_overdue_seconds gauge\n");
+    buf_printf(out, "delayq_oldest_overdue_seconds %.3f\n", (double)lag->overdue_ms / 1000);
+    buf_puts(out, "# HELP delayq_timer_lag_seconds A live timer's lateness behind due times in a "
+                  "shard: the largest of its moves within a second, 0 if it moved nothing "
+                  "in the last minute.\n# TYPE delayq_timer_lag_seconds gauge\n");
+    for (size_t i = 0; i < lag->ntimers; i++) {
+        const store_timer_lag *l = &lag->timers[i];
+        buf_puts(out, "delayq_timer_lag_seconds{timer=\"");
+        put_label(out, l->timer, strlen(l->timer));
+        buf_printf(out, "\",shard=\"%d\"} %.3f\n", l->shard,
+                   l->age_ms <= TIMER_LAG_RECENT_MS ? (double)l->late_ms / 1000 : 0.0);
+    }
+}
+
+/* How the deployment spreads over a Redis Cluster's masters: a master that
+ * serves none of its shards holds none of its jobs. */
+static void put_spread_metrics(dq_buf *out, const prometheus_figures *f)
+{
+    buf_printf(out, "# HELP delayq_shards The deployment's shards.\n# TYPE delayq_shards gauge\n"
+                    "delayq_shards %d\n", f->shards);
+    buf_printf(out, "# HELP delayq_cluster_masters Masters of the Redis Cluster (0 without "
+                       "one).\n# TYPE delayq_cluster_masters gauge\ndelayq_cluster_masters %d\n",
+               f->masters);
+    buf_printf(out, "# HELP delayq_cluster_masters_unused Cluster masters serving none of the "
+                       "deployment's shards: they hold none of its jobs.\n"
+                       "# TYPE delayq_cluster_masters_unused gauge\n"
+                       "delayq_cluster_masters_unused %d\n", f->masters - f->masters_used);
+}
+
+/* The layout gauges: the stored layout of the data (its oldest shard's)
+ * and the one this delayq uses; they differ only until a migration. */
+static void put_layout_metrics(dq_buf *out, const store_layout_info *info)
+{
+    buf_printf(out, "# HELP delayq_layout_stored The stored layout of the deployment's data (its "
+                    "oldest shard's; docs/OPERATIONS.md).\n# TYPE delayq_layout_stored gauge\n"
+                    "delayq_layout_stored %d\n"
+                    "# HELP delayq_layout_known The stored layout this delayq reads and writes.\n"
+                    "# TYPE delayq_layout_known gauge\ndelayq_layout_known %d\n",
+               info->lowest ? info->lowest : info->known, info->known);
+}
+
+/* The topics known and shown, and how many jobs all topics hold by state. */
+static void put_deployment_gauges(dq_buf *out, const store_stats *st, size_t shown)
+{
+    buf_puts(out, "# HELP delayq_topics Topics that hold jobs or held one within topic_retention_s "
+                  "(with several shards: the most one shard knows, a lower bound).\n"
+                  "# TYPE delayq_topics gauge\n");
+    buf_printf(out, "delayq_topics %lld\n", (long long)st->topics_known);
+    buf_puts(out, "# HELP delayq_topics_not_shown Topics left out of the per-topic series "
+                  "(metrics_max_topics).\n# TYPE delayq_topics_not_shown gauge\n");
+    int64_t not_shown = st->topics_known - (int64_t)shown;
+    buf_printf(out, "delayq_topics_not_shown %lld\n", (long long)(not_shown > 0 ? not_shown : 0));
+    buf_puts(out, "# HELP delayq_deployment_jobs Jobs of all topics by state.\n"
+                  "# TYPE delayq_deployment_jobs gauge\n");
+    for (int g = 0; g < STORE_NGAUGES; g++)
+        buf_printf(out, "delayq_deployment_jobs{state=\"%s\"} %lld\n", store_stat_names[g],
+                   (long long)st->totals[g]);
+}
+
+/* How many jobs each shown topic holds by state. */
+static void put_topic_gauges(dq_buf *out, const store_stats *st, size_t shown)
+{
+    buf_puts(out, "# HELP delayq_jobs Jobs by topic and state.\n# TYPE delayq_jobs gauge\n");
+    for (size_t i = 0; i < shown; i++) {
+        for (int g = 0; g < STORE_NGAUGES; g++) {
+            buf_puts(out, "delayq_jobs{topic=\"");
+            put_label(out, st->topics[i].name, st->topics[i].name_len);
+            buf_printf(out, "\",state=\"%s\"} %lld\n", store_stat_names[g],
+                       (long long)st->topics[i].v[g]);
+        }
+    }
+}
+
+/* The stats counters (jobs added, popped, ...), all topics and by topic. */
+static void put_job_counters(dq_buf *out, const store_stats *st, size_t shown)
+{
+    /* The Prometheus name of each stats counter. */
+    static const struct {
+        store_stat field;
+        const char *name;
+    } counters[] = {{STAT_ADDED, "added"},       {STAT_POPPED, "popped"},
+                    {STAT_FINISHED, "finished"}, {STAT_DELETED, "deleted"},
+                    {STAT_REDELIVERED, "redelivered"}, {STAT_BURIES, "buried"},
+                    {STAT_KICKED, "kicked"}};
+    for (size_t k = 0; k < sizeof counters / sizeof counters[0]; k++) {
+        const char *name = counters[k].name;
+        buf_printf(out, "# HELP delayq_deployment_jobs_%s_total Jobs %s, all topics.\n"
+                        "# TYPE delayq_deployment_jobs_%s_total counter\n"
+                        "delayq_deployment_jobs_%s_total %lld\n",
+                   name, name, name, name, (long long)st->totals[counters[k].field]);
+        buf_printf(out, "# HELP delayq_jobs_%s_total Jobs %s, by topic.\n"
+                        "# TYPE delayq_jobs_%s_total counter\n",
+                   name, name, name);
+        for (size_t i = 0; i < shown; i++) {
+            buf_printf(out, "delayq_jobs_%s_total{topic=\"", name);
+            put_label(out, st->topics[i].name, st->topics[i].name_len);
+            buf_printf(out, "\"} %lld\n", (long long)st->topics[i].v[counters[k].field]);
+        }
+    }
+}
+
+void prometheus_render(dq_buf *out, const prometheus_figures *f)
+{
+    put_deployment_gauges(out, f->st, f->shown);
+    put_spread_metrics(out, f);
+    put_topic_gauges(out, f->st, f->shown);
+    put_job_counters(out, f->st, f->shown);
+    put_alert_metrics(out, f->st, f->shown, f->lag);
+    put_layout_metrics(out, f->layout);
+}
