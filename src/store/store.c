@@ -115,6 +115,7 @@ struct dq_store {
     /* Subscriber: the channel suffix, and which shards each node carries. */
     char sub_suffix[32];
     int subscribed;
+    uint64_t sub_gen; /* sentinel: the generation of the primary subscribed to */
 };
 
 /* Monotonic ms of the latest successful connect by any thread. */
@@ -489,6 +490,15 @@ static int ensure_connected(dq_store *s, int i)
         set_cause(n, "Redis at %s:%d, named primary by the sentinels, is not a primary (yet)",
                   n->host, n->port);
         sentinel_forget(n->gen);
+        node_disconnect(n);
+        goto failed;
+    }
+    if (s->mode == MODE_SENTINEL && n->gen != sentinel_generation()) {
+        /* A failover was announced while we connected: this node, frozen
+         * until now, says it is the primary but is stale (its replica may
+         * even confirm writes that the new primary never sees). */
+        log_info("the primary changed while connecting to %s:%d; asking again", n->host,
+                 n->port);
         node_disconnect(n);
         goto failed;
     }
@@ -1138,8 +1148,14 @@ dq_status store_sub_open(dq_store *s, const char *suffix)
 {
     sub_close_all(s);
     snprintf(s->sub_suffix, sizeof s->sub_suffix, "%s", suffix);
-    if (s->mode == MODE_SENTINEL && locate_primary(s) < 0)
-        return DQ_UNAVAILABLE;
+    if (s->mode == MODE_SENTINEL) {
+        /* Cleared before, not after: a failover announced while we
+         * subscribe must still be seen (below, and in store_sub_read). */
+        sentinel_event_clear();
+        if (locate_primary(s) < 0)
+            return DQ_UNAVAILABLE;
+        s->sub_gen = s->nodes[0].gen;
+    }
     if (s->mode == MODE_CLUSTER) {
         s->map_fetched = 0;
         if (refresh_map(s) < 0)
@@ -1177,9 +1193,11 @@ dq_status store_sub_open(dq_store *s, const char *suffix)
             s->nodes[i].sub_pinged = 0;
         }
     }
+    /* A primary frozen past its failover answers once it wakes, stale: a
+     * subscription made there hears nothing the new primary publishes. */
+    if (s->mode == MODE_SENTINEL && sentinel_generation() != s->sub_gen)
+        goto fail;
     s->subscribed = 1;
-    if (s->mode == MODE_SENTINEL)
-        sentinel_event_clear();
     return DQ_OK;
 fail:
     sub_close_all(s);
@@ -1283,9 +1301,10 @@ int store_sub_read(dq_store *s, int *shard, char *payload, size_t plen, size_t *
 {
     if (!s->subscribed)
         return -1;
-    if (s->mode == MODE_SENTINEL && sentinel_event_fd() >= 0) {
+    if (s->mode == MODE_SENTINEL) {
         struct pollfd p = {sentinel_event_fd(), POLLIN, 0};
-        if (poll(&p, 1, 0) > 0) {
+        int announced = p.fd >= 0 && poll(&p, 1, 0) > 0;
+        if (announced || sentinel_generation() != s->sub_gen) {
             sub_close_all(s); /* the primary changed: subscribe there */
             return -1;
         }

@@ -658,7 +658,10 @@ class Nemesis:
                            j, [(round(self.rel(t), 2), n, round(self.rel(u), 2)) for t, n, u in ds],
                            [(round(self.rel(t), 2), st) for t, st in L.add_answers.get(j, [])]))
         for j, ds in pdups[:10]:
-            self.v.add("push_duplicate", "%s sent again within the window: %s" % (j, ds))
+            senders = [(round(self.rel(t), 2), pid, n) for t, pid, jid, n in self.obs.callbacks
+                       if jid == j]
+            self.v.add("push_duplicate", "%s sent again within the window: %s; (received, "
+                       "pusher pid, attempt): %s" % (j, ds, senders))
         for j, t, ds in back[:10]:
             self.v.add("resurrected", "%s delivered after its finish at +%.1f s: %s" % (
                 j, self.rel(t), ds))
