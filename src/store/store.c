@@ -335,6 +335,19 @@ void store_args(dq_store *s, const store_val *v, size_t n)
     }
 }
 
+void store_batch_every_shard(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
+                             const char *const *rest, size_t nrest)
+{
+    store_batch_begin(s);
+    for (int k = 0; k < s->shards; k++) {
+        store_batch_call(s, fn, k);
+        store_args(s, args, nargs);
+        for (size_t i = 0; i < nrest; i++)
+            store_arg_str(s, rest[i]);
+    }
+    store_batch_run(s);
+}
+
 void store_begin(dq_store *s, dq_script fn, int shard)
 {
     store_batch_begin(s);

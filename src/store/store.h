@@ -100,6 +100,12 @@ dq_status store_batch_result(dq_store *s, size_t i, store_reply **reply, char *d
  * like a reply. NULL otherwise. */
 store_reply *store_batch_unconfirmed(dq_store *s, size_t i);
 
+/* The same call to every shard in one batch, run: fn with its declared
+ * arguments (args, nargs), then the strings rest[0..nrest). Call k of the
+ * batch is shard k's. */
+void store_batch_every_shard(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
+                             const char *const *rest, size_t nrest);
+
 /* One call: store_begin(fn, shard), arguments, store_run. */
 void store_begin(dq_store *s, dq_script fn, int shard);
 dq_status store_run(dq_store *s, store_reply **reply, char *detail, size_t detail_len);

@@ -23,10 +23,7 @@ dq_status store_layout_read(dq_store *s, store_layout_info *info)
 {
     memset(info, 0, sizeof *info);
     int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++)
-        store_batch_call(s, SCRIPT_LAYOUT, k);
-    store_batch_run(s);
+    store_batch_every_shard(s, SCRIPT_LAYOUT, NULL, 0, NULL, 0);
     for (int k = 0; k < shards; k++) {
         store_reply *r = NULL;
         dq_status st = store_batch_result(s, (size_t)k, &r, NULL, 0);

@@ -45,6 +45,20 @@ static void keep_reply(store_reply ***list, size_t *n, store_reply *r)
     (*list)[(*n)++] = r;
 }
 
+/* Shard k's reply of a round over every shard (store_batch_every_shard),
+ * kept in list for the results that point into it; or NULL when the
+ * shard's call failed, with *st and err saying how. */
+static const store_reply *kept_shard_reply(dq_store *s, int k, store_reply ***list, size_t *n,
+                                           dq_status *st, store_error *err)
+{
+    store_reply *r = NULL;
+    *st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
+    if (*st != DQ_OK)
+        return NULL;
+    keep_reply(list, n, r);
+    return r;
+}
+
 /* The worse of two outcomes of a split call: a misconfiguration beats a
  * failure, an unknown outcome beats "not done". */
 static dq_status worse(dq_status a, dq_status b)
@@ -515,13 +529,7 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
 {
     clear_error(err);
     int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++) {
-        store_batch_call(s, SCRIPT_READY, k);
-        for (size_t t = 0; t < ntopics; t++)
-            store_arg_str(s, topics[t]);
-    }
-    store_batch_run(s);
+    store_batch_every_shard(s, SCRIPT_READY, NULL, 0, topics, ntopics);
     dq_status result = DQ_UNAVAILABLE;
     for (int k = 0; k < shards; k++) {
         store_reply *r = NULL;
@@ -659,27 +667,20 @@ dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, con
         score[colon - cursor] = '\0';
         after_id = colon + 1;
     }
-    int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++) {
-        store_batch_call(s, SCRIPT_JOBS, k);
-        store_val a[JOBS_NARGS] = {[JOBS_ARG_TOPIC] = store_str(topic),
-                                   [JOBS_ARG_STATE] = store_str(state),
-                                   [JOBS_ARG_LIMIT] = store_int(limit),
-                                   [JOBS_ARG_AFTER_SCORE] = store_str(score),
-                                   [JOBS_ARG_AFTER_ID] = store_str(after_id)};
-        store_args(s, a, JOBS_NARGS);
-    }
-    store_batch_run(s);
+    store_val a[JOBS_NARGS] = {[JOBS_ARG_TOPIC] = store_str(topic),
+                               [JOBS_ARG_STATE] = store_str(state),
+                               [JOBS_ARG_LIMIT] = store_int(limit),
+                               [JOBS_ARG_AFTER_SCORE] = store_str(score),
+                               [JOBS_ARG_AFTER_ID] = store_str(after_id)};
+    store_batch_every_shard(s, SCRIPT_JOBS, a, JOBS_NARGS, NULL, 0);
     int more = 0;
-    for (int k = 0; k < shards; k++) {
-        store_reply *r = NULL;
-        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
-        if (st != DQ_OK) {
+    for (int k = 0; k < store_shards(s); k++) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
             store_jobs_free(out);
             return st; /* a page missing a shard would skip its jobs */
         }
-        keep_reply(&out->replies, &out->nreplies, r);
         more |= reply_int(reply_at(r, JOBS_REPLY_MORE)) == 1;
         for (size_t i = JOBS_REPLY_NFIELDS; i + JOBS_ENTRY_NFIELDS <= reply_len(r);
              i += JOBS_ENTRY_NFIELDS) {
@@ -939,28 +940,22 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
     memset(out, 0, sizeof *out);
     clear_error(err);
     int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++) {
-        store_batch_call(s, SCRIPT_STATS, k);
-        store_val a[STATS_NARGS] = {[STATS_ARG_TOPIC] = store_str(topic ? topic : ""),
-                                    [STATS_ARG_CURSOR] = store_str(cursor ? cursor : ""),
-                                    [STATS_ARG_LIMIT] = store_int(limit)};
-        store_args(s, a, STATS_NARGS);
-    }
-    store_batch_run(s);
+    store_val a[STATS_NARGS] = {[STATS_ARG_TOPIC] = store_str(topic ? topic : ""),
+                                [STATS_ARG_CURSOR] = store_str(cursor ? cursor : ""),
+                                [STATS_ARG_LIMIT] = store_int(limit)};
+    store_batch_every_shard(s, SCRIPT_STATS, a, STATS_NARGS, NULL, 0);
     size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
     if (topic)
         cap = (size_t)shards;
     out->topics = xcalloc(cap, sizeof *out->topics);
     int more = 0;
     for (int k = 0; k < shards; k++) {
-        store_reply *r = NULL;
-        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
-        if (st != DQ_OK) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
             store_stats_free(out);
             return st; /* figures missing a shard would be wrong, not partial */
         }
-        keep_reply(&out->replies, &out->nreplies, r);
         add_fields(out->totals, reply_at(r, STATS_REPLY_TOTALS));
         more |= !reply_is_nil(reply_at(r, STATS_REPLY_NEXT_CURSOR));
         int64_t known = reply_int(reply_at(r, STATS_REPLY_TOPICS));
@@ -1055,20 +1050,14 @@ dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err)
     memset(out, 0, sizeof *out);
     out->push_age_ms = -1;
     clear_error(err);
-    int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++)
-        store_batch_call(s, SCRIPT_LAG, k);
-    store_batch_run(s);
-    for (int k = 0; k < shards; k++) {
-        store_reply *r = NULL;
-        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
-        if (st != DQ_OK) {
-            store_reply_free(r);
+    store_batch_every_shard(s, SCRIPT_LAG, NULL, 0, NULL, 0);
+    for (int k = 0; k < store_shards(s); k++) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
             store_lag_free(out);
             return st;
         }
-        keep_reply(&out->replies, &out->nreplies, r);
         int64_t now = reply_int(reply_at(r, LAG_REPLY_NOW));
         int64_t due = reply_int(reply_at(r, LAG_REPLY_OVERDUE));
         int64_t since = reply_int(reply_at(r, LAG_REPLY_PUSH_SINCE));
@@ -1180,6 +1169,34 @@ dq_status store_unschedule(dq_store *s, const char *allow, const char *id, store
     return st;
 }
 
+/* Where a reply's schedule record holds each field of the definition:
+ * schedules.lua's and sched_due.lua's records hold them at places of
+ * their own. */
+typedef struct {
+    int cron, every_s, tz, start_s, end_s, anchor_s, next_ms;
+} schedule_def_at;
+
+static const schedule_def_at schedules_def_at = {
+    SCHEDULES_SCHEDULE_CRON,    SCHEDULES_SCHEDULE_EVERY_S,  SCHEDULES_SCHEDULE_TZ,
+    SCHEDULES_SCHEDULE_START_S, SCHEDULES_SCHEDULE_END_S,    SCHEDULES_SCHEDULE_ANCHOR_S,
+    SCHEDULES_SCHEDULE_NEXT_MS};
+static const schedule_def_at sched_due_def_at = {
+    SCHED_DUE_SCHEDULE_CRON,    SCHED_DUE_SCHEDULE_EVERY_S, SCHED_DUE_SCHEDULE_TZ,
+    SCHED_DUE_SCHEDULE_START_S, SCHED_DUE_SCHEDULE_END_S,   SCHED_DUE_SCHEDULE_ANCHOR_S,
+    SCHED_DUE_SCHEDULE_NEXT_MS};
+
+static void read_schedule_def(const store_reply *f, const schedule_def_at *at,
+                              store_schedule *sc)
+{
+    sc->cron = cron_or_null(reply_at(f, (size_t)at->cron));
+    sc->every_s = reply_int(reply_at(f, (size_t)at->every_s));
+    sc->tz = reply_str(reply_at(f, (size_t)at->tz), NULL);
+    sc->start_s = reply_int(reply_at(f, (size_t)at->start_s));
+    sc->end_s = reply_int(reply_at(f, (size_t)at->end_s));
+    sc->anchor_s = reply_int(reply_at(f, (size_t)at->anchor_s));
+    sc->next_ms = reply_int(reply_at(f, (size_t)at->next_ms));
+}
+
 /* schedules.lua's entries. */
 static void read_schedules(const store_reply *r, store_schedules *out)
 {
@@ -1188,13 +1205,7 @@ static void read_schedules(const store_reply *r, store_schedules *out)
         store_schedule *sc = next_schedule(out);
         sc->id = reply_str(reply_at(r, i + SCHEDULES_ENTRY_ID), &sc->id_len);
         sc->topic = reply_str(reply_at(f, SCHEDULES_SCHEDULE_TOPIC), &sc->topic_len);
-        sc->cron = cron_or_null(reply_at(f, SCHEDULES_SCHEDULE_CRON));
-        sc->every_s = reply_int(reply_at(f, SCHEDULES_SCHEDULE_EVERY_S));
-        sc->tz = reply_str(reply_at(f, SCHEDULES_SCHEDULE_TZ), NULL);
-        sc->start_s = reply_int(reply_at(f, SCHEDULES_SCHEDULE_START_S));
-        sc->end_s = reply_int(reply_at(f, SCHEDULES_SCHEDULE_END_S));
-        sc->anchor_s = reply_int(reply_at(f, SCHEDULES_SCHEDULE_ANCHOR_S));
-        sc->next_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_NEXT_MS));
+        read_schedule_def(f, &schedules_def_at, sc);
         sc->last_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_LAST_MS));
         sc->missed = reply_int(reply_at(f, SCHEDULES_SCHEDULE_MISSED));
         sc->ttr_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_TTR_MS));
@@ -1227,23 +1238,16 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
         read_schedules(r, out);
         return DQ_OK;
     }
-    int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++) {
-        store_batch_call(s, SCRIPT_SCHEDULES, k);
-        store_val a[SCHEDULES_NARGS] = {[SCHEDULES_ARG_ALLOW] = store_str(allow),
-                                        [SCHEDULES_ARG_ID] = store_str("")};
-        store_args(s, a, SCHEDULES_NARGS);
-    }
-    store_batch_run(s);
-    for (int k = 0; k < shards; k++) {
-        store_reply *r = NULL;
-        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
-        if (st != DQ_OK) {
+    store_val a[SCHEDULES_NARGS] = {[SCHEDULES_ARG_ALLOW] = store_str(allow),
+                                    [SCHEDULES_ARG_ID] = store_str("")};
+    store_batch_every_shard(s, SCRIPT_SCHEDULES, a, SCHEDULES_NARGS, NULL, 0);
+    for (int k = 0; k < store_shards(s); k++) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
             store_schedules_free(out);
             return st; /* a list missing a shard would look complete */
         }
-        keep_reply(&out->replies, &out->nreplies, r);
         read_schedules(r, out);
     }
     if (out->n > 1)
@@ -1271,13 +1275,7 @@ dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
         const store_reply *f = reply_at(r, i + SCHED_DUE_DUE_SCHEDULE);
         store_schedule *sc = next_schedule(out);
         sc->id = reply_str(reply_at(r, i + SCHED_DUE_DUE_ID), &sc->id_len);
-        sc->cron = cron_or_null(reply_at(f, SCHED_DUE_SCHEDULE_CRON));
-        sc->every_s = reply_int(reply_at(f, SCHED_DUE_SCHEDULE_EVERY_S));
-        sc->tz = reply_str(reply_at(f, SCHED_DUE_SCHEDULE_TZ), NULL);
-        sc->start_s = reply_int(reply_at(f, SCHED_DUE_SCHEDULE_START_S));
-        sc->end_s = reply_int(reply_at(f, SCHED_DUE_SCHEDULE_END_S));
-        sc->anchor_s = reply_int(reply_at(f, SCHED_DUE_SCHEDULE_ANCHOR_S));
-        sc->next_ms = reply_int(reply_at(f, SCHED_DUE_SCHEDULE_NEXT_MS));
+        read_schedule_def(f, &sched_due_def_at, sc);
         sc->last_ms = -1;
         if (!sc->id || !sc->tz) /* removed between the two reads: none */
             out->n--;
@@ -1348,18 +1346,13 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
 static void lock_calls(dq_store *s, const char *op, const char *token, int lease_ms, int buckets,
                        int start)
 {
-    store_batch_begin(s);
-    for (int k = 0; k < store_shards(s); k++) {
-        store_batch_call(s, SCRIPT_LOCK, k);
-        store_val a[LOCK_NARGS] = {[LOCK_ARG_OP] = store_str(op),
-                                   [LOCK_ARG_TOKEN] = store_str(token),
-                                   [LOCK_ARG_LEASE_MS] = store_int(lease_ms),
-                                   [LOCK_ARG_BUCKETS] = store_int(buckets),
-                                   [LOCK_ARG_START] = store_int(start),
-                                   [LOCK_ARG_SHARDS] = store_int(store_shards(s))};
-        store_args(s, a, LOCK_NARGS);
-    }
-    store_batch_run(s);
+    store_val a[LOCK_NARGS] = {[LOCK_ARG_OP] = store_str(op),
+                               [LOCK_ARG_TOKEN] = store_str(token),
+                               [LOCK_ARG_LEASE_MS] = store_int(lease_ms),
+                               [LOCK_ARG_BUCKETS] = store_int(buckets),
+                               [LOCK_ARG_START] = store_int(start),
+                               [LOCK_ARG_SHARDS] = store_int(store_shards(s))};
+    store_batch_every_shard(s, SCRIPT_LOCK, a, LOCK_NARGS, NULL, 0);
 }
 
 dq_status store_lock_maintain(dq_store *s, const char *token, int lease_ms, int buckets,
