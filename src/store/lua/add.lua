@@ -14,16 +14,16 @@ local mismatch = layout_mismatch(ARGV[ARG.buckets], ARGV[ARG.shards])
 if mismatch then return mismatch end
 local njobs = tonumber(ARGV[ARG.njobs])
 local now = now_ms()
-local J = ARG_JOB
 
 local out = {}
 local seq -- taken on the first job that is ready at once
 local nseq = 0
 for i = 0, njobs - 1 do
     local a = NARGS + 1 + i * ARG_JOB_FIELDS
-    local id, topic, body = ARGV[a + J.id], ARGV[a + J.topic], ARGV[a + J.body]
-    local ttr, retries, delay, at, k = ARGV[a + J.ttr_ms], ARGV[a + J.retries],
-        tonumber(ARGV[a + J.delay_ms]), tonumber(ARGV[a + J.at_ms]), ARGV[a + J.bucket]
+    local id, topic, body = ARGV[a + ARG_JOB.id], ARGV[a + ARG_JOB.topic], ARGV[a + ARG_JOB.body]
+    local ttr, retries = ARGV[a + ARG_JOB.ttr_ms], ARGV[a + ARG_JOB.retries]
+    local delay, at = tonumber(ARGV[a + ARG_JOB.delay_ms]), tonumber(ARGV[a + ARG_JOB.at_ms])
+    local k = ARGV[a + ARG_JOB.bucket]
     local live = load_job(id, true)
     if live then
         out[#out + 1] = allowed(live.t) and ('DQ_CONFLICT ' .. live.s) or 'DQ_CONFLICT'
@@ -32,8 +32,9 @@ for i = 0, njobs - 1 do
         if at >= 0 then due = math.max(at, now) end
         if due <= now and not seq then seq = reserve_seq(njobs - i) end
         local f = {topic = topic, body = body, ttr = ttr, retries = retries, k = k, due = due}
-        if ARGV[a + J.backoff] ~= '' then f.backoff = ARGV[a + J.backoff] end
-        if ARGV[a + J.url] ~= '' then f.url, f.timeout = ARGV[a + J.url], ARGV[a + J.timeout_ms] end
+        local backoff, url = ARGV[a + ARG_JOB.backoff], ARGV[a + ARG_JOB.url]
+        if backoff ~= '' then f.backoff = backoff end
+        if url ~= '' then f.url, f.timeout = url, ARGV[a + ARG_JOB.timeout_ms] end
         if create_job(id, f, now, seq and seq + nseq) == 'ready' then nseq = nseq + 1 end
         out[#out + 1] = 'ok'
     end

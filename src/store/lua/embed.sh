@@ -22,7 +22,8 @@
 # the function's Lua gets, before its body, ARG (field -> ARGV index) and
 # NARGS, ARG_<GROUP> (field -> offset in a group) and ARG_<GROUP>_FIELDS,
 # and reply(t[, out]) / reply_<group>(t[, out]), which lay the named fields
-# of t out in the declared order (appended to out when given). common.lua's
+# of t out in the declared order (appended to out when given). A Lua file
+# that reads an argument its declaration lacks (ARG.x) fails the build. common.lua's
 # records are shared: <GROUP>_<FIELD> in C, reply_<group> in Lua.
 # Constants shared with C are defined once in SHARED_H (src/job/job.h), on
 # lines "#define DQ_<NAME> <value> /* lua */", and come first in the
@@ -120,13 +121,41 @@ lua_contract() {
     }'
 }
 
+# Fails when FILE's Lua reads an argument (ARG.x, ARG_<GROUP>.x) that its
+# declaration lacks.
+check_args() {
+    declarations "$1" | awk -v file="$1" '
+    NR == FNR {
+        if ($1 == "argv") {
+            t = ($2 == "-") ? "ARG" : "ARG_" toupper($2)
+            for (i = 3; i <= NF; i++) known[t "." $i] = 1
+        }
+        next
+    }
+    /^[[:space:]]*--/ { next }
+    {
+        line = $0
+        while (match(line, /ARG(_[A-Z0-9_]+)?\.[a-z_][a-z0-9_]*/)) {
+            use = substr(line, RSTART, RLENGTH)
+            if (!(use in known)) {
+                print file ":" FNR ": " use " is not declared" > "/dev/stderr"
+                bad = 1
+            }
+            line = substr(line, RSTART + RLENGTH)
+        }
+    }
+    END { exit bad }' - "$1"
+}
+
 nargs() {
     declarations "$1" | awk '$1 == "argv" && $2 == "-" { n = NF - 2 } END { print n + 0 }'
 }
 
-# Fails the build when a declaration is malformed.
+# Fails the build when a declaration is malformed, or the Lua reads an
+# argument it does not declare.
 for f in "$common" "$@"; do
     declarations "$f" >/dev/null
+    check_args "$f"
 done
 
 version=$(printf '%08x' "$({ constants; cat "$common" "$@"; } | cksum | cut -d' ' -f1)")
