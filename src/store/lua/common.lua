@@ -473,7 +473,8 @@ local function job_view(id)
     local function opt(x) return x == nil and false or x end
     return reply_job_view{state = j.s, topic = j.t, body = job_body(j), due = j.d, ttr_ms = j.ttr,
         attempts = j.n, retries = j.r, created = j.c, backoff = opt(j.bo), url = opt(j.u),
-        timeout_ms = opt(j.to), last_at = opt(j.la), last_status = opt(j.ls), last_error = opt(j.le)}, j
+        timeout_ms = opt(j.to), last_at = opt(j.la), last_status = opt(j.ls),
+        last_error = opt(j.le)}, j
 end
 
 -- Removes job j (as load_job answered it) whatever its state; kind is the

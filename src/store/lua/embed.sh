@@ -16,15 +16,17 @@
 #   -- argv job: id topic body ...    a group repeated after them
 #   -- reply: state due               the fields of the reply
 #   -- reply job: id topic body ...   a record within the reply
-# Names are lower case words, not Lua keywords. From them, C gets <FN>_ARG_<FIELD> and
-# <FN>_NARGS, <FN>_REPLY_<FIELD> and <FN>_REPLY_NFIELDS, <FN>_<GROUP>_<FIELD>
-# and <FN>_<GROUP>_NFIELDS (enums, 0-based: the position to push or read);
-# the function's Lua gets, before its body, ARG (field -> ARGV index) and
-# NARGS, ARG_<GROUP> (field -> offset in a group) and ARG_<GROUP>_FIELDS,
-# and reply(t[, out]) / reply_<group>(t[, out]), which lay the named fields
-# of t out in the declared order (appended to out when given). A Lua file
-# that reads an argument its declaration lacks (ARG.x) fails the build. common.lua's
-# records are shared: <GROUP>_<FIELD> in C, reply_<group> in Lua.
+# Names are lower case words, not Lua keywords. From them, C gets
+# <FN>_ARG_<FIELD> and <FN>_NARGS, <FN>_REPLY_<FIELD> and
+# <FN>_REPLY_NFIELDS, <FN>_<GROUP>_<FIELD> and <FN>_<GROUP>_NFIELDS (enums,
+# 0-based: the position to push or read); the function's Lua gets, before
+# its body, ARG (field -> ARGV index) and NARGS, ARG_<GROUP> (field ->
+# offset in a group) and ARG_<GROUP>_FIELDS, and reply(t[, out]) /
+# reply_<group>(t[, out]), which lay the named fields of t out in the
+# declared order (appended to out when given). common.lua's records are
+# shared: <GROUP>_<FIELD> in C, reply_<group> in Lua. A malformed
+# declaration, or Lua that reads an argument its declaration lacks
+# (ARG.x), fails the build.
 # Constants shared with C are defined once in SHARED_H (src/job/job.h), on
 # lines "#define DQ_<NAME> <value> /* lua */", and come first in the
 # library as "local <NAME> = <value>".
@@ -47,6 +49,10 @@ shift 3
 
 name_of() {
     basename "$1" .lua
+}
+# ADD for add.lua: the prefix of a function's names in C.
+upper_name_of() {
+    name_of "$1" | tr '[:lower:]' '[:upper:]'
 }
 read_only() {
     grep -q '^-- flags: no-writes' "$1"
@@ -206,7 +212,7 @@ version=$(printf '%08x' "$({ constants; cat "$common" "$@"; } | cksum | cut -d' 
     echo "#define DQ_LUA_SCRIPTS_H"
     echo "typedef enum {"
     for f in "$@"; do
-        echo "    SCRIPT_$(name_of "$f" | tr 'a-z' 'A-Z'),"
+        echo "    SCRIPT_$(upper_name_of "$f"),"
     done
     echo "    SCRIPT_COUNT"
     echo "} dq_script;"
@@ -215,7 +221,7 @@ version=$(printf '%08x' "$({ constants; cat "$common" "$@"; } | cksum | cut -d' 
     echo " * header declares them (0-based positions). */"
     c_contract "$common" ""
     for f in "$@"; do
-        c_contract "$f" "$(name_of "$f" | tr 'a-z' 'A-Z')_"
+        c_contract "$f" "$(upper_name_of "$f")_"
     done
     echo "#endif"
 } >"$out/lua_scripts.h.tmp"

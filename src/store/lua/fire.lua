@@ -27,7 +27,8 @@ if fire >= 0 then
     else
         local now = now_ms()
         local seq = fire <= now and reserve_seq(1) or nil
-        local f = {topic = s[2], body = s[3], ttr = s[4], retries = s[5], k = ARGV[ARG.bucket], due = fire}
+        local f = {topic = s[2], body = s[3], ttr = s[4], retries = s[5], k = ARGV[ARG.bucket],
+            due = fire}
         if s[6] and s[6] ~= '' then f.backoff = s[6] end
         if s[7] and s[7] ~= '' then f.url, f.timeout = s[7], s[8] end
         create_job(jid, f, now, seq)

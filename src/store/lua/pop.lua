@@ -29,7 +29,8 @@ for ti = NARGS + 1 + nfinish, #ARGV do
         schedule(id, j.k, due, topic, 'reserved', true)
         move_count(topic, 'ready', 'reserved')
         count(topic, 'popped', 1)
-        out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n, ttr_ms = j.ttr}
+        out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
+            ttr_ms = j.ttr}
     end
     if #out >= want then break end
 end

@@ -55,8 +55,8 @@ while #out < want and looked < budget do
             schedule(id, j.k, deadline, topic, 'reserved')
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
-            out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u, attempt = j.n,
-                timeout_ms = j.to}
+            out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
+                attempt = j.n, timeout_ms = j.to}
         end
     end
 end

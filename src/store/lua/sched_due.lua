@@ -16,8 +16,8 @@ local out = reply{now = now, earliest = first[2] and tonumber(first[2]) or -1}
 local due = redis.call('ZRANGEBYSCORE', key, '-inf', num(now), 'LIMIT', '0', num(limit))
 for _, id in ipairs(due) do
     local s = redis.call('HMGET', sched_key(id), 'cron', 'ev', 'tz', 'st', 'en', 'a', 'n')
-    local schedule = reply_schedule{cron = s[1], every_s = s[2], tz = s[3], start_s = s[4], end_s = s[5],
-        anchor_s = s[6], next_ms = s[7]}
+    local schedule = reply_schedule{cron = s[1], every_s = s[2], tz = s[3], start_s = s[4],
+        end_s = s[5], anchor_s = s[6], next_ms = s[7]}
     reply_due({id = id, schedule = schedule}, out)
 end
 return out

@@ -20,9 +20,10 @@ local last, missed = old[2] or '-1', old[3] or '0'
 redis.call('DEL', sk)
 redis.call('HSET', sk, 't', ARGV[ARG.topic], 'b', ARGV[ARG.body], 'ttr', ARGV[ARG.ttr_ms],
     'r', ARGV[ARG.retries], 'cron', ARGV[ARG.cron], 'ev', ARGV[ARG.every_s], 'tz', ARGV[ARG.tz],
-    'st', ARGV[ARG.start_s], 'en', ARGV[ARG.end_s], 'a', ARGV[ARG.anchor_s], 'n', ARGV[ARG.next_ms],
-    'l', last, 'm', missed, 'c', old[4] or num(now_ms()), 'bo', ARGV[ARG.backoff], 'u', ARGV[ARG.url],
-    'to', ARGV[ARG.timeout_ms])
+    'st', ARGV[ARG.start_s], 'en', ARGV[ARG.end_s], 'a', ARGV[ARG.anchor_s],
+    'n', ARGV[ARG.next_ms], 'l', last, 'm', missed, 'c', old[4] or num(now_ms()),
+    'bo', ARGV[ARG.backoff], 'u', ARGV[ARG.url], 'to', ARGV[ARG.timeout_ms])
 redis.call('ZADD', P .. ':sched:ids', '0', id)
 sched_set_next(id, tonumber(ARGV[ARG.next_ms]))
-return reply{result = old[1] and 'replaced' or 'created', last_ms = tonumber(last), missed = tonumber(missed)}
+return reply{result = old[1] and 'replaced' or 'created', last_ms = tonumber(last),
+    missed = tonumber(missed)}
