@@ -25,8 +25,8 @@
 # reply_<group>(t[, out]), which lay the named fields of t out in the
 # declared order (appended to out when given). common.lua's records are
 # shared: <GROUP>_<FIELD> in C, reply_<group> in Lua. A malformed
-# declaration, or Lua that reads an argument its declaration lacks
-# (ARG.x), fails the build.
+# declaration, Lua that reads an argument its declaration lacks (ARG.x),
+# or a reply{...} whose fields are not the declared ones fails the build.
 # Constants shared with C are defined once in SHARED_H (src/job/job.h), on
 # lines "#define DQ_<NAME> <value> /* lua */", and come first in the
 # library as "local <NAME> = <value>".
@@ -153,16 +153,66 @@ check_args() {
     END { exit bad }' - "$1"
 }
 
+# Fails when one of FILE's replies (reply{...}, reply_<group>{...} or
+# reply_<group>({...}, out)) names a field its declaration (or common.lua's)
+# lacks, or leaves a declared one out. The table given must be written out
+# in the call, without braces inside.
+check_replies() {
+    { declarations "$common"; declarations "$1"; } | awk -v file="$1" '
+    NR == FNR {
+        if ($1 == "reply") {
+            g = ($2 == "-") ? "reply" : "reply_" $2
+            fields[g] = ""
+            for (i = 3; i <= NF; i++) fields[g] = fields[g] " " $i
+            fields[g] = fields[g] " "
+        }
+        next
+    }
+    {
+        sub(/--.*/, "")
+        src = src " " $0
+    }
+    END {
+        while (match(src, /reply(_[a-z0-9_]+)?\(?\{[^}]*\}/)) {
+            call = substr(src, RSTART, RLENGTH)
+            src = substr(src, RSTART + RLENGTH)
+            g = substr(call, 1, index(call, "{") - 1)
+            sub(/\($/, "", g)
+            body = substr(call, index(call, "{") + 1)
+            if (!(g in fields)) { print file ": " g " is not declared" > "/dev/stderr"; bad = 1; continue }
+            given = " "
+            while (match(body, /[a-z_][a-z0-9_]* =[^=]/)) {
+                key = substr(body, RSTART, RLENGTH - 3)
+                body = substr(body, RSTART + RLENGTH)
+                if (!index(fields[g], " " key " ")) {
+                    print file ": " g " has no field " key > "/dev/stderr"; bad = 1
+                }
+                given = given key " "
+            }
+            n = split(fields[g], want, " ")
+            for (i = 1; i <= n; i++) {
+                if (!index(given, " " want[i] " ")) {
+                    print file ": " g " lacks its field " want[i] > "/dev/stderr"; bad = 1
+                }
+            }
+        }
+        exit bad
+    }' - "$1"
+}
+
 nargs() {
     declarations "$1" | awk '$1 == "argv" && $2 == "-" { n = NF - 2 } END { print n + 0 }'
 }
 
 # Fails the build when a declaration is malformed, or the Lua reads an
-# argument it does not declare.
+# argument or answers a field it does not declare.
+bad=0
 for f in "$common" "$@"; do
-    declarations "$f" >/dev/null
-    check_args "$f"
+    declarations "$f" >/dev/null || bad=1
+    check_args "$f" || bad=1
+    check_replies "$f" || bad=1
 done
+[ "$bad" = 0 ] || exit 1
 
 version=$(printf '%08x' "$({ constants; cat "$common" "$@"; } | cksum | cut -d' ' -f1)")
 
