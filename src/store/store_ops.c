@@ -396,8 +396,9 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
                 store_batch_call(s, SCRIPT_GIVE_BACK, k);
                 calls++;
             }
-            store_arg(s, j->id, j->id_len);
-            store_arg_int(s, j->attempts);
+            store_val a[GIVE_BACK_JOB_NFIELDS] = {[GIVE_BACK_JOB_ID] = store_text(j->id, j->id_len),
+                                                  [GIVE_BACK_JOB_ATTEMPT] = store_int(j->attempts)};
+            store_args(s, a, GIVE_BACK_JOB_NFIELDS);
         }
     }
     store_batch_run(s);
