@@ -805,7 +805,8 @@ void store_push_done(dq_store *s, store_push_outcome *o, size_t n)
 dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *deadline,
                       store_error *err)
 {
-    store_val a[TOUCH_NARGS] = {[TOUCH_ARG_ALLOW] = store_str(allow), [TOUCH_ARG_ID] = store_str(id)};
+    store_val a[TOUCH_NARGS] = {
+        [TOUCH_ARG_ALLOW] = store_str(allow), [TOUCH_ARG_ID] = store_str(id)};
     one_id_call(s, SCRIPT_TOUCH, id, a, TOUCH_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
@@ -849,8 +850,8 @@ dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
     dq_status result = DQ_OK;
     for (int k = 0; k < store_shards(s) && *kicked < count; k++) {
         store_begin(s, SCRIPT_KICK, k);
-        store_val a[KICK_NARGS] = {[KICK_ARG_TOPIC] = store_str(topic),
-                                   [KICK_ARG_COUNT] = store_int(count - *kicked)};
+        store_val a[KICK_NARGS] = {
+            [KICK_ARG_TOPIC] = store_str(topic), [KICK_ARG_COUNT] = store_int(count - *kicked)};
         store_args(s, a, KICK_NARGS);
         store_reply *r = NULL;
         dq_status st = run_one(s, &r, err);
@@ -962,8 +963,8 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
         int64_t known = reply_int(reply_at(r, STATS_REPLY_TOPICS));
         if (known > out->topics_known)
             out->topics_known = known;
-        for (size_t i = STATS_REPLY_NFIELDS; i + STATS_ENTRY_NFIELDS <= reply_len(r) && out->n < cap;
-             i += STATS_ENTRY_NFIELDS) {
+        for (size_t i = STATS_REPLY_NFIELDS;
+             i + STATS_ENTRY_NFIELDS <= reply_len(r) && out->n < cap; i += STATS_ENTRY_NFIELDS) {
             store_topic_stats *t = &out->topics[out->n];
             const store_reply *fields = reply_at(r, i + STATS_ENTRY_FIELDS);
             t->name = reply_str(reply_at(r, i + STATS_ENTRY_TOPIC), &t->name_len);
@@ -1161,8 +1162,8 @@ dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_s
 
 dq_status store_unschedule(dq_store *s, const char *allow, const char *id, store_error *err)
 {
-    store_val a[UNSCHEDULE_NARGS] = {[UNSCHEDULE_ARG_ALLOW] = store_str(allow),
-                                     [UNSCHEDULE_ARG_ID] = store_str(id)};
+    store_val a[UNSCHEDULE_NARGS] = {
+        [UNSCHEDULE_ARG_ALLOW] = store_str(allow), [UNSCHEDULE_ARG_ID] = store_str(id)};
     one_id_call(s, SCRIPT_UNSCHEDULE, id, a, UNSCHEDULE_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
@@ -1178,16 +1179,15 @@ typedef struct {
 } schedule_def_at;
 
 static const schedule_def_at schedules_def_at = {
-    SCHEDULES_SCHEDULE_CRON,    SCHEDULES_SCHEDULE_EVERY_S,  SCHEDULES_SCHEDULE_TZ,
-    SCHEDULES_SCHEDULE_START_S, SCHEDULES_SCHEDULE_END_S,    SCHEDULES_SCHEDULE_ANCHOR_S,
+    SCHEDULES_SCHEDULE_CRON,    SCHEDULES_SCHEDULE_EVERY_S, SCHEDULES_SCHEDULE_TZ,
+    SCHEDULES_SCHEDULE_START_S, SCHEDULES_SCHEDULE_END_S,   SCHEDULES_SCHEDULE_ANCHOR_S,
     SCHEDULES_SCHEDULE_NEXT_MS};
 static const schedule_def_at sched_due_def_at = {
     SCHED_DUE_SCHEDULE_CRON,    SCHED_DUE_SCHEDULE_EVERY_S, SCHED_DUE_SCHEDULE_TZ,
     SCHED_DUE_SCHEDULE_START_S, SCHED_DUE_SCHEDULE_END_S,   SCHED_DUE_SCHEDULE_ANCHOR_S,
     SCHED_DUE_SCHEDULE_NEXT_MS};
 
-static void read_schedule_def(const store_reply *f, const schedule_def_at *at,
-                              store_schedule *sc)
+static void read_schedule_def(const store_reply *f, const schedule_def_at *at, store_schedule *sc)
 {
     sc->cron = cron_or_null(reply_at(f, (size_t)at->cron));
     sc->every_s = reply_int(reply_at(f, (size_t)at->every_s));
@@ -1228,8 +1228,8 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
     memset(out, 0, sizeof *out);
     clear_error(err);
     if (id) {
-        store_val a[SCHEDULES_NARGS] = {[SCHEDULES_ARG_ALLOW] = store_str(allow),
-                                        [SCHEDULES_ARG_ID] = store_str(id)};
+        store_val a[SCHEDULES_NARGS] = {
+            [SCHEDULES_ARG_ALLOW] = store_str(allow), [SCHEDULES_ARG_ID] = store_str(id)};
         one_id_call(s, SCRIPT_SCHEDULES, id, a, SCHEDULES_NARGS);
         store_reply *r = NULL;
         dq_status st = run_one(s, &r, err);
@@ -1239,8 +1239,8 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
         read_schedules(r, out);
         return DQ_OK;
     }
-    store_val a[SCHEDULES_NARGS] = {[SCHEDULES_ARG_ALLOW] = store_str(allow),
-                                    [SCHEDULES_ARG_ID] = store_str("")};
+    store_val a[SCHEDULES_NARGS] = {
+        [SCHEDULES_ARG_ALLOW] = store_str(allow), [SCHEDULES_ARG_ID] = store_str("")};
     store_batch_every_shard(s, SCRIPT_SCHEDULES, a, SCHEDULES_NARGS, NULL, 0);
     for (int k = 0; k < store_shards(s); k++) {
         dq_status st;
@@ -1322,9 +1322,10 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
     store_batch_begin(s);
     for (size_t i = 0; i < n; i++) {
         store_batch_call(s, SCRIPT_MOVE, calls[i].shard);
-        store_val a[MOVE_NARGS] = {[MOVE_ARG_BUCKET] = store_int(calls[i].bucket),
-                                   [MOVE_ARG_LIMIT] = store_int(limit),
-                                   [MOVE_ARG_TIMER] = store_str(calls[i].timer ? calls[i].timer : "")};
+        store_val a[MOVE_NARGS] = {
+            [MOVE_ARG_BUCKET] = store_int(calls[i].bucket),
+            [MOVE_ARG_LIMIT] = store_int(limit),
+            [MOVE_ARG_TIMER] = store_str(calls[i].timer ? calls[i].timer : "")};
         store_args(s, a, MOVE_NARGS);
     }
     store_batch_run(s);
@@ -1409,8 +1410,8 @@ dq_status store_sweep(dq_store *s, int shard, int64_t retention_ms, int limit,
 {
     store_error err;
     store_begin(s, SCRIPT_SWEEP, shard);
-    store_val a[SWEEP_NARGS] = {[SWEEP_ARG_RETENTION_MS] = store_int(retention_ms),
-                                [SWEEP_ARG_LIMIT] = store_int(limit)};
+    store_val a[SWEEP_NARGS] = {
+        [SWEEP_ARG_RETENTION_MS] = store_int(retention_ms), [SWEEP_ARG_LIMIT] = store_int(limit)};
     store_args(s, a, SWEEP_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, &err);
