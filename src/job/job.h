@@ -11,11 +11,17 @@
 
 #include "sched/cron.h"
 
-#define DQ_TOPIC_MAX 128
+/* A DQ_<NAME> defined on a line that ends in the comment "lua" is shared
+ * with the Redis functions: src/store/lua/embed.sh puts it first in their
+ * library as "local <NAME> = <value>", so it is defined here only. */
+#define DQ_TOPIC_MAX 128 /* lua */
 #define DQ_ID_MAX 256
 #define DQ_BATCH_MAX 1000
-/* A schedule's fires are jobs named "<schedule id>@<Unix seconds>": room
- * for '@' and 15 digits within DQ_ID_MAX. */
+/* A schedule's fires are jobs named "<schedule id>@<Unix seconds>"
+ * (store_fire_id; fire_job_id in src/store/lua/common.lua), so a schedule
+ * id holds no DQ_FIRE_SEP, and leaves room for it and 15 digits within
+ * DQ_ID_MAX. */
+#define DQ_FIRE_SEP '@' /* lua */
 #define DQ_SCHEDULE_ID_MAX 240
 
 /* One job of an add. Strings point into the request body. */

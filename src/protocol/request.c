@@ -905,7 +905,7 @@ static int schedule_id_field(vctx *v, fieldset *f, int required, const char **id
         return r;
     if (check_name(v, "id", *id, n, DQ_SCHEDULE_ID_MAX) < 0)
         return -1;
-    if (memchr(*id, '@', n))
+    if (memchr(*id, DQ_FIRE_SEP, n))
         return invalid(v, DQ_BAD_REQUEST, "field 'id' of a schedule must not contain '@': its "
                                           "fires are the jobs '<id>@<Unix seconds>'");
     return 1;

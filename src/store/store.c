@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "job/job.h"
 #include "store/lua_library.inc"
 #include "store/store_conn.h"
 #include "store/store_errors.h"
@@ -206,18 +207,29 @@ const char *store_tag(const dq_store *s, int shard)
     return s->tags[shard];
 }
 
-/* A schedule's fires are jobs "<schedule id>@<Unix seconds>", made by one
- * atomic call in the schedule's shard: so an id that ends in '@' and
- * digits lives in the shard of what precedes that '@' (like a Redis Cluster
- * hash tag). Its bucket still follows from the whole id. */
-int store_shard_of(const dq_store *s, const char *id, size_t n)
+size_t store_fire_id(char *out, size_t outlen, const char *schedule_id, int64_t fire_ms)
+{
+    int n = snprintf(out, outlen, "%s%c%lld", schedule_id, DQ_FIRE_SEP,
+                     (long long)(fire_ms >= 0 ? fire_ms / 1000 : 0));
+    return n < 0 || (size_t)n >= outlen ? 0 : (size_t)n;
+}
+
+/* The length of the schedule id that starts a fire's id (store_fire_id),
+ * or n for any other id. */
+static size_t fire_schedule_len(const char *id, size_t n)
 {
     size_t d = n;
     while (d > 0 && id[d - 1] >= '0' && id[d - 1] <= '9')
         d--;
-    if (d > 1 && d < n && id[d - 1] == '@')
-        n = d - 1;
-    return (int)(util_crc32(id, n) % (uint32_t)s->shards);
+    return d > 1 && d < n && id[d - 1] == DQ_FIRE_SEP ? d - 1 : n;
+}
+
+/* A schedule's fires are made by one atomic call in the schedule's shard:
+ * so a fire's id lives in the shard of its schedule id (like a Redis
+ * Cluster hash tag). Its bucket still follows from the whole id. */
+int store_shard_of(const dq_store *s, const char *id, size_t n)
+{
+    return (int)(util_crc32(id, fire_schedule_len(id, n)) % (uint32_t)s->shards);
 }
 
 int store_bucket_of(const dq_store *s, const char *id, size_t n)
@@ -310,6 +322,31 @@ void store_arg_int(dq_store *s, int64_t v)
     char *p = s->num_chunks[chunk][s->nnums++ % NUM_CHUNK];
     int n = snprintf(p, sizeof(num_text), "%" PRId64, v);
     store_arg(s, p, (size_t)n);
+}
+
+void store_args(dq_store *s, const store_val *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i].set)
+            abort();
+        if (v[i].str)
+            store_arg(s, v[i].str, v[i].len);
+        else
+            store_arg_int(s, v[i].num);
+    }
+}
+
+void store_batch_every_shard(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
+                             const char *const *rest, size_t nrest)
+{
+    store_batch_begin(s);
+    for (int k = 0; k < s->shards; k++) {
+        store_batch_call(s, fn, k);
+        store_args(s, args, nargs);
+        for (size_t i = 0; i < nrest; i++)
+            store_arg_str(s, rest[i]);
+    }
+    store_batch_run(s);
 }
 
 void store_begin(dq_store *s, dq_script fn, int shard)
@@ -944,6 +981,12 @@ static void after_round(dq_store *s)
 
 void store_batch_run(dq_store *s)
 {
+    /* A call short of its function's declared arguments is a caller that
+     * drifted from the declaration (src/store/lua/embed.sh). */
+    for (size_t k = 0; k < s->ncalls; k++) {
+        if (s->calls[k].argc - HEAD_ARGS < (size_t)lua_functions[s->calls[k].fn].nargs)
+            abort();
+    }
     for (int round = 0;; round++) {
         int pending = 0, pause = 0;
         for (size_t k = 0; k < s->ncalls; k++) {

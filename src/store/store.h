@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/config.h"
 #include "common/status.h"
@@ -48,6 +49,10 @@ const char *store_tag(const dq_store *s, int shard);
 /* A job's shard and its bucket within the shard follow from its id. */
 int store_shard_of(const dq_store *s, const char *id, size_t n);
 int store_bucket_of(const dq_store *s, const char *id, size_t n);
+/* The id of a schedule's fire: "<schedule id>@<fire in Unix seconds>"
+ * (DQ_FIRE_SEP), which lives in the schedule's shard. Writes it to out
+ * (NUL-ended) and returns its length, or 0 when it does not fit. */
+size_t store_fire_id(char *out, size_t outlen, const char *schedule_id, int64_t fire_ms);
 
 /* Building a batch: store_batch_begin, then per call store_batch_call and
  * its arguments (strings are not copied: they must live until the batch
@@ -59,6 +64,30 @@ void store_batch_call(dq_store *s, dq_script fn, int shard);
 void store_arg(dq_store *s, const char *str, size_t n);
 void store_arg_str(dq_store *s, const char *str);
 void store_arg_int(dq_store *s, int64_t v);
+/* One argument of a call, for store_args: text (not copied) or an integer. */
+typedef struct {
+    const char *str; /* NULL for an integer */
+    size_t len;
+    int64_t num;
+    int set;
+} store_val;
+static inline store_val store_text(const char *str, size_t n)
+{
+    return (store_val){str, n, 0, 1};
+}
+static inline store_val store_str(const char *str)
+{
+    return store_text(str, strlen(str));
+}
+static inline store_val store_int(int64_t v)
+{
+    return (store_val){NULL, 0, v, 1};
+}
+/* A call's declared arguments (or one group of them) in one step: v[0..n),
+ * filled by the names lua_scripts.h generates from the function's
+ * declaration (v[ADD_ARG_ALLOW] = ...). A slot left unset is a caller that
+ * drifted from the declaration: it aborts. */
+void store_args(dq_store *s, const store_val *v, size_t n);
 void store_batch_run(dq_store *s);
 /* Call i's status (DQ_OK, a function's error such as DQ_NOT_FOUND with its
  * detail, or a failure: DQ_UNAVAILABLE, DQ_TIMEOUT, DQ_INTERNAL). With
@@ -70,6 +99,12 @@ dq_status store_batch_result(dq_store *s, size_t i, store_reply **reply, char *d
  * what the write did, for a caller that can undo or use it; handed over
  * like a reply. NULL otherwise. */
 store_reply *store_batch_unconfirmed(dq_store *s, size_t i);
+
+/* The same call to every shard in one batch, run: fn with its declared
+ * arguments (args, nargs), then the strings rest[0..nrest). Call k of the
+ * batch is shard k's. */
+void store_batch_every_shard(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
+                             const char *const *rest, size_t nrest);
 
 /* One call: store_begin(fn, shard), arguments, store_run. */
 void store_begin(dq_store *s, dq_script fn, int shard);

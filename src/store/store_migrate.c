@@ -23,24 +23,20 @@ dq_status store_layout_read(dq_store *s, store_layout_info *info)
 {
     memset(info, 0, sizeof *info);
     int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++)
-        store_batch_call(s, SCRIPT_LAYOUT, k);
-    store_batch_run(s);
-    /* {buckets, shards, stored layout or nil, recorded 0/1, known layout} */
+    store_batch_every_shard(s, SCRIPT_LAYOUT, NULL, 0, NULL, 0);
     for (int k = 0; k < shards; k++) {
         store_reply *r = NULL;
         dq_status st = store_batch_result(s, (size_t)k, &r, NULL, 0);
         if (st != DQ_OK)
             return st;
-        int layout = (int)reply_int(reply_at(r, 2));
-        info->known = (int)reply_int(reply_at(r, 4));
+        int layout = (int)reply_int(reply_at(r, LAYOUT_REPLY_STORED));
+        info->known = (int)reply_int(reply_at(r, LAYOUT_REPLY_KNOWN));
         if (layout > 0) {
             if (!info->lowest || layout < info->lowest)
                 info->lowest = layout;
             if (layout > info->highest)
                 info->highest = layout;
-            if (layout == info->known && reply_int(reply_at(r, 3)) == 0)
+            if (layout == info->known && reply_int(reply_at(r, LAYOUT_REPLY_RECORDED)) == 0)
                 info->unrecorded++;
         }
         store_reply_free(r);
@@ -52,12 +48,13 @@ dq_status store_migrate_step(dq_store *s, int shard, int limit, int *done, char 
                              size_t whatlen)
 {
     store_begin(s, SCRIPT_MIGRATE, shard);
-    store_arg_int(s, limit);
+    store_val a[MIGRATE_NARGS] = {[MIGRATE_ARG_LIMIT] = store_int(limit)};
+    store_args(s, a, MIGRATE_NARGS);
     store_reply *r = NULL;
     dq_status st = store_run(s, &r, what, whatlen);
     if (st == DQ_OK) {
-        *done = reply_int(reply_at(r, 0)) == 1;
-        const char *w = reply_str(reply_at(r, 1), NULL);
+        *done = reply_int(reply_at(r, MIGRATE_REPLY_DONE)) == 1;
+        const char *w = reply_str(reply_at(r, MIGRATE_REPLY_LEFT), NULL);
         snprintf(what, whatlen, "%s", w ? w : "");
     }
     store_reply_free(r);

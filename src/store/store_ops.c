@@ -1,5 +1,7 @@
-/* store_ops: the argument layout and reply of each function (see the
- * header comment of each src/store/lua/<name>.lua for the other side). */
+/* store_ops: the C caller of each function. Its arguments and reply
+ * fields are declared in the header of src/store/lua/<name>.lua; the names
+ * used here (ADD_ARG_ALLOW, POP_JOB_BODY, ...) are generated from that
+ * declaration into lua_scripts.h, so no position is written twice. */
 #include "store/store_ops.h"
 
 #include <inttypes.h>
@@ -41,6 +43,20 @@ static void keep_reply(store_reply ***list, size_t *n, store_reply *r)
     if (!*list)
         abort();
     (*list)[(*n)++] = r;
+}
+
+/* Shard k's reply of a round over every shard (store_batch_every_shard),
+ * kept in list for the results that point into it; or NULL when the
+ * shard's call failed, with *st and err saying how. */
+static const store_reply *kept_shard_reply(dq_store *s, int k, store_reply ***list, size_t *n,
+                                           dq_status *st, store_error *err)
+{
+    store_reply *r = NULL;
+    *st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
+    if (*st != DQ_OK)
+        return NULL;
+    keep_reply(list, n, r);
+    return r;
 }
 
 /* The worse of two outcomes of a split call: a misconfiguration beats a
@@ -161,10 +177,11 @@ static int read_layout(dq_store *s, long *buckets, long *shards)
     store_reply *r = NULL;
     if (store_run(s, &r, NULL, 0) != DQ_OK)
         return -1;
-    int known = !reply_is_nil(reply_at(r, 0));
+    const store_reply *b = reply_at(r, LAYOUT_REPLY_BUCKETS), *n = reply_at(r, LAYOUT_REPLY_SHARDS);
+    int known = !reply_is_nil(b);
     if (known) {
-        *buckets = (long)reply_int(reply_at(r, 0));
-        *shards = reply_is_nil(reply_at(r, 1)) ? 1 : (long)reply_int(reply_at(r, 1));
+        *buckets = (long)reply_int(b);
+        *shards = reply_is_nil(n) ? 1 : (long)reply_int(n);
     }
     store_reply_free(r);
     return known;
@@ -207,12 +224,16 @@ static long claim_shards(const dq_config *cfg, int shards)
     dq_config probe;
     dq_store *s = probe_store(cfg, shards, &probe);
     store_begin(s, SCRIPT_LAYOUT_CLAIM, 0);
-    store_arg_int(s, cfg->buckets);
-    store_arg_int(s, shards);
+    store_val a[LAYOUT_CLAIM_NARGS] = {[LAYOUT_CLAIM_ARG_BUCKETS] = store_int(cfg->buckets),
+                                       [LAYOUT_CLAIM_ARG_SHARDS] = store_int(shards)};
+    store_args(s, a, LAYOUT_CLAIM_NARGS);
     store_reply *r = NULL;
     long recorded = -1;
-    if (store_run(s, &r, NULL, 0) == DQ_OK && !reply_is_nil(reply_at(r, 1)))
-        recorded = (long)reply_int(reply_at(r, 1));
+    const store_reply *n = NULL;
+    if (store_run(s, &r, NULL, 0) == DQ_OK)
+        n = reply_at(r, LAYOUT_CLAIM_REPLY_SHARDS);
+    if (n && !reply_is_nil(n))
+        recorded = (long)reply_int(n);
     store_reply_free(r);
     store_free(s);
     return recorded;
@@ -375,8 +396,9 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
                 store_batch_call(s, SCRIPT_GIVE_BACK, k);
                 calls++;
             }
-            store_arg(s, j->id, j->id_len);
-            store_arg_int(s, j->attempts);
+            store_val a[GIVE_BACK_JOB_NFIELDS] = {[GIVE_BACK_JOB_ID] = store_text(j->id, j->id_len),
+                                                  [GIVE_BACK_JOB_ATTEMPT] = store_int(j->attempts)};
+            store_args(s, a, GIVE_BACK_JOB_NFIELDS);
         }
     }
     store_batch_run(s);
@@ -413,6 +435,26 @@ static void give_back_unconfirmed(dq_store *s, int shard, size_t first,
     store_jobs_free(&taken);
 }
 
+/* One job's group of add's arguments. */
+static void add_job_args(dq_store *s, const dq_job_spec *job, const char *id)
+{
+    size_t idlen = strlen(id);
+    store_val f[ADD_JOB_NFIELDS] = {
+        [ADD_JOB_ID] = store_text(id, idlen),
+        [ADD_JOB_TOPIC] = store_str(job->topic),
+        [ADD_JOB_BODY] = store_text(job->body, job->body_len),
+        [ADD_JOB_TTR_MS] = store_int(job->ttr_ms),
+        [ADD_JOB_RETRIES] = store_int(job->retries),
+        [ADD_JOB_DELAY_MS] = store_int(job->delay_ms),
+        [ADD_JOB_AT_MS] = store_int(job->at_ms),
+        [ADD_JOB_BUCKET] = store_int(store_bucket_of(s, id, idlen)),
+        [ADD_JOB_BACKOFF] = store_text(job->backoff ? job->backoff : "",
+                                       job->backoff ? job->backoff_len : 0),
+        [ADD_JOB_URL] = store_str(job->url ? job->url : ""),
+        [ADD_JOB_TIMEOUT_MS] = store_int(job->cb_timeout_ms)};
+    store_args(s, f, ADD_JOB_NFIELDS);
+}
+
 dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
                     const char *const *ids, size_t n, store_item *items, store_error *err)
 {
@@ -424,26 +466,13 @@ dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
         if (from == to)
             continue;
         store_batch_call(s, SCRIPT_ADD, k);
-        store_arg_str(s, allow);
-        store_arg_int(s, store_buckets(s));
-        store_arg_int(s, store_shards(s));
-        store_arg_int(s, (int64_t)(to - from));
-        for (size_t j = from; j < to; j++) {
-            size_t i = g.order[j];
-            const dq_job_spec *job = &jobs[i];
-            size_t idlen = strlen(ids[i]);
-            store_arg(s, ids[i], idlen);
-            store_arg_str(s, job->topic);
-            store_arg(s, job->body, job->body_len);
-            store_arg_int(s, job->ttr_ms);
-            store_arg_int(s, job->retries);
-            store_arg_int(s, job->delay_ms);
-            store_arg_int(s, job->at_ms);
-            store_arg_int(s, store_bucket_of(s, ids[i], idlen));
-            store_arg(s, job->backoff ? job->backoff : "", job->backoff ? job->backoff_len : 0);
-            store_arg_str(s, job->url ? job->url : "");
-            store_arg_int(s, job->cb_timeout_ms);
-        }
+        store_val a[ADD_NARGS] = {[ADD_ARG_ALLOW] = store_str(allow),
+                                  [ADD_ARG_BUCKETS] = store_int(store_buckets(s)),
+                                  [ADD_ARG_SHARDS] = store_int(store_shards(s)),
+                                  [ADD_ARG_NJOBS] = store_int((int64_t)(to - from))};
+        store_args(s, a, ADD_NARGS);
+        for (size_t j = from; j < to; j++)
+            add_job_args(s, &jobs[g.order[j]], ids[g.order[j]]);
     }
     store_batch_run(s);
     dq_status st = read_split_items(s, &g, items, err);
@@ -451,14 +480,13 @@ dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
     return st;
 }
 
-/* {id, topic, body, attempts, ttr_ms} */
 static void read_popped(const store_reply *e, store_job *j)
 {
-    j->id = reply_str(reply_at(e, 0), &j->id_len);
-    j->topic = reply_str(reply_at(e, 1), &j->topic_len);
-    j->body = reply_str(reply_at(e, 2), &j->body_len);
-    j->attempts = reply_int(reply_at(e, 3));
-    j->ttr_ms = reply_int(reply_at(e, 4));
+    j->id = reply_str(reply_at(e, POP_JOB_ID), &j->id_len);
+    j->topic = reply_str(reply_at(e, POP_JOB_TOPIC), &j->topic_len);
+    j->body = reply_str(reply_at(e, POP_JOB_BODY), &j->body_len);
+    j->attempts = reply_int(reply_at(e, POP_JOB_ATTEMPTS));
+    j->ttr_ms = reply_int(reply_at(e, POP_JOB_TTR_MS));
     j->state = "reserved";
 }
 
@@ -466,9 +494,10 @@ dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *
                     store_error *err)
 {
     store_begin(s, SCRIPT_POP, shard);
-    store_arg_str(s, q->allow);
-    store_arg_int(s, q->count);
-    store_arg_int(s, (int64_t)q->nfinish);
+    store_val a[POP_NARGS] = {[POP_ARG_ALLOW] = store_str(q->allow),
+                              [POP_ARG_COUNT] = store_int(q->count),
+                              [POP_ARG_NFINISH] = store_int((int64_t)q->nfinish)};
+    store_args(s, a, POP_NARGS);
     for (size_t i = 0; i < q->nfinish; i++)
         store_arg_str(s, q->finish[i]);
     for (size_t i = 0; i < q->ntopics; i++)
@@ -476,18 +505,18 @@ dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_TIMEOUT) /* reply: {finish items, job, job, ...} */
-        give_back_unconfirmed(s, shard, 1, read_popped);
+        give_back_unconfirmed(s, shard, POP_REPLY_NFIELDS, read_popped);
     for (size_t i = 0; i < q->nfinish; i++) {
         store_item *it = &q->finished[i];
         it->state[0] = '\0';
         it->status = st;
         if (st != DQ_OK)
             continue;
-        read_item(reply_at(reply_at(r, 0), i), it);
+        read_item(reply_at(reply_at(r, POP_REPLY_FINISHED), i), it);
     }
     if (st != DQ_OK)
         return st;
-    for (size_t i = 1; i < reply_len(r); i++) {
+    for (size_t i = POP_REPLY_NFIELDS; i < reply_len(r); i++) {
         store_job *j = next_job(out);
         read_popped(reply_at(r, i), j);
         j->shard = shard;
@@ -501,13 +530,7 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
 {
     clear_error(err);
     int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++) {
-        store_batch_call(s, SCRIPT_READY, k);
-        for (size_t t = 0; t < ntopics; t++)
-            store_arg_str(s, topics[t]);
-    }
-    store_batch_run(s);
+    store_batch_every_shard(s, SCRIPT_READY, NULL, 0, topics, ntopics);
     dq_status result = DQ_UNAVAILABLE;
     for (int k = 0; k < shards; k++) {
         store_reply *r = NULL;
@@ -525,9 +548,9 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
     return result;
 }
 
-/* A function that takes allow, an optional word (NULL: none), then ids,
+/* A function that takes its declared arguments (args, nargs), then ids,
  * and answers one item per id: one call per shard, sent together. */
-static dq_status split_ids_call(dq_store *s, dq_script fn, const char *allow, const char *word,
+static dq_status split_ids_call(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
                                 const char *const *ids, size_t n, store_item *items,
                                 store_error *err)
 {
@@ -539,9 +562,7 @@ static dq_status split_ids_call(dq_store *s, dq_script fn, const char *allow, co
         if (from == to)
             continue;
         store_batch_call(s, fn, k);
-        store_arg_str(s, allow);
-        if (word)
-            store_arg_str(s, word);
+        store_args(s, args, nargs);
         for (size_t j = from; j < to; j++)
             store_arg_str(s, ids[g.order[j]]);
     }
@@ -554,22 +575,25 @@ static dq_status split_ids_call(dq_store *s, dq_script fn, const char *allow, co
 dq_status store_remove(dq_store *s, const char *allow, int finished, const char *const *ids,
                        size_t n, store_item *items, store_error *err)
 {
-    return split_ids_call(s, SCRIPT_REMOVE, allow, finished ? "finished" : "deleted", ids, n,
-                          items, err);
+    store_val a[REMOVE_NARGS] = {[REMOVE_ARG_ALLOW] = store_str(allow),
+                                 [REMOVE_ARG_KIND] = store_str(finished ? "finished" : "deleted")};
+    return split_ids_call(s, SCRIPT_REMOVE, a, REMOVE_NARGS, ids, n, items, err);
 }
 
 dq_status store_kick_ids(dq_store *s, const char *allow, const char *const *ids, size_t n,
                          store_item *items, store_error *err)
 {
-    return split_ids_call(s, SCRIPT_KICK_IDS, allow, NULL, ids, n, items, err);
+    store_val a[KICK_IDS_NARGS] = {[KICK_IDS_ARG_ALLOW] = store_str(allow)};
+    return split_ids_call(s, SCRIPT_KICK_IDS, a, KICK_IDS_NARGS, ids, n, items, err);
 }
 
-/* One-id functions: allow, id, then extra arguments, in the id's shard. */
-static void one_id_call(dq_store *s, dq_script fn, const char *allow, const char *id)
+/* A call about one id (a job's or a schedule's), in the id's shard, with
+ * its declared arguments. */
+static void one_id_call(dq_store *s, dq_script fn, const char *id, const store_val *args,
+                        size_t nargs)
 {
     store_begin(s, fn, store_shard_of(s, id, strlen(id)));
-    store_arg_str(s, allow);
-    store_arg_str(s, id);
+    store_args(s, args, nargs);
 }
 
 static void read_job_view(const store_reply *r, store_job *j);
@@ -579,7 +603,8 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
                     store_error *err)
 {
     memset(out, 0, sizeof *out);
-    one_id_call(s, SCRIPT_GET, allow, id);
+    store_val a[GET_NARGS] = {[GET_ARG_ALLOW] = store_str(allow), [GET_ARG_ID] = store_str(id)};
+    one_id_call(s, SCRIPT_GET, id, a, GET_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st != DQ_OK)
@@ -593,25 +618,23 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
     return DQ_OK;
 }
 
-/* A job as common.lua's job_view answers it: {state, topic, body, due,
- * ttr_ms, attempts, retries, created, backoff, url, timeout_ms, last
- * attempt, its status, its error}. */
+/* A job as common.lua's job_view answers it. */
 static void read_job_view(const store_reply *r, store_job *j)
 {
-    j->state = reply_str(reply_at(r, 0), NULL);
-    j->topic = reply_str(reply_at(r, 1), &j->topic_len);
-    j->body = reply_str(reply_at(r, 2), &j->body_len);
-    j->due = reply_int(reply_at(r, 3));
-    j->ttr_ms = reply_int(reply_at(r, 4));
-    j->attempts = reply_int(reply_at(r, 5));
-    j->retries = reply_int(reply_at(r, 6));
-    j->created = reply_int(reply_at(r, 7));
-    j->backoff = reply_str(reply_at(r, 8), &j->backoff_len);
-    j->url = reply_str(reply_at(r, 9), &j->url_len);
-    j->cb_timeout_ms = reply_int(reply_at(r, 10));
-    j->last_at = reply_int(reply_at(r, 11));
-    j->last_status = reply_int(reply_at(r, 12));
-    j->last_error = reply_str(reply_at(r, 13), &j->last_error_len);
+    j->state = reply_str(reply_at(r, JOB_VIEW_STATE), NULL);
+    j->topic = reply_str(reply_at(r, JOB_VIEW_TOPIC), &j->topic_len);
+    j->body = reply_str(reply_at(r, JOB_VIEW_BODY), &j->body_len);
+    j->due = reply_int(reply_at(r, JOB_VIEW_DUE));
+    j->ttr_ms = reply_int(reply_at(r, JOB_VIEW_TTR_MS));
+    j->attempts = reply_int(reply_at(r, JOB_VIEW_ATTEMPTS));
+    j->retries = reply_int(reply_at(r, JOB_VIEW_RETRIES));
+    j->created = reply_int(reply_at(r, JOB_VIEW_CREATED));
+    j->backoff = reply_str(reply_at(r, JOB_VIEW_BACKOFF), &j->backoff_len);
+    j->url = reply_str(reply_at(r, JOB_VIEW_URL), &j->url_len);
+    j->cb_timeout_ms = reply_int(reply_at(r, JOB_VIEW_TIMEOUT_MS));
+    j->last_at = reply_int(reply_at(r, JOB_VIEW_LAST_AT));
+    j->last_status = reply_int(reply_at(r, JOB_VIEW_LAST_STATUS));
+    j->last_error = reply_str(reply_at(r, JOB_VIEW_LAST_ERROR), &j->last_error_len);
 }
 
 /* Listing order: by score, then by id in byte order (as a sorted set
@@ -645,34 +668,28 @@ dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, con
         score[colon - cursor] = '\0';
         after_id = colon + 1;
     }
-    int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++) {
-        store_batch_call(s, SCRIPT_JOBS, k);
-        store_arg_str(s, topic);
-        store_arg_str(s, state);
-        store_arg_int(s, limit);
-        store_arg_str(s, score);
-        store_arg_str(s, after_id);
-    }
-    store_batch_run(s);
+    store_val a[JOBS_NARGS] = {[JOBS_ARG_TOPIC] = store_str(topic),
+                               [JOBS_ARG_STATE] = store_str(state),
+                               [JOBS_ARG_LIMIT] = store_int(limit),
+                               [JOBS_ARG_AFTER_SCORE] = store_str(score),
+                               [JOBS_ARG_AFTER_ID] = store_str(after_id)};
+    store_batch_every_shard(s, SCRIPT_JOBS, a, JOBS_NARGS, NULL, 0);
     int more = 0;
-    for (int k = 0; k < shards; k++) {
-        store_reply *r = NULL;
-        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
-        if (st != DQ_OK) {
+    for (int k = 0; k < store_shards(s); k++) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
             store_jobs_free(out);
             return st; /* a page missing a shard would skip its jobs */
         }
-        keep_reply(&out->replies, &out->nreplies, r);
-        /* {more, id, score, job_view, ...} */
-        more |= reply_int(reply_at(r, 0)) == 1;
-        for (size_t i = 1; i + 2 < reply_len(r); i += 3) {
+        more |= reply_int(reply_at(r, JOBS_REPLY_MORE)) == 1;
+        for (size_t i = JOBS_REPLY_NFIELDS; i + JOBS_ENTRY_NFIELDS <= reply_len(r);
+             i += JOBS_ENTRY_NFIELDS) {
             store_job *j = next_job(out);
-            j->id = reply_str(reply_at(r, i), &j->id_len);
-            j->pos = reply_int(reply_at(r, i + 1));
+            j->id = reply_str(reply_at(r, i + JOBS_ENTRY_ID), &j->id_len);
+            j->pos = reply_int(reply_at(r, i + JOBS_ENTRY_SCORE));
             j->shard = k;
-            read_job_view(reply_at(r, i + 2), j);
+            read_job_view(reply_at(r, i + JOBS_ENTRY_VIEW), j);
             if (!j->id)
                 out->n--;
         }
@@ -694,29 +711,31 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
                            int64_t at_ms, char state[STORE_STATE_MAX], int64_t *due,
                            store_error *err)
 {
-    one_id_call(s, SCRIPT_RESCHEDULE, allow, id);
-    store_arg_int(s, delay_ms);
-    store_arg_int(s, at_ms);
+    store_val a[RESCHEDULE_NARGS] = {[RESCHEDULE_ARG_ALLOW] = store_str(allow),
+                                     [RESCHEDULE_ARG_ID] = store_str(id),
+                                     [RESCHEDULE_ARG_DELAY_MS] = store_int(delay_ms),
+                                     [RESCHEDULE_ARG_AT_MS] = store_int(at_ms)};
+    one_id_call(s, SCRIPT_RESCHEDULE, id, a, RESCHEDULE_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
-        const char *v = reply_str(reply_at(r, 0), NULL);
+        const char *v = reply_str(reply_at(r, RESCHEDULE_REPLY_STATE), NULL);
         snprintf(state, STORE_STATE_MAX, "%s", v ? v : "");
-        *due = reply_int(reply_at(r, 1));
+        *due = reply_int(reply_at(r, RESCHEDULE_REPLY_DUE));
     }
     store_reply_free(r);
     return st;
 }
 
-/* {id, topic, body, url, attempt, timeout_ms} */
+/* One job of push_take's reply. */
 static void read_taken(const store_reply *e, store_job *j)
 {
-    j->id = reply_str(reply_at(e, 0), &j->id_len);
-    j->topic = reply_str(reply_at(e, 1), &j->topic_len);
-    j->body = reply_str(reply_at(e, 2), &j->body_len);
-    j->url = reply_str(reply_at(e, 3), &j->url_len);
-    j->attempts = reply_int(reply_at(e, 4));
-    j->cb_timeout_ms = reply_int(reply_at(e, 5));
+    j->id = reply_str(reply_at(e, PUSH_TAKE_JOB_ID), &j->id_len);
+    j->topic = reply_str(reply_at(e, PUSH_TAKE_JOB_TOPIC), &j->topic_len);
+    j->body = reply_str(reply_at(e, PUSH_TAKE_JOB_BODY), &j->body_len);
+    j->url = reply_str(reply_at(e, PUSH_TAKE_JOB_URL), &j->url_len);
+    j->attempts = reply_int(reply_at(e, PUSH_TAKE_JOB_ATTEMPT));
+    j->cb_timeout_ms = reply_int(reply_at(e, PUSH_TAKE_JOB_TIMEOUT_MS));
     j->state = "reserved";
 }
 
@@ -729,8 +748,9 @@ void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *o
         if (limits[k] <= 0)
             continue;
         store_batch_call(s, SCRIPT_PUSH_TAKE, k);
-        store_arg_int(s, limits[k]);
-        store_arg_int(s, grace_ms);
+        store_val a[PUSH_TAKE_NARGS] = {[PUSH_TAKE_ARG_LIMIT] = store_int(limits[k]),
+                                        [PUSH_TAKE_ARG_GRACE_MS] = store_int(grace_ms)};
+        store_args(s, a, PUSH_TAKE_NARGS);
     }
     store_batch_run(s);
     store_jobs unconfirmed = {0};
@@ -764,12 +784,13 @@ void store_push_done(dq_store *s, store_push_outcome *o, size_t n)
     store_batch_begin(s);
     for (size_t i = 0; i < n; i++) {
         store_batch_call(s, SCRIPT_PUSH_DONE, store_shard_of(s, o[i].id, strlen(o[i].id)));
-        store_arg_str(s, o[i].id);
-        store_arg_int(s, o[i].attempt);
-        store_arg_str(s, o[i].outcome);
-        store_arg_int(s, o[i].wait_ms);
-        store_arg_int(s, o[i].status);
-        store_arg_str(s, o[i].error);
+        store_val a[PUSH_DONE_NARGS] = {[PUSH_DONE_ARG_ID] = store_str(o[i].id),
+                                        [PUSH_DONE_ARG_ATTEMPT] = store_int(o[i].attempt),
+                                        [PUSH_DONE_ARG_OUTCOME] = store_str(o[i].outcome),
+                                        [PUSH_DONE_ARG_WAIT_MS] = store_int(o[i].wait_ms),
+                                        [PUSH_DONE_ARG_STATUS] = store_int(o[i].status),
+                                        [PUSH_DONE_ARG_ERROR] = store_str(o[i].error)};
+        store_args(s, a, PUSH_DONE_NARGS);
     }
     store_batch_run(s);
     for (size_t i = 0; i < n; i++) {
@@ -784,7 +805,9 @@ void store_push_done(dq_store *s, store_push_outcome *o, size_t n)
 dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *deadline,
                       store_error *err)
 {
-    one_id_call(s, SCRIPT_TOUCH, allow, id);
+    store_val a[TOUCH_NARGS] = {
+        [TOUCH_ARG_ALLOW] = store_str(allow), [TOUCH_ARG_ID] = store_str(id)};
+    one_id_call(s, SCRIPT_TOUCH, id, a, TOUCH_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK)
@@ -796,8 +819,10 @@ dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *d
 dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t delay_ms,
                         char state[STORE_STATE_MAX], store_error *err)
 {
-    one_id_call(s, SCRIPT_RELEASE, allow, id);
-    store_arg_int(s, delay_ms);
+    store_val a[RELEASE_NARGS] = {[RELEASE_ARG_ALLOW] = store_str(allow),
+                                  [RELEASE_ARG_ID] = store_str(id),
+                                  [RELEASE_ARG_DELAY_MS] = store_int(delay_ms)};
+    one_id_call(s, SCRIPT_RELEASE, id, a, RELEASE_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
@@ -810,7 +835,8 @@ dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t 
 
 dq_status store_bury(dq_store *s, const char *allow, const char *id, store_error *err)
 {
-    one_id_call(s, SCRIPT_BURY, allow, id);
+    store_val a[BURY_NARGS] = {[BURY_ARG_ALLOW] = store_str(allow), [BURY_ARG_ID] = store_str(id)};
+    one_id_call(s, SCRIPT_BURY, id, a, BURY_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     store_reply_free(r);
@@ -824,8 +850,9 @@ dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
     dq_status result = DQ_OK;
     for (int k = 0; k < store_shards(s) && *kicked < count; k++) {
         store_begin(s, SCRIPT_KICK, k);
-        store_arg_str(s, topic);
-        store_arg_int(s, count - *kicked);
+        store_val a[KICK_NARGS] = {
+            [KICK_ARG_TOPIC] = store_str(topic), [KICK_ARG_COUNT] = store_int(count - *kicked)};
+        store_args(s, a, KICK_NARGS);
         store_reply *r = NULL;
         dq_status st = run_one(s, &r, err);
         if (st == DQ_OK)
@@ -915,40 +942,36 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
     memset(out, 0, sizeof *out);
     clear_error(err);
     int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++) {
-        store_batch_call(s, SCRIPT_STATS, k);
-        store_arg_str(s, topic ? topic : "");
-        store_arg_str(s, cursor ? cursor : "");
-        store_arg_int(s, limit);
-    }
-    store_batch_run(s);
-    /* {totals, next cursor or nil, topics known, topic, fields, ...} */
+    store_val a[STATS_NARGS] = {[STATS_ARG_TOPIC] = store_str(topic ? topic : ""),
+                                [STATS_ARG_CURSOR] = store_str(cursor ? cursor : ""),
+                                [STATS_ARG_LIMIT] = store_int(limit)};
+    store_batch_every_shard(s, SCRIPT_STATS, a, STATS_NARGS, NULL, 0);
     size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
     if (topic)
         cap = (size_t)shards;
     out->topics = xcalloc(cap, sizeof *out->topics);
     int more = 0;
     for (int k = 0; k < shards; k++) {
-        store_reply *r = NULL;
-        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
-        if (st != DQ_OK) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
             store_stats_free(out);
             return st; /* figures missing a shard would be wrong, not partial */
         }
-        keep_reply(&out->replies, &out->nreplies, r);
-        add_fields(out->totals, reply_at(r, 0));
-        more |= !reply_is_nil(reply_at(r, 1));
-        int64_t known = reply_int(reply_at(r, 2));
+        add_fields(out->totals, reply_at(r, STATS_REPLY_TOTALS));
+        more |= !reply_is_nil(reply_at(r, STATS_REPLY_NEXT_CURSOR));
+        int64_t known = reply_int(reply_at(r, STATS_REPLY_TOPICS));
         if (known > out->topics_known)
             out->topics_known = known;
-        for (size_t i = 3; i + 1 < reply_len(r) && out->n < cap; i += 2) {
+        for (size_t i = STATS_REPLY_NFIELDS;
+             i + STATS_ENTRY_NFIELDS <= reply_len(r) && out->n < cap; i += STATS_ENTRY_NFIELDS) {
             store_topic_stats *t = &out->topics[out->n];
-            t->name = reply_str(reply_at(r, i), &t->name_len);
+            const store_reply *fields = reply_at(r, i + STATS_ENTRY_FIELDS);
+            t->name = reply_str(reply_at(r, i + STATS_ENTRY_TOPIC), &t->name_len);
             if (t->name) {
-                add_fields(t->v, reply_at(r, i + 1));
+                add_fields(t->v, fields);
                 t->ready_age_ms = -1;
-                topic_extras(t, reply_at(r, i + 1));
+                topic_extras(t, fields);
                 out->n++;
             }
         }
@@ -979,9 +1002,10 @@ void store_stats_free(store_stats *st)
 static void pause_call(dq_store *s, int shard, const char *topic, int pause)
 {
     store_batch_call(s, SCRIPT_PAUSE, shard);
-    store_arg_str(s, pause ? "pause" : "resume");
-    store_arg_str(s, topic);
-    store_arg_int(s, RESUME_CHUNK);
+    store_val a[PAUSE_NARGS] = {[PAUSE_ARG_OP] = store_str(pause ? "pause" : "resume"),
+                                [PAUSE_ARG_TOPIC] = store_str(topic),
+                                [PAUSE_ARG_LIMIT] = store_int(RESUME_CHUNK)};
+    store_args(s, a, PAUSE_NARGS);
 }
 
 dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *err)
@@ -1028,42 +1052,38 @@ dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err)
     memset(out, 0, sizeof *out);
     out->push_age_ms = -1;
     clear_error(err);
-    int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++)
-        store_batch_call(s, SCRIPT_LAG, k);
-    store_batch_run(s);
-    /* {now, overdue due or -1, push since or -1, paused, {timer, late, at, ...}} */
-    for (int k = 0; k < shards; k++) {
-        store_reply *r = NULL;
-        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
-        if (st != DQ_OK) {
-            store_reply_free(r);
+    store_batch_every_shard(s, SCRIPT_LAG, NULL, 0, NULL, 0);
+    for (int k = 0; k < store_shards(s); k++) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
             store_lag_free(out);
             return st;
         }
-        keep_reply(&out->replies, &out->nreplies, r);
-        int64_t now = reply_int(reply_at(r, 0)), due = reply_int(reply_at(r, 1));
-        int64_t since = reply_int(reply_at(r, 2)), paused = reply_int(reply_at(r, 3));
+        int64_t now = reply_int(reply_at(r, LAG_REPLY_NOW));
+        int64_t due = reply_int(reply_at(r, LAG_REPLY_OVERDUE));
+        int64_t since = reply_int(reply_at(r, LAG_REPLY_PUSH_SINCE));
+        int64_t paused = reply_int(reply_at(r, LAG_REPLY_PAUSED));
         if (due >= 0 && now - due > out->overdue_ms)
             out->overdue_ms = now - due;
         if (since >= 0 && now - since > out->push_age_ms)
             out->push_age_ms = now - since > 0 ? now - since : 0;
         if (paused > out->paused_topics)
             out->paused_topics = paused;
-        const store_reply *t = reply_at(r, 4);
-        size_t nt = reply_len(t) / 3;
+        const store_reply *t = reply_at(r, LAG_REPLY_TIMERS);
+        size_t nt = reply_len(t) / LAG_TIMER_NFIELDS;
         out->timers = realloc(out->timers, (out->ntimers + nt + 1) * sizeof *out->timers);
         if (!out->timers)
             abort();
         for (size_t i = 0; i < nt; i++) {
             store_timer_lag *l = &out->timers[out->ntimers];
-            l->timer = reply_str(reply_at(t, 3 * i), NULL);
+            size_t at = LAG_TIMER_NFIELDS * i;
+            l->timer = reply_str(reply_at(t, at + LAG_TIMER_TOKEN), NULL);
             if (!l->timer)
                 continue;
             l->shard = k;
-            l->late_ms = reply_int(reply_at(t, 3 * i + 1));
-            l->age_ms = now - reply_int(reply_at(t, 3 * i + 2));
+            l->late_ms = reply_int(reply_at(t, at + LAG_TIMER_LATE_MS));
+            l->age_ms = now - reply_int(reply_at(t, at + LAG_TIMER_AT_MS));
             out->ntimers++;
         }
     }
@@ -1111,25 +1131,29 @@ static const char *cron_or_null(const store_reply *r)
 dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_spec *sc,
                              int64_t anchor_s, int64_t next_ms, int *replaced, store_error *err)
 {
-    one_id_call(s, SCRIPT_SCHEDULE, allow, sc->id);
-    store_arg_str(s, sc->topic);
-    store_arg(s, sc->body, sc->body_len);
-    store_arg_int(s, sc->ttr_ms);
-    store_arg_int(s, sc->retries);
-    store_arg_str(s, sc->cron ? sc->cron : "");
-    store_arg_int(s, sc->cron ? 0 : sc->every_s);
-    store_arg_str(s, sc->tz);
-    store_arg_int(s, sc->start_s);
-    store_arg_int(s, sc->end_s);
-    store_arg_int(s, anchor_s);
-    store_arg_int(s, next_ms);
-    store_arg(s, sc->backoff ? sc->backoff : "", sc->backoff ? sc->backoff_len : 0);
-    store_arg_str(s, sc->url ? sc->url : "");
-    store_arg_int(s, sc->cb_timeout_ms);
+    store_val a[SCHEDULE_NARGS] = {
+        [SCHEDULE_ARG_ALLOW] = store_str(allow),
+        [SCHEDULE_ARG_ID] = store_str(sc->id),
+        [SCHEDULE_ARG_TOPIC] = store_str(sc->topic),
+        [SCHEDULE_ARG_BODY] = store_text(sc->body, sc->body_len),
+        [SCHEDULE_ARG_TTR_MS] = store_int(sc->ttr_ms),
+        [SCHEDULE_ARG_RETRIES] = store_int(sc->retries),
+        [SCHEDULE_ARG_CRON] = store_str(sc->cron ? sc->cron : ""),
+        [SCHEDULE_ARG_EVERY_S] = store_int(sc->cron ? 0 : sc->every_s),
+        [SCHEDULE_ARG_TZ] = store_str(sc->tz),
+        [SCHEDULE_ARG_START_S] = store_int(sc->start_s),
+        [SCHEDULE_ARG_END_S] = store_int(sc->end_s),
+        [SCHEDULE_ARG_ANCHOR_S] = store_int(anchor_s),
+        [SCHEDULE_ARG_NEXT_MS] = store_int(next_ms),
+        [SCHEDULE_ARG_BACKOFF] = store_text(sc->backoff ? sc->backoff : "",
+                                            sc->backoff ? sc->backoff_len : 0),
+        [SCHEDULE_ARG_URL] = store_str(sc->url ? sc->url : ""),
+        [SCHEDULE_ARG_TIMEOUT_MS] = store_int(sc->cb_timeout_ms)};
+    one_id_call(s, SCRIPT_SCHEDULE, sc->id, a, SCHEDULE_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
-        const char *v = reply_str(reply_at(r, 0), NULL);
+        const char *v = reply_str(reply_at(r, SCHEDULE_REPLY_RESULT), NULL);
         *replaced = v && strcmp(v, "replaced") == 0;
     }
     store_reply_free(r);
@@ -1138,35 +1162,57 @@ dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_s
 
 dq_status store_unschedule(dq_store *s, const char *allow, const char *id, store_error *err)
 {
-    one_id_call(s, SCRIPT_UNSCHEDULE, allow, id);
+    store_val a[UNSCHEDULE_NARGS] = {
+        [UNSCHEDULE_ARG_ALLOW] = store_str(allow), [UNSCHEDULE_ARG_ID] = store_str(id)};
+    one_id_call(s, SCRIPT_UNSCHEDULE, id, a, UNSCHEDULE_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     store_reply_free(r);
     return st;
 }
 
-/* {id, {topic, cron, every, tz, start, end, anchor, next, last, missed,
- * ttr, retries, created, body}, ...} */
+/* Where a reply's schedule record holds each field of the definition:
+ * schedules.lua's and sched_due.lua's records hold them at places of
+ * their own. */
+typedef struct {
+    int cron, every_s, tz, start_s, end_s, anchor_s, next_ms;
+} schedule_def_at;
+
+static const schedule_def_at schedules_def_at = {
+    SCHEDULES_SCHEDULE_CRON,    SCHEDULES_SCHEDULE_EVERY_S, SCHEDULES_SCHEDULE_TZ,
+    SCHEDULES_SCHEDULE_START_S, SCHEDULES_SCHEDULE_END_S,   SCHEDULES_SCHEDULE_ANCHOR_S,
+    SCHEDULES_SCHEDULE_NEXT_MS};
+static const schedule_def_at sched_due_def_at = {
+    SCHED_DUE_SCHEDULE_CRON,    SCHED_DUE_SCHEDULE_EVERY_S, SCHED_DUE_SCHEDULE_TZ,
+    SCHED_DUE_SCHEDULE_START_S, SCHED_DUE_SCHEDULE_END_S,   SCHED_DUE_SCHEDULE_ANCHOR_S,
+    SCHED_DUE_SCHEDULE_NEXT_MS};
+
+static void read_schedule_def(const store_reply *f, const schedule_def_at *at, store_schedule *sc)
+{
+    sc->cron = cron_or_null(reply_at(f, (size_t)at->cron));
+    sc->every_s = reply_int(reply_at(f, (size_t)at->every_s));
+    sc->tz = reply_str(reply_at(f, (size_t)at->tz), NULL);
+    sc->start_s = reply_int(reply_at(f, (size_t)at->start_s));
+    sc->end_s = reply_int(reply_at(f, (size_t)at->end_s));
+    sc->anchor_s = reply_int(reply_at(f, (size_t)at->anchor_s));
+    sc->next_ms = reply_int(reply_at(f, (size_t)at->next_ms));
+}
+
+/* schedules.lua's entries. */
 static void read_schedules(const store_reply *r, store_schedules *out)
 {
-    for (size_t i = 0; i + 1 < reply_len(r); i += 2) {
-        const store_reply *f = reply_at(r, i + 1);
+    for (size_t i = 0; i + SCHEDULES_ENTRY_NFIELDS <= reply_len(r); i += SCHEDULES_ENTRY_NFIELDS) {
+        const store_reply *f = reply_at(r, i + SCHEDULES_ENTRY_SCHEDULE);
         store_schedule *sc = next_schedule(out);
-        sc->id = reply_str(reply_at(r, i), &sc->id_len);
-        sc->topic = reply_str(reply_at(f, 0), &sc->topic_len);
-        sc->cron = cron_or_null(reply_at(f, 1));
-        sc->every_s = reply_int(reply_at(f, 2));
-        sc->tz = reply_str(reply_at(f, 3), NULL);
-        sc->start_s = reply_int(reply_at(f, 4));
-        sc->end_s = reply_int(reply_at(f, 5));
-        sc->anchor_s = reply_int(reply_at(f, 6));
-        sc->next_ms = reply_int(reply_at(f, 7));
-        sc->last_ms = reply_int(reply_at(f, 8));
-        sc->missed = reply_int(reply_at(f, 9));
-        sc->ttr_ms = reply_int(reply_at(f, 10));
-        sc->retries = reply_int(reply_at(f, 11));
-        sc->created_ms = reply_int(reply_at(f, 12));
-        sc->body = reply_str(reply_at(f, 13), &sc->body_len);
+        sc->id = reply_str(reply_at(r, i + SCHEDULES_ENTRY_ID), &sc->id_len);
+        sc->topic = reply_str(reply_at(f, SCHEDULES_SCHEDULE_TOPIC), &sc->topic_len);
+        read_schedule_def(f, &schedules_def_at, sc);
+        sc->last_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_LAST_MS));
+        sc->missed = reply_int(reply_at(f, SCHEDULES_SCHEDULE_MISSED));
+        sc->ttr_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_TTR_MS));
+        sc->retries = reply_int(reply_at(f, SCHEDULES_SCHEDULE_RETRIES));
+        sc->created_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_CREATED_MS));
+        sc->body = reply_str(reply_at(f, SCHEDULES_SCHEDULE_BODY), &sc->body_len);
     }
 }
 
@@ -1182,7 +1228,9 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
     memset(out, 0, sizeof *out);
     clear_error(err);
     if (id) {
-        one_id_call(s, SCRIPT_SCHEDULES, allow, id);
+        store_val a[SCHEDULES_NARGS] = {
+            [SCHEDULES_ARG_ALLOW] = store_str(allow), [SCHEDULES_ARG_ID] = store_str(id)};
+        one_id_call(s, SCRIPT_SCHEDULES, id, a, SCHEDULES_NARGS);
         store_reply *r = NULL;
         dq_status st = run_one(s, &r, err);
         if (st != DQ_OK)
@@ -1191,22 +1239,16 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
         read_schedules(r, out);
         return DQ_OK;
     }
-    int shards = store_shards(s);
-    store_batch_begin(s);
-    for (int k = 0; k < shards; k++) {
-        store_batch_call(s, SCRIPT_SCHEDULES, k);
-        store_arg_str(s, allow);
-        store_arg_str(s, "");
-    }
-    store_batch_run(s);
-    for (int k = 0; k < shards; k++) {
-        store_reply *r = NULL;
-        dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
-        if (st != DQ_OK) {
+    store_val a[SCHEDULES_NARGS] = {
+        [SCHEDULES_ARG_ALLOW] = store_str(allow), [SCHEDULES_ARG_ID] = store_str("")};
+    store_batch_every_shard(s, SCRIPT_SCHEDULES, a, SCHEDULES_NARGS, NULL, 0);
+    for (int k = 0; k < store_shards(s); k++) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
             store_schedules_free(out);
             return st; /* a list missing a shard would look complete */
         }
-        keep_reply(&out->replies, &out->nreplies, r);
         read_schedules(r, out);
     }
     if (out->n > 1)
@@ -1220,26 +1262,21 @@ dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
     memset(out, 0, sizeof *out);
     store_error err;
     store_begin(s, SCRIPT_SCHED_DUE, shard);
-    store_arg_int(s, limit);
+    store_val a[SCHED_DUE_NARGS] = {[SCHED_DUE_ARG_LIMIT] = store_int(limit)};
+    store_args(s, a, SCHED_DUE_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, &err);
     if (st != DQ_OK)
         return st;
     keep_reply(&out->replies, &out->nreplies, r);
-    *redis_now = reply_int(reply_at(r, 0));
-    *earliest = reply_int(reply_at(r, 1));
-    /* ..., id, {cron, every, tz, start, end, anchor, next}, ... */
-    for (size_t i = 2; i + 1 < reply_len(r); i += 2) {
-        const store_reply *f = reply_at(r, i + 1);
+    *redis_now = reply_int(reply_at(r, SCHED_DUE_REPLY_NOW));
+    *earliest = reply_int(reply_at(r, SCHED_DUE_REPLY_EARLIEST));
+    for (size_t i = SCHED_DUE_REPLY_NFIELDS; i + SCHED_DUE_DUE_NFIELDS <= reply_len(r);
+         i += SCHED_DUE_DUE_NFIELDS) {
+        const store_reply *f = reply_at(r, i + SCHED_DUE_DUE_SCHEDULE);
         store_schedule *sc = next_schedule(out);
-        sc->id = reply_str(reply_at(r, i), &sc->id_len);
-        sc->cron = cron_or_null(reply_at(f, 0));
-        sc->every_s = reply_int(reply_at(f, 1));
-        sc->tz = reply_str(reply_at(f, 2), NULL);
-        sc->start_s = reply_int(reply_at(f, 3));
-        sc->end_s = reply_int(reply_at(f, 4));
-        sc->anchor_s = reply_int(reply_at(f, 5));
-        sc->next_ms = reply_int(reply_at(f, 6));
+        sc->id = reply_str(reply_at(r, i + SCHED_DUE_DUE_ID), &sc->id_len);
+        read_schedule_def(f, &sched_due_def_at, sc);
         sc->last_ms = -1;
         if (!sc->id || !sc->tz) /* removed between the two reads: none */
             out->n--;
@@ -1254,17 +1291,15 @@ void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n)
         store_fire_call *c = &calls[i];
         /* The fire's job id, for its bucket. */
         char job_id[DQ_ID_MAX + 32];
-        int len = snprintf(job_id, sizeof job_id, "%s@%lld", c->id,
-                           (long long)(c->fire_ms >= 0 ? c->fire_ms / 1000 : 0));
-        if (len < 0 || (size_t)len >= sizeof job_id)
-            len = 0;
+        size_t len = store_fire_id(job_id, sizeof job_id, c->id, c->fire_ms);
         store_batch_call(s, SCRIPT_FIRE, shard);
-        store_arg_str(s, c->id);
-        store_arg_int(s, c->expected_ms);
-        store_arg_int(s, c->fire_ms);
-        store_arg_int(s, c->next_ms);
-        store_arg_int(s, c->missed);
-        store_arg_int(s, store_bucket_of(s, job_id, (size_t)len));
+        store_val a[FIRE_NARGS] = {[FIRE_ARG_ID] = store_str(c->id),
+                                   [FIRE_ARG_EXPECTED_MS] = store_int(c->expected_ms),
+                                   [FIRE_ARG_FIRE_MS] = store_int(c->fire_ms),
+                                   [FIRE_ARG_NEXT_MS] = store_int(c->next_ms),
+                                   [FIRE_ARG_MISSED] = store_int(c->missed),
+                                   [FIRE_ARG_BUCKET] = store_int(store_bucket_of(s, job_id, len))};
+        store_args(s, a, FIRE_NARGS);
     }
     store_batch_run(s);
     for (size_t i = 0; i < n; i++) {
@@ -1287,9 +1322,11 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
     store_batch_begin(s);
     for (size_t i = 0; i < n; i++) {
         store_batch_call(s, SCRIPT_MOVE, calls[i].shard);
-        store_arg_int(s, calls[i].bucket);
-        store_arg_int(s, limit);
-        store_arg_str(s, calls[i].timer ? calls[i].timer : "");
+        store_val a[MOVE_NARGS] = {
+            [MOVE_ARG_BUCKET] = store_int(calls[i].bucket),
+            [MOVE_ARG_LIMIT] = store_int(limit),
+            [MOVE_ARG_TIMER] = store_str(calls[i].timer ? calls[i].timer : "")};
+        store_args(s, a, MOVE_NARGS);
     }
     store_batch_run(s);
     size_t failed = 0;
@@ -1300,9 +1337,9 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
         if (c->status != DQ_OK && !failed++)
             store_batch_result(s, i, NULL, first_err->detail, sizeof first_err->detail);
         if (c->status == DQ_OK) {
-            c->moved = reply_int(reply_at(r, 0));
-            c->earliest = reply_int(reply_at(r, 1));
-            c->redis_now = reply_int(reply_at(r, 2));
+            c->moved = reply_int(reply_at(r, MOVE_REPLY_MOVED));
+            c->earliest = reply_int(reply_at(r, MOVE_REPLY_EARLIEST));
+            c->redis_now = reply_int(reply_at(r, MOVE_REPLY_NOW));
         }
         store_reply_free(r);
     }
@@ -1311,17 +1348,13 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
 static void lock_calls(dq_store *s, const char *op, const char *token, int lease_ms, int buckets,
                        int start)
 {
-    store_batch_begin(s);
-    for (int k = 0; k < store_shards(s); k++) {
-        store_batch_call(s, SCRIPT_LOCK, k);
-        store_arg_str(s, op);
-        store_arg_str(s, token);
-        store_arg_int(s, lease_ms);
-        store_arg_int(s, buckets);
-        store_arg_int(s, start);
-        store_arg_int(s, store_shards(s));
-    }
-    store_batch_run(s);
+    store_val a[LOCK_NARGS] = {[LOCK_ARG_OP] = store_str(op),
+                               [LOCK_ARG_TOKEN] = store_str(token),
+                               [LOCK_ARG_LEASE_MS] = store_int(lease_ms),
+                               [LOCK_ARG_BUCKETS] = store_int(buckets),
+                               [LOCK_ARG_START] = store_int(start),
+                               [LOCK_ARG_SHARDS] = store_int(store_shards(s))};
+    store_batch_every_shard(s, SCRIPT_LOCK, a, LOCK_NARGS, NULL, 0);
 }
 
 dq_status store_lock_maintain(dq_store *s, const char *token, int lease_ms, int buckets,
@@ -1377,8 +1410,9 @@ dq_status store_sweep(dq_store *s, int shard, int64_t retention_ms, int limit,
 {
     store_error err;
     store_begin(s, SCRIPT_SWEEP, shard);
-    store_arg_int(s, retention_ms);
-    store_arg_int(s, limit);
+    store_val a[SWEEP_NARGS] = {
+        [SWEEP_ARG_RETENTION_MS] = store_int(retention_ms), [SWEEP_ARG_LIMIT] = store_int(limit)};
+    store_args(s, a, SWEEP_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, &err);
     if (st == DQ_OK)

@@ -1,27 +1,29 @@
 -- add: adds one or more jobs.
--- KEYS: P (the jobs' shard). ARGV: allow, buckets, shards, njobs, then per
---       job: id, topic, body, ttr_ms, retries, delay_ms, at_ms (-1: none),
---       bucket, backoff (JSON array of seconds, '' for none), callback url
---       ('' for none), callback timeout_ms. (`at` is checked against ten years by the caller.)
+-- KEYS: P (the jobs' shard).
+-- argv: allow buckets shards njobs
+-- argv job: id topic body ttr_ms retries delay_ms at_ms bucket backoff url timeout_ms
+-- njobs groups `job` follow: at_ms -1 for none (else checked against ten
+-- years by the caller), backoff a JSON array of seconds or '', url the
+-- callback's or '' for none, timeout_ms the callback's.
 -- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
 -- live ('DQ_CONFLICT' alone when the caller may not see that job's topic).
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
 -- or shard counts.
-limit_topics(ARGV[1])
-local mismatch = layout_mismatch(ARGV[2], ARGV[3])
+limit_topics(ARGV[ARG.allow])
+local mismatch = layout_mismatch(ARGV[ARG.buckets], ARGV[ARG.shards])
 if mismatch then return mismatch end
-local njobs = tonumber(ARGV[4])
+local njobs = tonumber(ARGV[ARG.njobs])
 local now = now_ms()
-local FIELDS = 11
 
 local out = {}
 local seq -- taken on the first job that is ready at once
 local nseq = 0
 for i = 0, njobs - 1 do
-    local a = 5 + i * FIELDS
-    local id, topic, body = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-    local ttr, retries, delay, at, k = ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5]),
-        tonumber(ARGV[a + 6]), ARGV[a + 7]
+    local a = NARGS + 1 + i * ARG_JOB_FIELDS
+    local id, topic, body = ARGV[a + ARG_JOB.id], ARGV[a + ARG_JOB.topic], ARGV[a + ARG_JOB.body]
+    local ttr, retries = ARGV[a + ARG_JOB.ttr_ms], ARGV[a + ARG_JOB.retries]
+    local delay, at = tonumber(ARGV[a + ARG_JOB.delay_ms]), tonumber(ARGV[a + ARG_JOB.at_ms])
+    local k = ARGV[a + ARG_JOB.bucket]
     local live = load_job(id, true)
     if live then
         out[#out + 1] = allowed(live.t) and ('DQ_CONFLICT ' .. live.s) or 'DQ_CONFLICT'
@@ -30,8 +32,9 @@ for i = 0, njobs - 1 do
         if at >= 0 then due = math.max(at, now) end
         if due <= now and not seq then seq = reserve_seq(njobs - i) end
         local f = {topic = topic, body = body, ttr = ttr, retries = retries, k = k, due = due}
-        if ARGV[a + 8] ~= '' then f.backoff = ARGV[a + 8] end
-        if ARGV[a + 9] ~= '' then f.url, f.timeout = ARGV[a + 9], ARGV[a + 10] end
+        local backoff, url = ARGV[a + ARG_JOB.backoff], ARGV[a + ARG_JOB.url]
+        if backoff ~= '' then f.backoff = backoff end
+        if url ~= '' then f.url, f.timeout = url, ARGV[a + ARG_JOB.timeout_ms] end
         if create_job(id, f, now, seq and seq + nseq) == 'ready' then nseq = nseq + 1 end
         out[#out + 1] = 'ok'
     end

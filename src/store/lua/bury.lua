@@ -1,8 +1,10 @@
 -- bury: a reserved job is set aside until kicked.
--- KEYS: P. ARGV: allow, id. Returns 'ok'.
+-- KEYS: P.
+-- argv: allow id
+-- Returns 'ok'.
 -- Errors: DQ_NOT_FOUND; DQ_CONFLICT <state> when the job is not reserved.
-limit_topics(ARGV[1])
-local id = ARGV[2]
+limit_topics(ARGV[ARG.allow])
+local id = ARGV[ARG.id]
 local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end

@@ -2,7 +2,7 @@
 -- the per-topic counters, and the per-call bookkeeping that flush() writes
 -- once at the end of a call.
 --
--- src/lua/embed.sh builds one Redis Functions library from this file and
+-- src/store/lua/embed.sh builds one Redis Functions library from this file and
 -- the other .lua files: each of them becomes the body of a function that
 -- runs begin(KEYS) first and flush() after it, whatever it returns,
 -- so neither can be forgotten. The per-call tables below are made anew by
@@ -36,7 +36,13 @@
 --
 -- Errors go back to C in one style: redis.error_reply('DQ_<CODE> <detail>')
 -- for the whole call, and the same words as the items of a batch reply
--- ('ok', 'DQ_CONFLICT <state>', 'DQ_NOT_FOUND'); src/store_ops.c maps them.
+-- ('ok', 'DQ_CONFLICT <state>', 'DQ_NOT_FOUND'); src/store/store_errors.c maps them.
+--
+-- What C and Lua share is declared once: each function's arguments and
+-- reply fields in its header ("-- argv: ...", "-- reply: ..."), records
+-- several functions answer here (job_view), and the constants in
+-- src/job/job.h (TOPIC_MAX, FIRE_SEP); embed.sh makes both sides' names
+-- from them.
 
 local P
 
@@ -57,8 +63,9 @@ local function legacy_body_key(id) return P .. ':v:' .. id end
 
 local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
 local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
-local HEAD_BYTES = 45
-local TOPIC_MAX = 128 -- bytes, DQ_TOPIC_MAX in src/request.h
+-- struct.size(HEAD), taken on first use: the struct library cannot be
+-- reached while Redis loads the library.
+local HEAD_BYTES
 local STATE_CODE = {delay = 1, ready = 2, reserved = 3, buried = 4}
 local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
 local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le'}
@@ -91,6 +98,7 @@ local function load_job(id, head_only)
     local jk = job_key(id)
     local v
     if head_only then
+        HEAD_BYTES = HEAD_BYTES or struct.size(HEAD)
         v = redis.pcall('GETRANGE', jk, '0', num(HEAD_BYTES + TOPIC_MAX - 1))
     else
         v = redis.pcall('GET', jk)
@@ -454,16 +462,19 @@ local function create_job(id, f, now, seq)
     return ready and 'ready' or 'delay'
 end
 
--- What get answers about a job (nil when there is none): {state, topic,
--- body, due, ttr_ms, attempts, retries, created, backoff ms list, url,
--- timeout_ms, last attempt ms, its status, its error} (false where a job
--- has none). Also each entry of a `jobs` page.
+-- What get answers about a job (nil when there is none), false where a
+-- job has none: backoff is its steps in ms, last_at, last_status and
+-- last_error its last callback attempt. Also each entry of a `jobs` page.
+-- The job as load_job read it comes second.
+-- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error
 local function job_view(id)
     local j = load_job(id)
     if not j then return nil end
     local function opt(x) return x == nil and false or x end
-    return {j.s, j.t, job_body(j), j.d, j.ttr, j.n, j.r, j.c, opt(j.bo), opt(j.u), opt(j.to),
-        opt(j.la), opt(j.ls), opt(j.le)}
+    return reply_job_view{state = j.s, topic = j.t, body = job_body(j), due = j.d, ttr_ms = j.ttr,
+        attempts = j.n, retries = j.r, created = j.c, backoff = opt(j.bo), url = opt(j.u),
+        timeout_ms = opt(j.to), last_at = opt(j.la), last_status = opt(j.ls),
+        last_error = opt(j.le)}, j
 end
 
 -- Removes job j (as load_job answered it) whatever its state; kind is the
@@ -548,6 +559,12 @@ end
 -- P:sched holds the ids that have a next fire, scored by it; P:sched:ids
 -- every id, scored 0 (listed by name).
 local function sched_key(id) return P .. ':sch:' .. id end
+
+-- A fire's job id: '<schedule id>@<fire in Unix seconds>' (FIRE_SEP; built
+-- in C by store_fire_id, which also tells the schedule's shard from it).
+local function fire_job_id(id, fire_ms)
+    return id .. FIRE_SEP .. num(math.floor(fire_ms / 1000))
+end
 
 -- Sets a schedule's next fire in P:sched (-1: none). When it becomes the
 -- earliest, the timer that fires the shard's schedules is told ("sched:<ms>"
@@ -685,7 +702,7 @@ local function flush()
     -- job's sequence number and the call's time, unique in the shard even
     -- when the sequence starts again (a Redis that lost its data). The id
     -- lets the worker processes of one host share out the wake-ups
-    -- (src/wake_claims.h). A reader of the payload as a C string (an older
+    -- (src/fcgi/wake_claims.h). A reader of the payload as a C string (an older
     -- process) sees "<count>:<topic>".
     for _, topic in ipairs(ready_order) do
         -- A paused topic's waiters could take nothing; resume tells them.

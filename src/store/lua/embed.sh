@@ -1,11 +1,36 @@
 #!/bin/sh
-# Builds delayq's Redis Functions library from the .lua files.
-# Usage: embed.sh OUTDIR common.lua a.lua b.lua ...
+# Builds delayq's Redis Functions library, and the C side of its contract,
+# from the .lua files.
+# Usage: embed.sh OUTDIR SHARED_H common.lua a.lua b.lua ...
 # Writes OUTDIR/lua_library.lua (the library as plain Lua: for the function
 # tests, and for operators who load it by hand with FUNCTION LOAD),
 # OUTDIR/lua_library.inc (the same as a C string, with its name and each
-# function's name and flags) and OUTDIR/lua_scripts.h (enum dq_script:
-# SCRIPT_<NAME> for each file, in order).
+# function's name, flags and argument count) and OUTDIR/lua_scripts.h (enum
+# dq_script: SCRIPT_<NAME> for each file, in order; and the contract's
+# names, below).
+#
+# The contract: each function declares its arguments and reply fields once,
+# in lines of its header that this script reads (docs/DESIGN.md, "The
+# contract between C and Lua"):
+#   -- argv: allow id delay_ms        the fixed ARGV slots, in order
+#   -- argv job: id topic body ...    a group repeated after them
+#   -- reply: state due               the fields of the reply
+#   -- reply job: id topic body ...   a record within the reply
+# Names are lower case words, not Lua keywords. From them, C gets
+# <FN>_ARG_<FIELD> and <FN>_NARGS, <FN>_REPLY_<FIELD> and
+# <FN>_REPLY_NFIELDS, <FN>_<GROUP>_<FIELD> and <FN>_<GROUP>_NFIELDS (enums,
+# 0-based: the position to push or read); the function's Lua gets, before
+# its body, ARG (field -> ARGV index) and NARGS, ARG_<GROUP> (field ->
+# offset in a group) and ARG_<GROUP>_FIELDS, and reply(t[, out]) /
+# reply_<group>(t[, out]), which lay the named fields of t out in the
+# declared order (appended to out when given). common.lua's records are
+# shared: <GROUP>_<FIELD> in C, reply_<group> in Lua. A malformed
+# declaration, Lua that reads an argument its declaration lacks (ARG.x),
+# or a reply{...} whose fields are not the declared ones fails the build.
+# Constants shared with C are defined once in SHARED_H (src/job/job.h), on
+# lines "#define DQ_<NAME> <value> /* lua */", and come first in the
+# library as "local <NAME> = <value>".
+#
 # common.lua comes first in the library, so its helpers exist once; every
 # other file becomes the body of a function wrapped to run begin(KEYS)
 # before it (and refuse while the shard's slot moves between cluster
@@ -13,16 +38,21 @@
 # "-- flags: no-writes" is registered read-only; one whose header says
 # "any-layout" among its flags runs whatever layout the shard's data is in
 # (the others answer DQ_LAYOUT_OLD/NEW first: layout_refused in
-# common.lua). The library and function
-# names carry a checksum of the sources, so processes of two versions can
-# use one Redis at once.
+# common.lua). The library and function names carry a checksum of what
+# the library is made of, so processes of two versions can use one Redis
+# at once.
 set -e
 out=$1
-common=$2
-shift 2
-version=$(printf '%08x' "$(cat "$common" "$@" | cksum | cut -d' ' -f1)")
+shared=$2
+common=$3
+shift 3
+
 name_of() {
     basename "$1" .lua
+}
+# ADD for add.lua: the prefix of a function's names in C.
+upper_name_of() {
+    name_of "$1" | tr '[:lower:]' '[:upper:]'
 }
 read_only() {
     grep -q '^-- flags: no-writes' "$1"
@@ -30,15 +60,173 @@ read_only() {
 any_layout() {
     grep -q '^-- flags:.* any-layout' "$1"
 }
+constants() {
+    sed -n 's|^#define DQ_\([A-Z_]*\) \(.*[^ ]\) */\* lua \*/$|local \1 = \2|p' "$shared"
+}
+
+# The declarations of FILE as "kind group field..." lines (group "-" for
+# none); a malformed one stops the build.
+declarations() {
+    awk -v file="$1" '
+    BEGIN {
+        keywords = " and break do else elseif end false for function if in local nil not or" \
+            " repeat return then true until while "
+    }
+    /^-- (argv|reply)( [a-z_]+)?:/ {
+        line = substr($0, 4)
+        colon = index(line, ":")
+        n = split(substr(line, 1, colon - 1), head, " ")
+        group = (n > 1) ? head[2] : "-"
+        key = head[1] " " group
+        if (key in seen) { print file ": " key " declared twice" > "/dev/stderr"; exit 1 }
+        seen[key] = 1
+        nf = split(substr(line, colon + 1), f, " ")
+        if (nf == 0) { print file ": " key " declares no field" > "/dev/stderr"; exit 1 }
+        for (i = 1; i <= nf; i++) {
+            if (f[i] !~ /^[a-z_][a-z0-9_]*$/ || index(keywords, " " f[i] " ")) {
+                print file ": bad field name \"" f[i] "\"" > "/dev/stderr"; exit 1
+            }
+        }
+        print head[1], group, substr(line, colon + 1)
+    }' "$1"
+}
+
+# C enums of FILE's declarations; PREFIX is FN_ (or "" for common.lua).
+c_contract() {
+    declarations "$1" | awk -v p="$2" '{
+        if ($2 == "-") {
+            name = p (($1 == "argv") ? "ARG_" : "REPLY_")
+            count = ($1 == "argv") ? p "NARGS" : p "REPLY_NFIELDS"
+        } else {
+            name = p toupper($2) "_"
+            count = name "NFIELDS"
+        }
+        printf "enum {"
+        for (i = 3; i <= NF; i++) printf " %s%s,", name, toupper($i)
+        printf " %s };\n", count
+    }'
+}
+
+# The Lua locals of FILE's declarations (see the header).
+lua_contract() {
+    declarations "$1" | awk '{
+        g = ($2 == "-") ? "" : "_" $2
+        if ($1 == "argv") {
+            base = ($2 == "-") ? 1 : 0
+            tbl = "ARG" toupper(g)
+            count = ($2 == "-") ? "NARGS" : tbl "_FIELDS"
+            printf "local %s, %s = {", tbl, count
+            for (i = 3; i <= NF; i++) printf "%s%s = %d", (i > 3) ? ", " : "", $i, base + i - 3
+            printf "}, %d\n", NF - 2
+        } else {
+            printf "local function reply%s(t, out)\n", g
+            printf "    out = out or {}\n    local n = #out\n"
+            for (i = 3; i <= NF; i++) printf "    out[n + %d] = t.%s\n", i - 2, $i
+            printf "    return out\nend\n"
+        }
+    }'
+}
+
+# Fails when FILE's Lua reads an argument (ARG.x, ARG_<GROUP>.x) that its
+# declaration lacks.
+check_args() {
+    declarations "$1" | awk -v file="$1" '
+    NR == FNR {
+        if ($1 == "argv") {
+            t = ($2 == "-") ? "ARG" : "ARG_" toupper($2)
+            for (i = 3; i <= NF; i++) known[t "." $i] = 1
+        }
+        next
+    }
+    /^[[:space:]]*--/ { next }
+    {
+        line = $0
+        while (match(line, /ARG(_[A-Z0-9_]+)?\.[a-z_][a-z0-9_]*/)) {
+            use = substr(line, RSTART, RLENGTH)
+            if (!(use in known)) {
+                print file ":" FNR ": " use " is not declared" > "/dev/stderr"
+                bad = 1
+            }
+            line = substr(line, RSTART + RLENGTH)
+        }
+    }
+    END { exit bad }' - "$1"
+}
+
+# Fails when one of FILE's replies (reply{...}, reply_<group>{...} or
+# reply_<group>({...}, out)) names a field its declaration (or common.lua's)
+# lacks, or leaves a declared one out. The table given must be written out
+# in the call, without braces inside.
+check_replies() {
+    { declarations "$common"; declarations "$1"; } | awk -v file="$1" '
+    NR == FNR {
+        if ($1 == "reply") {
+            g = ($2 == "-") ? "reply" : "reply_" $2
+            fields[g] = ""
+            for (i = 3; i <= NF; i++) fields[g] = fields[g] " " $i
+            fields[g] = fields[g] " "
+        }
+        next
+    }
+    {
+        sub(/--.*/, "")
+        src = src " " $0
+    }
+    END {
+        while (match(src, /reply(_[a-z0-9_]+)?\(?\{[^}]*\}/)) {
+            call = substr(src, RSTART, RLENGTH)
+            src = substr(src, RSTART + RLENGTH)
+            g = substr(call, 1, index(call, "{") - 1)
+            sub(/\($/, "", g)
+            body = substr(call, index(call, "{") + 1)
+            if (!(g in fields)) { print file ": " g " is not declared" > "/dev/stderr"; bad = 1; continue }
+            given = " "
+            while (match(body, /[a-z_][a-z0-9_]* =[^=]/)) {
+                key = substr(body, RSTART, RLENGTH - 3)
+                body = substr(body, RSTART + RLENGTH)
+                if (!index(fields[g], " " key " ")) {
+                    print file ": " g " has no field " key > "/dev/stderr"; bad = 1
+                }
+                given = given key " "
+            }
+            n = split(fields[g], want, " ")
+            for (i = 1; i <= n; i++) {
+                if (!index(given, " " want[i] " ")) {
+                    print file ": " g " lacks its field " want[i] > "/dev/stderr"; bad = 1
+                }
+            }
+        }
+        exit bad
+    }' - "$1"
+}
+
+nargs() {
+    declarations "$1" | awk '$1 == "argv" && $2 == "-" { n = NF - 2 } END { print n + 0 }'
+}
+
+# Fails the build when a declaration is malformed, or the Lua reads an
+# argument or answers a field it does not declare.
+bad=0
+for f in "$common" "$@"; do
+    declarations "$f" >/dev/null || bad=1
+    check_args "$f" || bad=1
+    check_replies "$f" || bad=1
+done
+[ "$bad" = 0 ] || exit 1
+
+version=$(printf '%08x' "$({ constants; cat "$common" "$@"; } | cksum | cut -d' ' -f1)")
 
 {
     echo "#!lua name=delayq_$version"
+    constants
+    lua_contract "$common"
     cat "$common"
     for f in "$@"; do
         name=$(name_of "$f")
         flags="{}"
         read_only "$f" && flags="{'no-writes'}"
         echo "local function run_$name(KEYS, ARGV)"
+        lua_contract "$f"
         cat "$f"
         echo "end"
         echo "redis.register_function{function_name = 'dq_${version}_$name', flags = $flags,"
@@ -56,11 +244,11 @@ any_layout() {
 {
     echo "/* Generated by src/store/lua/embed.sh from the src/store/lua scripts: do not edit. */"
     echo "#define LUA_LIBRARY_NAME \"delayq_$version\""
-    echo "static const struct { const char *name; int read_only; } lua_functions[] = {"
+    echo "static const struct { const char *name; int read_only; int nargs; } lua_functions[] = {"
     for f in "$@"; do
         ro=0
         read_only "$f" && ro=1
-        echo "    {\"dq_${version}_$(name_of "$f")\", $ro},"
+        echo "    {\"dq_${version}_$(name_of "$f")\", $ro, $(nargs "$f")},"
     done
     echo "};"
     echo "static const char lua_library[] ="
@@ -74,10 +262,17 @@ any_layout() {
     echo "#define DQ_LUA_SCRIPTS_H"
     echo "typedef enum {"
     for f in "$@"; do
-        echo "    SCRIPT_$(name_of "$f" | tr 'a-z' 'A-Z'),"
+        echo "    SCRIPT_$(upper_name_of "$f"),"
     done
     echo "    SCRIPT_COUNT"
     echo "} dq_script;"
+    echo ""
+    echo "/* The contract: each function's ARGV slots and reply fields, as its"
+    echo " * header declares them (0-based positions). */"
+    c_contract "$common" ""
+    for f in "$@"; do
+        c_contract "$f" "$(upper_name_of "$f")_"
+    done
     echo "#endif"
 } >"$out/lua_scripts.h.tmp"
 

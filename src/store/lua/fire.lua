@@ -1,30 +1,34 @@
 -- fire: fires a due schedule once, however many timers try: only while its
 -- stored next fire is still the one the caller read.
--- KEYS: P (the schedule's shard). ARGV: id, expected next ms (as read by
---       sched_due), fire ms (-1: fire nothing, only move on), next ms (the
---       fire after it; -1: none, the schedule is past its end), missed (fires
---       skipped since the expected one), bucket of the fire's job.
--- The fire is the ordinary job '<id>@<fire in Unix seconds>', due at the
--- fire time, made with create_job unless a job of that id exists already.
--- (Ids ending in '@<digits>' live in the shard of what precedes the '@',
+-- KEYS: P (the schedule's shard).
+-- argv: id expected_ms fire_ms next_ms missed bucket
+-- expected_ms is the next fire as read by sched_due; fire_ms -1 fires
+-- nothing, only moves on; next_ms is the fire after it (-1: none, the
+-- schedule is past its end); missed counts the fires skipped since the
+-- expected one; bucket is the fire's job's.
+-- The fire is the ordinary job fire_job_id(id, fire ms), due at the fire
+-- time, made with create_job unless a job of that id exists already.
+-- (Such ids live in the shard of the schedule id they start with,
 -- store_shard_of, so the job is in this shard.)
 -- Returns 'fired', 'exists' (the job was there), 'moved' (no fire asked) or
 -- 'stale' (the schedule changed, went, or another timer fired it: nothing
 -- written).
-local id = ARGV[1]
+local id = ARGV[ARG.id]
 local sk = sched_key(id)
 local s = redis.call('HMGET', sk, 'n', 't', 'b', 'ttr', 'r', 'bo', 'u', 'to')
-if not s[1] or tonumber(s[1]) ~= tonumber(ARGV[2]) then return 'stale' end
-local fire, nxt, missed = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if not s[1] or tonumber(s[1]) ~= tonumber(ARGV[ARG.expected_ms]) then return 'stale' end
+local fire, nxt, missed = tonumber(ARGV[ARG.fire_ms]), tonumber(ARGV[ARG.next_ms]),
+    tonumber(ARGV[ARG.missed])
 local result = 'moved'
 if fire >= 0 then
-    local jid = id .. '@' .. num(math.floor(fire / 1000))
+    local jid = fire_job_id(id, fire)
     if redis.call('EXISTS', job_key(jid)) == 1 then
         result = 'exists'
     else
         local now = now_ms()
         local seq = fire <= now and reserve_seq(1) or nil
-        local f = {topic = s[2], body = s[3], ttr = s[4], retries = s[5], k = ARGV[6], due = fire}
+        local f = {topic = s[2], body = s[3], ttr = s[4], retries = s[5], k = ARGV[ARG.bucket],
+            due = fire}
         if s[6] and s[6] ~= '' then f.backoff = s[6] end
         if s[7] and s[7] ~= '' then f.url, f.timeout = s[7], s[8] end
         create_job(jid, f, now, seq)

@@ -8,12 +8,15 @@
 -- a page costs the same whatever the set's size, and stays right when the
 -- job at the position has gone since.
 -- flags: no-writes
--- KEYS: P. ARGV: topic, state, limit, cursor score ('' from the start),
--- cursor id.
--- Returns {more (1 when jobs follow the page, else 0), id, score, job_view,
--- id, score, job_view, ...}.
-local topic, state, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local after_score, after_id = ARGV[4], ARGV[5]
+-- KEYS: P.
+-- argv: topic state limit after_score after_id
+-- after_score is '' from the start.
+-- reply: more
+-- reply entry: id score view
+-- more is 1 when jobs follow the page, else 0; an `entry` per job follows
+-- it, view being its job_view.
+local topic, state, limit = ARGV[ARG.topic], ARGV[ARG.state], tonumber(ARGV[ARG.limit])
+local after_score, after_id = ARGV[ARG.after_score], ARGV[ARG.after_id]
 
 -- a <= b in byte order (Lua's own comparison follows the locale).
 local function bytes_le(a, b)
@@ -61,14 +64,12 @@ if #keys > 1 then
         return a[1] ~= b[1] and bytes_le(a[1], b[1])
     end)
 end
-local out = {#entries > limit and 1 or 0}
+local out = reply{more = #entries > limit and 1 or 0}
 for i = 1, math.min(limit, #entries) do
     local id = entries[i][1]
     local view = job_view(id)
     if view then -- every member names a job of that state (kept with it)
-        out[#out + 1] = id
-        out[#out + 1] = num(entries[i][2])
-        out[#out + 1] = view
+        reply_entry({id = id, score = num(entries[i][2]), view = view}, out)
     end
 end
 return out

@@ -1,7 +1,9 @@
 -- kick: up to `count` buried jobs of a topic become ready, oldest burial
 -- first, each with its full retries again.
--- KEYS: P. ARGV: topic, count. Returns the number kicked.
-local topic, want = ARGV[1], tonumber(ARGV[2])
+-- KEYS: P.
+-- argv: topic count
+-- Returns the number kicked.
+local topic, want = ARGV[ARG.topic], tonumber(ARGV[ARG.count])
 local taken = redis.call('ZPOPMIN', buried_key(topic), num(want))
 local kicked = #taken / 2
 if kicked == 0 then return 0 end

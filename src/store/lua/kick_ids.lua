@@ -1,12 +1,14 @@
 -- kick_ids: named buried jobs become ready (push jobs go back to P:push),
 -- each with a fresh allowance of retries, as kick gives.
--- KEYS: P. ARGV: allow, id1, id2, ...
+-- KEYS: P.
+-- argv: allow
+-- The ids follow.
 -- Returns one item per id: 'ok', 'DQ_CONFLICT <state>' when the job is not
 -- buried, or 'DQ_NOT_FOUND' (no such job, or not the caller's topic).
-limit_topics(ARGV[1])
+limit_topics(ARGV[ARG.allow])
 local out = {}
 local seq
-for i = 2, #ARGV do
+for i = NARGS + 1, #ARGV do
     local id = ARGV[i]
     local j = load_job(id)
     if not j or not allowed(j.t) then

@@ -1,11 +1,15 @@
 -- lag: what an operator alerts on beyond the per-topic figures, for
 -- /metrics: how far this shard's timers are behind.
 -- flags: no-writes
--- KEYS: P. ARGV: none.
--- Returns {now ms, due time of the oldest overdue bucket entry (a delayed
--- job past its due time or a reserved one past its TTR deadline, not moved
--- yet) or -1, the time the oldest ready push job of P:push became ready or
--- -1, number of paused topics, {timer, lateness ms, recorded at ms, ...}}.
+-- KEYS: P. No arguments.
+-- reply: now overdue push_since paused timers
+-- reply timer: token late_ms at_ms
+-- now in ms; overdue the due time of the oldest overdue bucket entry (a
+-- delayed job past its due time or a reserved one past its TTR deadline,
+-- not moved yet) or -1; push_since the time the oldest ready push job of
+-- P:push became ready or -1; paused the number of paused topics; timers a
+-- list of `timer` entries, one after the other: a timer's token, its
+-- lateness, when it was recorded.
 -- Buckets hold every topic's jobs, so the overdue figure is per shard, not
 -- per topic: one ZRANGE of each bucket's head (P:buckets of them). The
 -- timers are those alive in P:timers, with what their moves recorded in
@@ -30,9 +34,8 @@ for i = 1, #lags, 2 do
     local score = redis.call('ZSCORE', P .. ':timers', lags[i])
     local lat, at = string.match(lags[i + 1], '^(%d+):(%d+)$')
     if score and tonumber(score) > now and lat then
-        timers[#timers + 1] = lags[i]
-        timers[#timers + 1] = tonumber(lat)
-        timers[#timers + 1] = tonumber(at)
+        reply_timer({token = lags[i], late_ms = tonumber(lat), at_ms = tonumber(at)}, timers)
     end
 end
-return {now, overdue, push_since, redis.call('SCARD', paused_key()), timers}
+return reply{now = now, overdue = overdue, push_since = push_since,
+    paused = redis.call('SCARD', paused_key()), timers = timers}

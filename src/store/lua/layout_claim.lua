@@ -4,7 +4,9 @@
 -- deployment uses the first process' choice. It runs on data of any
 -- stored layout: it writes only where nothing is recorded yet.
 -- flags: any-layout
--- KEYS: P. ARGV: buckets, shards. Returns {buckets, shards}.
-layout_mismatch(ARGV[1], ARGV[2]) -- records them where none are yet
+-- KEYS: P.
+-- argv: buckets shards
+-- reply: buckets shards
+layout_mismatch(ARGV[ARG.buckets], ARGV[ARG.shards]) -- records them where none are yet
 local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
-return {known[1], known[2]}
+return reply{buckets = known[1], shards = known[2]}

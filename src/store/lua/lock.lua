@@ -1,5 +1,6 @@
 -- lock: bucket ownership for delayq-timer.
--- KEYS: P (one shard). ARGV: op, token, lease_ms, buckets, start, shards.
+-- KEYS: P (one shard).
+-- argv: op token lease_ms buckets start shards
 -- op 'maintain': registers the timer (heartbeat), renews the bucket locks it
 --   holds, gives back what exceeds its fair share ceil(buckets / timers) and
 --   takes free buckets up to it, scanning from `start`. Returns the held
@@ -9,8 +10,8 @@
 --   the heartbeat. Returns the number of locks released.
 -- Both publish "rebalance" on P:wake when buckets should change hands (a
 -- timer joined, gave buckets back or left), so the others maintain at once.
-local op, token, lease, nb, start, ns = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
-    tonumber(ARGV[5]), ARGV[6]
+local op, token, lease = ARGV[ARG.op], ARGV[ARG.token], tonumber(ARGV[ARG.lease_ms])
+local nb, start, ns = tonumber(ARGV[ARG.buckets]), tonumber(ARGV[ARG.start]), ARGV[ARG.shards]
 local timers = P .. ':timers'
 local function lock_key(k) return P .. ':lock:' .. k end
 

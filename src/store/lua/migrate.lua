@@ -6,9 +6,12 @@
 -- the shard meanwhile (they answer DQ_LAYOUT_OLD), and no process of the
 -- older release may run either: it would write the old structures again.
 -- flags: any-layout
--- KEYS: P. ARGV: limit (the most list entries or jobs a step reads).
--- Returns {1, 'done'} once the shard is at LAYOUT (recorded in P:layout),
--- else {0, what is left}.
+-- KEYS: P.
+-- argv: limit
+-- reply: done left
+-- limit is the most list entries or jobs a step reads. done is 1 once the
+-- shard is at LAYOUT (recorded in P:layout), left then 'done'; else 0, and
+-- left says what is left.
 -- Error: DQ_LAYOUT_NEW <found> <known> when the data is newer than LAYOUT.
 --
 -- From layout 1: P:topics was a set, a topic's ready (P:r) and buried (P:x)
@@ -24,7 +27,7 @@
 -- push jobs (P:d, P:w, P:q) are built by walking every bucket and P:push
 -- by rank, the position kept in P:migrate:at; bucket entries of jobs that
 -- no longer exist are dropped on the way.
-local limit = math.max(1, tonumber(ARGV[1]))
+local limit = math.max(1, tonumber(ARGV[ARG.limit]))
 local pending = P .. ':migrate:topics'
 local at_key = P .. ':migrate:at'
 local GAUGE = {delay = true, ready = true, reserved = true, buried = true}
@@ -102,11 +105,11 @@ end
 
 if v == 1 and redis.call('EXISTS', pending) == 0 then
     redis.call('RENAME', P .. ':topics', pending)
-    return {0, 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
+    return reply{done = 0, left = 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
 end
 if redis.call('EXISTS', pending) == 1 then
     convert_topic(redis.call('SRANDMEMBER', pending))
-    return {0, 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
+    return reply{done = 0, left = 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
 end
 -- Once begun, the walk goes to its end: the first entries it indexed may
 -- make the data look indexed to stored_layout(), which reads only heads.
@@ -118,14 +121,14 @@ if (v and v < LAYOUT) or redis.call('EXISTS', at_key) == 1 then
         r = index_entries(bucket_key(b), r, function(j) return state_index(j.t, j.s) end)
         if not r then b, r = b + 1, 0 end
         redis.call('HSET', at_key, 'b', num(b), 'r', num(r))
-        return {0, 'indexes: bucket ' .. num(b) .. ' of ' .. num(nb)}
+        return reply{done = 0, left = 'indexes: bucket ' .. num(b) .. ' of ' .. num(nb)}
     end
     r = index_entries(push_key(), r, function(j) return j.push and push_index(j.t) end)
     if r then
         redis.call('HSET', at_key, 'r', num(r))
-        return {0, 'indexes: ready push jobs from ' .. num(r)}
+        return reply{done = 0, left = 'indexes: ready push jobs from ' .. num(r)}
     end
 end
 redis.call('DEL', at_key)
 redis.call('SET', layout_key(), num(LAYOUT))
-return {1, 'done'}
+return reply{done = 1, left = 'done'}

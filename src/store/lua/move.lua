@@ -1,12 +1,15 @@
 -- move: the timer's step for one bucket. Due delayed jobs become ready;
 -- reserved jobs past their TTR deadline are redelivered: at once, or after
 -- their backoff step, or buried when their retries are spent.
--- KEYS: P. ARGV: bucket, limit, timer (its lock token; '' records nothing).
--- Returns {moved, earliest remaining due ms or -1, Redis now ms}.
+-- KEYS: P.
+-- argv: bucket limit timer
+-- reply: moved earliest now
+-- timer is its lock token ('' records nothing); earliest the bucket's
+-- earliest remaining due ms or -1; now Redis' time in ms.
 -- The timer's lateness (now minus the oldest due time moved) goes to
 -- P:timerlag as "<lateness ms>:<recorded at ms>" under its token: the
 -- largest of the moves within a second, for /metrics (lag.lua).
-local k, limit, timer = ARGV[1], tonumber(ARGV[2]), ARGV[3] or ''
+local k, limit, timer = ARGV[ARG.bucket], tonumber(ARGV[ARG.limit]), ARGV[ARG.timer] or ''
 local bk = bucket_key(k)
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', bk, '-inf', num(now), 'WITHSCORES', 'LIMIT', '0', num(limit))
@@ -58,4 +61,4 @@ end
 local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
 local earliest = -1
 if head[2] then earliest = tonumber(head[2]) end
-return {#ids, earliest, now}
+return reply{moved = #ids, earliest = earliest, now = now}

@@ -1,7 +1,9 @@
 -- pause: pauses or resumes a topic in this shard (delayq-fcgi calls every
 -- shard in one round). A paused topic is in P:paused: pop takes nothing
 -- from it and push_take holds its push jobs back in P:ph:<topic>.
--- KEYS: P. ARGV: op ('pause' or 'resume'), topic, limit.
+-- KEYS: P.
+-- argv: op topic limit
+-- op is 'pause' or 'resume'.
 -- pause: Returns 0.
 -- resume: takes the topic out of P:paused, tells parked long-polls how many
 -- jobs it has ready ("<count>:<topic>" on P:ready) the first time, and
@@ -9,7 +11,7 @@
 -- their scores, so their order is kept; push_take holds newer ones back
 -- until the hold is empty). Returns the number still held: the caller
 -- calls again until 0.
-local op, topic, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local op, topic, limit = ARGV[ARG.op], ARGV[ARG.topic], tonumber(ARGV[ARG.limit])
 if op == 'pause' then
     redis.call('SADD', paused_key(), topic)
     return 0

@@ -1,17 +1,20 @@
 -- pop: finishes the jobs a consumer is done with (finish-and-pop), then
 -- reserves up to `count` ready jobs, taking from the topics in order (a
 -- paused topic gives none).
--- KEYS: P. ARGV: allow, count, nfinish, nfinish ids, topic1, topic2, ...
--- Returns {finish items (see remove_ids), {id, topic, body, attempts,
--- ttr_ms}, ...}: the finish items first, then the jobs.
-limit_topics(ARGV[1])
-local want = tonumber(ARGV[2])
-local nfinish = tonumber(ARGV[3])
-local finished = remove_ids(ARGV, 'finished', 4, 3 + nfinish)
+-- KEYS: P.
+-- argv: allow count nfinish
+-- reply: finished
+-- reply job: id topic body attempts ttr_ms
+-- nfinish ids follow the arguments, then the topics. finished holds the
+-- finish items (see remove_ids); a `job` per job taken follows it.
+limit_topics(ARGV[ARG.allow])
+local want = tonumber(ARGV[ARG.count])
+local nfinish = tonumber(ARGV[ARG.nfinish])
+local finished = remove_ids(ARGV, 'finished', NARGS + 1, NARGS + nfinish)
 local now = now_ms()
 local out = {}
 
-for ti = 4 + nfinish, #ARGV do
+for ti = NARGS + 1 + nfinish, #ARGV do
     local topic = ARGV[ti]
     local taken = {}
     if not paused(topic) then
@@ -26,9 +29,11 @@ for ti = 4 + nfinish, #ARGV do
         schedule(id, j.k, due, topic, 'reserved', true)
         move_count(topic, 'ready', 'reserved')
         count(topic, 'popped', 1)
-        out[#out + 1] = {id, topic, job_body(j), j.n, j.ttr}
+        out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
+            ttr_ms = j.ttr}
     end
     if #out >= want then break end
 end
-table.insert(out, 1, finished)
-return out
+local result = reply{finished = finished}
+for _, job in ipairs(out) do result[#result + 1] = job end
+return result

@@ -1,14 +1,15 @@
 -- push_done: the outcome of one callback delivery, applied only if the job
 -- is still reserved for that delivery (a late answer after the deadline
 -- passed and the job moved on changes nothing).
--- KEYS: P. ARGV: id, attempt, outcome, wait_ms, status, error
+-- KEYS: P.
+-- argv: id attempt outcome wait_ms status error
 --   outcome: 'ok' (2xx: finished), 'gone' (410: deleted), 'wait' (429/503
 --   with Retry-After: ready again after wait_ms, at most the last backoff
 --   step), 'fail' (the next backoff step, or buried with retries spent);
 --   status: the HTTP status or ''; error: a short text or ''.
 -- Returns the job's new state ('finished', 'deleted', 'delay', 'ready',
 -- 'buried') or 'stale'.
-local id, attempt, outcome = ARGV[1], ARGV[2], ARGV[3]
+local id, attempt, outcome = ARGV[ARG.id], ARGV[ARG.attempt], ARGV[ARG.outcome]
 local j = load_job(id)
 if not j or j.s ~= 'reserved' or j.n ~= tonumber(attempt) or not j.push then return 'stale' end
 local now = now_ms()
@@ -17,7 +18,8 @@ if outcome == 'ok' or outcome == 'gone' then
     remove_job(id, j, kind)
     return kind
 end
-j.la, j.ls, j.le, j.whole = now, ARGV[5], ARGV[6], true -- after_failure writes them with the new state
+-- after_failure writes them with the new state
+j.la, j.ls, j.le, j.whole = now, ARGV[ARG.status], ARGV[ARG.error], true
 unschedule(id, j.k, j.t, 'reserved')
-local wait = outcome == 'wait' and tonumber(ARGV[4]) or nil
+local wait = outcome == 'wait' and tonumber(ARGV[ARG.wait_ms]) or nil
 return after_failure(id, j, now, wait)

@@ -10,9 +10,11 @@
 -- topic newer than what stays held goes to the hold too, so the topic's
 -- jobs keep their order and never wait on an abandoned hold. At most
 -- limit + 1000 entries of P:push are looked at per call.
--- KEYS: P. ARGV: limit, grace_ms.
--- Returns a list of {id, topic, body, url, attempt, timeout_ms}.
-local want, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- KEYS: P.
+-- argv: limit grace_ms
+-- reply job: id topic body url attempt timeout_ms
+-- Returns a list of `job`.
+local want, grace = tonumber(ARGV[ARG.limit]), tonumber(ARGV[ARG.grace_ms])
 local now = now_ms()
 local out = {}
 local hold_head = {} -- topic -> lowest score left in its hold (false: empty)
@@ -53,7 +55,8 @@ while #out < want and looked < budget do
             schedule(id, j.k, deadline, topic, 'reserved')
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
-            out[#out + 1] = {id, topic, job_body(j), j.u, j.n, j.to}
+            out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
+                attempt = j.n, timeout_ms = j.to}
         end
     end
 end

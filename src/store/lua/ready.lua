@@ -2,8 +2,9 @@
 -- pop should look when a worker knows of none (delayq-fcgi keeps hints from
 -- the ready messages; this is the exact answer when they run dry).
 -- flags: no-writes
--- KEYS: P. ARGV: topic1, topic2, ... Returns one count per topic (0 for a
--- paused topic: a pop would take none).
+-- KEYS: P. The arguments are topics (no fixed ones).
+-- Returns one count per topic (0 for a paused topic: a pop would take
+-- none).
 local out = {}
 for i, topic in ipairs(ARGV) do
     out[i] = paused(topic) and 0 or redis.call('ZCARD', ready_key(topic))

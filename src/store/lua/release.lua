@@ -1,11 +1,12 @@
 -- release: a reserved job goes back to delay, or is buried when it has used
 -- all its retries. Without a delay it is a failed delivery: ready at once,
 -- or after its backoff step when it has one.
--- KEYS: P. ARGV: allow, id, delay_ms.
+-- KEYS: P.
+-- argv: allow id delay_ms
 -- Returns the new state: 'delay', 'ready' or 'buried'.
 -- Errors: DQ_NOT_FOUND; DQ_CONFLICT <state> when the job is not reserved.
-limit_topics(ARGV[1])
-local id, delay = ARGV[2], tonumber(ARGV[3])
+limit_topics(ARGV[ARG.allow])
+local id, delay = ARGV[ARG.id], tonumber(ARGV[ARG.delay_ms])
 local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end

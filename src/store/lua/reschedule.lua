@@ -2,12 +2,14 @@
 -- becomes delay, or ready (at the back of its queue) when the time is not
 -- in the future. A buried job comes back with a fresh allowance of
 -- retries, as kick gives.
--- KEYS: P. ARGV: allow, id, delay_ms, at_ms (-1: none; else used instead
--- of delay_ms).
--- Returns {new state, due ms or -1}.
+-- KEYS: P.
+-- argv: allow id delay_ms at_ms
+-- reply: state due
+-- at_ms is -1 for none, else used instead of delay_ms. state is the new
+-- state, due the new due time (ms) or -1.
 -- Errors: DQ_NOT_FOUND; DQ_CONFLICT reserved.
-limit_topics(ARGV[1])
-local id, delay, at = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+limit_topics(ARGV[ARG.allow])
+local id, delay, at = ARGV[ARG.id], tonumber(ARGV[ARG.delay_ms]), tonumber(ARGV[ARG.at_ms])
 local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 local state, topic = j.s, j.t
@@ -24,10 +26,10 @@ if at >= 0 then due = math.max(at, now) end
 if due <= now then
     make_ready(id, j, reserve_seq(1))
     move_count(topic, state, 'ready')
-    return {'ready', -1}
+    return reply{state = 'ready', due = -1}
 end
 j.s, j.d = 'delay', due
 store_job(id, j)
 schedule(id, j.k, due, topic, 'delay')
 move_count(topic, state, 'delay')
-return {'delay', due}
+return reply{state = 'delay', due = due}

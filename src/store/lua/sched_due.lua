@@ -1,17 +1,23 @@
 -- sched_due: the schedules of the shard whose next fire is due, for the
 -- timer that fires them (the holder of the shard's bucket 0).
 -- flags: no-writes
--- KEYS: P. ARGV: limit.
--- Returns {Redis now ms, earliest next fire ms or -1, id1, {cron, every, tz,
--- start, end, anchor, next}, id2, ...} with up to limit due schedules.
-local limit = tonumber(ARGV[1])
+-- KEYS: P.
+-- argv: limit
+-- reply: now earliest
+-- reply due: id schedule
+-- reply schedule: cron every_s tz start_s end_s anchor_s next_ms
+-- now is Redis' time (ms), earliest the earliest next fire (ms) or -1; a
+-- `due` follows them for each of up to limit due schedules.
+local limit = tonumber(ARGV[ARG.limit])
 local now = now_ms()
 local key = P .. ':sched'
 local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-local out = {now, first[2] and tonumber(first[2]) or -1}
+local out = reply{now = now, earliest = first[2] and tonumber(first[2]) or -1}
 local due = redis.call('ZRANGEBYSCORE', key, '-inf', num(now), 'LIMIT', '0', num(limit))
 for _, id in ipairs(due) do
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HMGET', sched_key(id), 'cron', 'ev', 'tz', 'st', 'en', 'a', 'n')
+    local s = redis.call('HMGET', sched_key(id), 'cron', 'ev', 'tz', 'st', 'en', 'a', 'n')
+    local schedule = reply_schedule{cron = s[1], every_s = s[2], tz = s[3], start_s = s[4],
+        end_s = s[5], anchor_s = s[6], next_ms = s[7]}
+    reply_due({id = id, schedule = schedule}, out)
 end
 return out

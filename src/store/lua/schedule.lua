@@ -1,26 +1,29 @@
 -- schedule: creates a schedule (periodic job), or replaces the one of that
 -- id. The caller (C) has checked the definition and computed the first fire.
--- KEYS: P (the schedule's shard: store_shard_of(id)). ARGV: allow, id,
---       topic, body, ttr_ms, retries, cron expression ('' for every),
---       every_s (0 for cron), tz, start_s, end_s (-1: none), anchor_s,
---       next_ms (-1: none), backoff (JSON array of seconds, ''), callback
---       url (''), callback timeout_ms: what each fire's job gets.
+-- KEYS: P (the schedule's shard: store_shard_of(id)).
+-- argv: allow id topic body ttr_ms retries cron every_s tz start_s end_s anchor_s next_ms backoff url timeout_ms
+-- cron is the expression ('' for every), every_s 0 for cron; end_s and
+-- next_ms -1 for none; backoff (a JSON array of seconds, or ''), the
+-- callback url ('') and its timeout_ms are what each fire's job gets.
 -- A replacement keeps the history of the id (last fire, missed count,
 -- created); the definition and next fire are the new ones.
--- Returns {'created' | 'replaced', last fire ms or -1, missed}.
+-- reply: result last_ms missed
+-- result is 'created' or 'replaced'; last_ms the last fire or -1.
 -- Error (nothing written): DQ_CONFLICT when the id is a schedule of a topic
 -- the caller may not use.
-limit_topics(ARGV[1])
-local id = ARGV[2]
+limit_topics(ARGV[ARG.allow])
+local id = ARGV[ARG.id]
 local sk = sched_key(id)
 local old = redis.call('HMGET', sk, 't', 'l', 'm', 'c')
 if old[1] and not allowed(old[1]) then return redis.error_reply('DQ_CONFLICT') end
 local last, missed = old[2] or '-1', old[3] or '0'
 redis.call('DEL', sk)
-redis.call('HSET', sk, 't', ARGV[3], 'b', ARGV[4], 'ttr', ARGV[5], 'r', ARGV[6], 'cron', ARGV[7],
-    'ev', ARGV[8], 'tz', ARGV[9], 'st', ARGV[10], 'en', ARGV[11], 'a', ARGV[12], 'n', ARGV[13],
-    'l', last, 'm', missed, 'c', old[4] or num(now_ms()), 'bo', ARGV[14], 'u', ARGV[15],
-    'to', ARGV[16])
+redis.call('HSET', sk, 't', ARGV[ARG.topic], 'b', ARGV[ARG.body], 'ttr', ARGV[ARG.ttr_ms],
+    'r', ARGV[ARG.retries], 'cron', ARGV[ARG.cron], 'ev', ARGV[ARG.every_s], 'tz', ARGV[ARG.tz],
+    'st', ARGV[ARG.start_s], 'en', ARGV[ARG.end_s], 'a', ARGV[ARG.anchor_s],
+    'n', ARGV[ARG.next_ms], 'l', last, 'm', missed, 'c', old[4] or num(now_ms()),
+    'bo', ARGV[ARG.backoff], 'u', ARGV[ARG.url], 'to', ARGV[ARG.timeout_ms])
 redis.call('ZADD', P .. ':sched:ids', '0', id)
-sched_set_next(id, tonumber(ARGV[13]))
-return {old[1] and 'replaced' or 'created', tonumber(last), tonumber(missed)}
+sched_set_next(id, tonumber(ARGV[ARG.next_ms]))
+return reply{result = old[1] and 'replaced' or 'created', last_ms = tonumber(last),
+    missed = tonumber(missed)}

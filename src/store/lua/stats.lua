@@ -1,15 +1,19 @@
 -- stats: the counters of one topic, or one page of topics by name.
 -- flags: no-writes
--- KEYS: P. ARGV: topic ('' for a page of all topics), cursor (list the
--- topics after this one; '' from the start), limit.
--- Returns {totals, next cursor or false, number of topics, topic1,
--- {field, value, ...}, topic2, {...}, ...}; totals and the counts are for
--- the whole deployment, whatever the page. Each topic's fields end with
+-- KEYS: P.
+-- argv: topic cursor limit
+-- reply: totals next_cursor topics
+-- reply entry: topic fields
+-- topic is '' for a page of all topics; cursor lists the topics after this
+-- one ('' from the start). next_cursor is false on the last page; totals
+-- ({field, value, ...}) and the number of topics are for the whole
+-- deployment, whatever the page. An `entry` per topic follows, its fields
+-- {field, value, ...}. Each topic's fields end with
 -- 'paused' (0 or 1) and, when it has ready jobs that pop could take or a
 -- paused topic's held push jobs, 'ready_age' (ms since the oldest of them
 -- became ready: its rt, or c for jobs made before rt existed). Ready push
 -- jobs not held wait in P:push with every topic's; lag.lua reports them.
-local topic, cursor, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
 local topics, next_cursor = {}, false
 if topic ~= '' then
     topics = {topic}
@@ -21,7 +25,8 @@ else
         next_cursor = topics[#topics]
     end
 end
-local out = {redis.call('HGETALL', P .. ':totals'), next_cursor, redis.call('ZCARD', P .. ':topics')}
+local out = reply{totals = redis.call('HGETALL', P .. ':totals'), next_cursor = next_cursor,
+    topics = redis.call('ZCARD', P .. ':topics')}
 local now = now_ms()
 -- The time the oldest member of a sorted set became ready, or nil.
 local function ready_since(key)
@@ -41,7 +46,6 @@ for _, t in ipairs(topics) do
         fields[#fields + 1] = 'ready_age'
         fields[#fields + 1] = math.max(0, now - since)
     end
-    out[#out + 1] = t
-    out[#out + 1] = fields
+    reply_entry({topic = t, fields = fields}, out)
 end
 return out

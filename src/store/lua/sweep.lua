@@ -1,8 +1,10 @@
 -- sweep: forgets topics that have held no job for `retention` ms: their
 -- counters, and their entries in P:topics and P:idle, so one-off topics do
 -- not pile up. delayq-timer runs it.
--- KEYS: P. ARGV: retention_ms, limit. Returns the number forgotten.
-local retention, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- KEYS: P.
+-- argv: retention_ms limit
+-- Returns the number forgotten.
+local retention, limit = tonumber(ARGV[ARG.retention_ms]), tonumber(ARGV[ARG.limit])
 local old = redis.call('ZRANGEBYSCORE', P .. ':idle', '-inf', num(now_ms() - retention),
     'LIMIT', '0', num(limit))
 local forgotten = 0
