@@ -23,17 +23,17 @@ static void *must(void *p)
 
 void *util_xmalloc(size_t n)
 {
-    return must(malloc(n));
+    return must(malloc(n ? n : 1)); /* malloc(0) may answer NULL */
 }
 
 void *util_xcalloc(size_t n, size_t size)
 {
-    return must(calloc(n, size));
+    return must(calloc(n ? n : 1, size ? size : 1));
 }
 
 void *util_xrealloc(void *p, size_t n)
 {
-    return must(realloc(p, n));
+    return must(realloc(p, n ? n : 1)); /* realloc(p, 0) may free p */
 }
 
 char *util_xstrdup(const char *s)

@@ -248,10 +248,8 @@ static void grow_argv(dq_store *s, size_t extra)
     size_t cap = s->argvcap ? s->argvcap : 64;
     while (cap < s->nargv + extra)
         cap *= 2;
-    s->argv = realloc(s->argv, cap * sizeof *s->argv);
-    s->len = realloc(s->len, cap * sizeof *s->len);
-    if (!s->argv || !s->len)
-        abort();
+    s->argv = util_xrealloc(s->argv, cap * sizeof *s->argv);
+    s->len = util_xrealloc(s->len, cap * sizeof *s->len);
     s->argvcap = cap;
 }
 
@@ -276,9 +274,7 @@ void store_batch_call(dq_store *s, dq_script fn, int shard)
 {
     if (s->ncalls == s->callcap) {
         s->callcap = s->callcap ? s->callcap * 2 : 8;
-        s->calls = realloc(s->calls, s->callcap * sizeof *s->calls);
-        if (!s->calls)
-            abort();
+        s->calls = util_xrealloc(s->calls, s->callcap * sizeof *s->calls);
     }
     store_pending *c = &s->calls[s->ncalls++];
     memset(c, 0, sizeof *c);
@@ -314,9 +310,8 @@ void store_arg_int(dq_store *s, int64_t v)
 {
     size_t chunk = s->nnums / NUM_CHUNK;
     if (chunk == s->nchunks) {
-        s->num_chunks = realloc(s->num_chunks, (chunk + 1) * sizeof *s->num_chunks);
-        if (!s->num_chunks || !(s->num_chunks[chunk] = malloc(NUM_CHUNK * sizeof(num_text))))
-            abort();
+        s->num_chunks = util_xrealloc(s->num_chunks, (chunk + 1) * sizeof *s->num_chunks);
+        s->num_chunks[chunk] = util_xmalloc(NUM_CHUNK * sizeof(num_text));
         s->nchunks++;
     }
     char *p = s->num_chunks[chunk][s->nnums++ % NUM_CHUNK];
@@ -1111,10 +1106,8 @@ dq_store *store_new(const dq_config *cfg)
     s->cfg = cfg;
     s->shards = cfg->shards;
     s->wait_replicas = cfg->redis_wait_replicas;
-    s->tags = calloc((size_t)s->shards, sizeof *s->tags);
-    s->slots = calloc((size_t)s->shards, sizeof *s->slots);
-    if (!s->tags || !s->slots)
-        abort();
+    s->tags = util_xcalloc((size_t)s->shards, sizeof *s->tags);
+    s->slots = util_xcalloc((size_t)s->shards, sizeof *s->slots);
     for (int i = 0; i < s->shards; i++) {
         if (s->shards == 1)
             snprintf(s->tags[i], TAG_MAX, "{%s}", cfg->prefix);

@@ -17,14 +17,6 @@ const char *const store_stat_names[STORE_NSTATS] = {
     "delay",  "ready",   "reserved",    "buried", "added",  "popped",
     "finished", "deleted", "redelivered", "buries", "kicked"};
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p)
-        abort();
-    return p;
-}
-
 static void clear_error(store_error *err)
 {
     err->detail[0] = '\0';
@@ -39,9 +31,7 @@ static dq_status run_one(dq_store *s, store_reply **r, store_error *err)
 /* Keeps a reply that results point into. */
 static void keep_reply(store_reply ***list, size_t *n, store_reply *r)
 {
-    *list = realloc(*list, (*n + 1) * sizeof **list);
-    if (!*list)
-        abort();
+    *list = util_xrealloc(*list, (*n + 1) * sizeof **list);
     (*list)[(*n)++] = r;
 }
 
@@ -89,15 +79,16 @@ typedef struct {
 static by_shard group_by_shard(dq_store *s, const char *const *ids, size_t n)
 {
     int shards = store_shards(s);
-    by_shard g = {xcalloc(n, sizeof *g.order), xcalloc((size_t)shards + 1, sizeof *g.first)};
-    int *of = xcalloc(n, sizeof *of);
+    by_shard g = {util_xcalloc(n, sizeof *g.order),
+                  util_xcalloc((size_t)shards + 1, sizeof *g.first)};
+    int *of = util_xcalloc(n, sizeof *of);
     for (size_t i = 0; i < n; i++) {
         of[i] = store_shard_of(s, ids[i], strlen(ids[i]));
         g.first[of[i] + 1]++;
     }
     for (int k = 0; k < shards; k++)
         g.first[k + 1] += g.first[k];
-    size_t *next = xcalloc((size_t)shards, sizeof *next);
+    size_t *next = util_xcalloc((size_t)shards, sizeof *next);
     for (size_t i = 0; i < n; i++)
         g.order[g.first[of[i]] + next[of[i]]++] = i;
     free(next);
@@ -349,9 +340,7 @@ static store_job *next_job(store_jobs *j)
 {
     if (j->n == j->cap) {
         j->cap = j->cap ? j->cap * 2 : 4;
-        j->jobs = realloc(j->jobs, j->cap * sizeof *j->jobs);
-        if (!j->jobs)
-            abort();
+        j->jobs = util_xrealloc(j->jobs, j->cap * sizeof *j->jobs);
     }
     store_job *job = &j->jobs[j->n++];
     memset(job, 0, sizeof *job);
@@ -360,10 +349,8 @@ static store_job *next_job(store_jobs *j)
 
 void store_jobs_copy(store_jobs *j, const store_job *job)
 {
-    char *p = malloc(job->id_len + job->topic_len + job->body_len + 3);
-    j->copies = realloc(j->copies, (j->ncopies + 1) * sizeof *j->copies);
-    if (!p || !j->copies)
-        abort();
+    char *p = util_xmalloc(job->id_len + job->topic_len + job->body_len + 3);
+    j->copies = util_xrealloc(j->copies, (j->ncopies + 1) * sizeof *j->copies);
     j->copies[j->ncopies++] = p;
     store_job *to = next_job(j);
     *to = *job;
@@ -949,7 +936,7 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
     size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
     if (topic)
         cap = (size_t)shards;
-    out->topics = xcalloc(cap, sizeof *out->topics);
+    out->topics = util_xcalloc(cap, sizeof *out->topics);
     int more = 0;
     for (int k = 0; k < shards; k++) {
         dq_status st;
@@ -1012,13 +999,13 @@ dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *er
 {
     clear_error(err);
     int shards = store_shards(s);
-    int *todo = xcalloc((size_t)shards, sizeof *todo);
+    int *todo = util_xcalloc((size_t)shards, sizeof *todo);
     for (int k = 0; k < shards; k++)
         todo[k] = 1;
     dq_status result = DQ_OK;
     for (int left = shards; left > 0 && result == DQ_OK;) {
         store_batch_begin(s);
-        int *shard_of = xcalloc((size_t)left, sizeof *shard_of);
+        int *shard_of = util_xcalloc((size_t)left, sizeof *shard_of);
         size_t n = 0;
         for (int k = 0; k < shards; k++) {
             if (todo[k]) {
@@ -1072,9 +1059,7 @@ dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err)
             out->paused_topics = paused;
         const store_reply *t = reply_at(r, LAG_REPLY_TIMERS);
         size_t nt = reply_len(t) / LAG_TIMER_NFIELDS;
-        out->timers = realloc(out->timers, (out->ntimers + nt + 1) * sizeof *out->timers);
-        if (!out->timers)
-            abort();
+        out->timers = util_xrealloc(out->timers, (out->ntimers + nt + 1) * sizeof *out->timers);
         for (size_t i = 0; i < nt; i++) {
             store_timer_lag *l = &out->timers[out->ntimers];
             size_t at = LAG_TIMER_NFIELDS * i;
@@ -1112,9 +1097,7 @@ void store_schedules_free(store_schedules *l)
 
 static store_schedule *next_schedule(store_schedules *l)
 {
-    l->list = realloc(l->list, (l->n + 1) * sizeof *l->list);
-    if (!l->list)
-        abort();
+    l->list = util_xrealloc(l->list, (l->n + 1) * sizeof *l->list);
     store_schedule *sc = &l->list[l->n++];
     memset(sc, 0, sizeof *sc);
     return sc;

@@ -554,27 +554,40 @@ out:
     return rc;
 }
 
-int slots_map_from_shards(slots_map *m, const redisReply *r, char *err, size_t errlen)
+/* Fills a new map from r and, when it serves some slot, puts it in m's
+ * place; otherwise m stays as it was and err says why (`what` names the
+ * reply, `empty` what a map serving no slot lacks). */
+static int map_build(slots_map *m, const redisReply *r, const char *what, const char *empty,
+                     int (*fill)(slots_map *, const redisReply *, char *, size_t), char *err,
+                     size_t errlen)
 {
     if (!is_type(r, REDIS_REPLY_ARRAY))
-        return not_array(r, "CLUSTER SHARDS", err, errlen);
+        return not_array(r, what, err, errlen);
     slots_map *t = slots_map_new();
     if (!t)
-        return map_error(err, errlen, "CLUSTER SHARDS: out of memory");
-    int rc = -1;
-    for (size_t i = 0; i < r->elements; i++) {
-        if (shard_add(t, r->element[i], i, err, errlen) < 0)
-            goto out;
-    }
-    if (t->covered == 0) {
-        map_error(err, errlen, "CLUSTER SHARDS: no shard has slots and an online master");
-        goto out;
-    }
-    map_take(m, t);
-    rc = 0;
-out:
+        return map_error(err, errlen, "%s: out of memory", what);
+    int rc = fill(t, r, err, errlen);
+    if (rc == 0 && t->covered == 0)
+        rc = map_error(err, errlen, "%s: %s", what, empty);
+    if (rc == 0)
+        map_take(m, t);
     slots_map_free(t);
     return rc;
+}
+
+static int fill_from_shards(slots_map *t, const redisReply *r, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < r->elements; i++) {
+        if (shard_add(t, r->element[i], i, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int slots_map_from_shards(slots_map *m, const redisReply *r, char *err, size_t errlen)
+{
+    return map_build(m, r, "CLUSTER SHARDS", "no shard has slots and an online master",
+                     fill_from_shards, err, errlen);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -633,14 +646,8 @@ static int slots_node_add(slots_map *m, const redisReply *r, int master, const c
     return node_intern(m, host, (int)port->integer, nid, master, where, err, errlen);
 }
 
-int slots_map_from_slots(slots_map *m, const redisReply *r, char *err, size_t errlen)
+static int fill_from_slots(slots_map *t, const redisReply *r, char *err, size_t errlen)
 {
-    if (!is_type(r, REDIS_REPLY_ARRAY))
-        return not_array(r, "CLUSTER SLOTS", err, errlen);
-    slots_map *t = slots_map_new();
-    if (!t)
-        return map_error(err, errlen, "CLUSTER SLOTS: out of memory");
-    int rc = -1;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *range = r->element[i];
         char where[80];
@@ -648,27 +655,22 @@ int slots_map_from_slots(slots_map *m, const redisReply *r, char *err, size_t er
         unsigned start, end;
         if (!is_type(range, REDIS_REPLY_ARRAY) || range->elements < 3 ||
             slot_value(range->element[0], &start) < 0 || slot_value(range->element[1], &end) < 0 ||
-            start > end) {
-            map_error(err, errlen, "%s: not [start, end, master, replicas...]", where);
-            goto out;
-        }
+            start > end)
+            return map_error(err, errlen, "%s: not [start, end, master, replicas...]", where);
         int mi = slots_node_add(t, range->element[2], -1, where, err, errlen);
         if (mi < 0 || assign_range(t, start, end, mi, where, err, errlen) < 0)
-            goto out;
+            return -1;
         for (size_t j = 3; j < range->elements; j++) {
             if (slots_node_add(t, range->element[j], mi, where, err, errlen) < 0)
-                goto out;
+                return -1;
         }
     }
-    if (t->covered == 0) {
-        map_error(err, errlen, "CLUSTER SLOTS: no slot is assigned");
-        goto out;
-    }
-    map_take(m, t);
-    rc = 0;
-out:
-    slots_map_free(t);
-    return rc;
+    return 0;
+}
+
+int slots_map_from_slots(slots_map *m, const redisReply *r, char *err, size_t errlen)
+{
+    return map_build(m, r, "CLUSTER SLOTS", "no slot is assigned", fill_from_slots, err, errlen);
 }
 
 /* ------------------------------------------------------------------------ */

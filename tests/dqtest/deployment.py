@@ -45,6 +45,16 @@ from .resp import text
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_TOP = os.path.dirname(os.path.dirname(HERE))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or REPO_TOP
+
+
+def _job_h_char(name):
+    """A character constant of src/job/job.h, which C and Lua share."""
+    with open(os.path.join(SRC_DIR, "src", "job", "job.h")) as f:
+        return re.search(r"#define %s '(.)'" % name, f.read()).group(1)
+
+
+# A schedule's fire is "<schedule id><FIRE_SEP><seconds>".
+FIRE_ID = re.compile(r"^(.+)%s[0-9]+$" % re.escape(_job_h_char("DQ_FIRE_SEP")))
 BUILD_DIR = os.environ.get("DELAYQ_BUILD_DIR") or REPO_TOP
 
 
@@ -296,9 +306,9 @@ class Deployment:
         return "{dq}" if self.shards == 1 else "{dq:%d}" % shard
 
     def shard_of(self, job_id):
-        # "<schedule id>@<seconds>" (a schedule's fire) lives in the
-        # schedule's shard (store_shard_of in src/store/store.c).
-        m = re.match(r"^(.+)@[0-9]+$", job_id)
+        # A schedule's fire lives in the schedule's shard (store_shard_of
+        # in src/store/store.c).
+        m = FIRE_ID.match(job_id)
         if m:
             job_id = m.group(1)
         return zlib.crc32(job_id.encode("utf-8")) % self.shards

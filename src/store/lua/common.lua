@@ -387,7 +387,7 @@ local function unindex(id, topic, state)
 end
 
 -- Takes a delayed or reserved job out of its bucket and its topic's index.
-local function unschedule(id, k, topic, state)
+local function bucket_remove(id, k, topic, state)
     redis.call('ZREM', bucket_key(k), id)
     unindex(id, topic, state)
 end
@@ -404,7 +404,7 @@ local function zadd_now(key, score, member)
     redis.call('ZADD', key, score, member)
 end
 
-local function schedule(id, k, due, topic, state, batched)
+local function bucket_add(id, k, due, topic, state, batched)
     local add = batched and zadd or zadd_now
     add(state_index(topic, state), num(due), id)
     local bk = bucket_key(k)
@@ -454,7 +454,7 @@ local function create_job(id, f, now, seq)
         enqueue_ready(id, f.topic, seq, f.url)
         count(f.topic, 'ready', 1)
     else
-        schedule(id, f.k, f.due, f.topic, 'delay', true)
+        bucket_add(id, f.k, f.due, f.topic, 'delay', true)
         count(f.topic, 'delay', 1)
     end
     count(f.topic, 'added', 1)
@@ -482,7 +482,7 @@ end
 local function remove_job(id, j, kind)
     local state, topic = j.s, j.t
     if state == 'delay' or state == 'reserved' then
-        unschedule(id, j.k, topic, state)
+        bucket_remove(id, j.k, topic, state)
     else
         unlist(id, topic, state, j.push)
     end
@@ -547,7 +547,7 @@ local function after_failure(id, j, now, wait)
     local due = now + delay
     j.s, j.d = 'delay', due
     store_job(id, j)
-    schedule(id, j.k, due, topic, 'delay')
+    bucket_add(id, j.k, due, topic, 'delay')
     move_count(topic, 'reserved', 'delay')
     return 'delay'
 end

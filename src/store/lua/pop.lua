@@ -26,7 +26,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
         local due = now + j.ttr
         j.s, j.n, j.d = 'reserved', j.n + 1, due
         store_job(id, j)
-        schedule(id, j.k, due, topic, 'reserved', true)
+        bucket_add(id, j.k, due, topic, 'reserved', true)
         move_count(topic, 'ready', 'reserved')
         count(topic, 'popped', 1)
         out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,

@@ -20,6 +20,6 @@ if outcome == 'ok' or outcome == 'gone' then
 end
 -- after_failure writes them with the new state
 j.la, j.ls, j.le, j.whole = now, ARGV[ARG.status], ARGV[ARG.error], true
-unschedule(id, j.k, j.t, 'reserved')
+bucket_remove(id, j.k, j.t, 'reserved')
 local wait = outcome == 'wait' and tonumber(ARGV[ARG.wait_ms]) or nil
 return after_failure(id, j, now, wait)

@@ -52,7 +52,7 @@ while #out < want and looked < budget do
             j.s, j.n, j.d = 'reserved', j.n + 1, deadline
             store_job(id, j)
             redis.call('ZREM', push_index(topic), id)
-            schedule(id, j.k, deadline, topic, 'reserved')
+            bucket_add(id, j.k, deadline, topic, 'reserved')
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
             out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
