@@ -338,12 +338,10 @@ static int64_t clamp_t(int64_t t)
     return t > TZ_T_LIMIT ? TZ_T_LIMIT : t < -TZ_T_LIMIT ? -TZ_T_LIMIT : t;
 }
 
-int tz_offset(const dq_tz *tz, int64_t unix_s)
+/* How many transitions are at or before t (the index of the first one
+ * after it). */
+static size_t transitions_upto(const dq_tz *tz, int64_t t)
 {
-    int64_t t = clamp_t(unix_s);
-    if (tz->has_rule && t >= tz->rule_from)
-        return rule_offset(&tz->rule, t);
-    /* The last transition at or before t. */
     size_t lo = 0, hi = tz->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -352,6 +350,15 @@ int tz_offset(const dq_tz *tz, int64_t unix_s)
         else
             hi = mid;
     }
+    return lo;
+}
+
+int tz_offset(const dq_tz *tz, int64_t unix_s)
+{
+    int64_t t = clamp_t(unix_s);
+    if (tz->has_rule && t >= tz->rule_from)
+        return rule_offset(&tz->rule, t);
+    size_t lo = transitions_upto(tz, t);
     return lo == 0 ? tz->off0 : tz->offs[lo - 1];
 }
 
@@ -360,14 +367,7 @@ int tz_offset(const dq_tz *tz, int64_t unix_s)
 static int next_change(const dq_tz *tz, int64_t t, int64_t *at)
 {
     if (!tz->has_rule || t < tz->rule_from) {
-        size_t lo = 0, hi = tz->n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (tz->times[mid] <= t)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = transitions_upto(tz, t);
         if (lo < tz->n) {
             *at = tz->times[lo];
             return 0;
