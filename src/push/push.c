@@ -29,7 +29,8 @@
  * rare look at every shard only bounds the damage of a message Redis
  * dropped without dropping the subscription. */
 #define RESCAN_MS 30000
-#define RETRY_MS 200       /* after Redis did not answer */
+#define RETRY_MS 200       /* after Redis did not answer; doubles per shard... */
+#define RETRY_MAX_MS 2000  /* ...up to this while the shard keeps failing */
 #define STOP_WAIT_MS 30000 /* after SIGTERM, for the requests in flight */
 #define MAX_FDS 66         /* stop, and the subscriber's nodes */
 
@@ -61,6 +62,12 @@ typedef struct {
     int *limits;
     dq_status *took;
     int *got;
+    /* Per shard: when it may be asked again after a failed take (0: now),
+     * and the back-off that follows another failure. A take the replicas
+     * cannot confirm is given back, so without this a cut replica would
+     * make every round take and give back the same jobs. */
+    int64_t *retry_at;
+    int *retry_ms;
     int first_shard;
     int64_t next_rescan;
     /* Outcomes not yet recorded in Redis (it did not answer). */
@@ -233,20 +240,40 @@ static int start(pusher *p, const store_job *j)
     return 0;
 }
 
+/* Whether shard k may hold ready push jobs and is not backing off. */
+static int shard_wanted(const pusher *p, int k, int64_t now)
+{
+    return p->more[k] && p->retry_at[k] <= now;
+}
+
+/* Notes the outcome of a take from shard k: a failure backs the shard off,
+ * doubling from RETRY_MS to RETRY_MAX_MS; a success ends the back-off. */
+static void note_take(pusher *p, int k, int ok, int64_t now)
+{
+    if (ok) {
+        p->retry_ms[k] = 0;
+        p->retry_at[k] = 0;
+        return;
+    }
+    int next = p->retry_ms[k] ? p->retry_ms[k] * 2 : RETRY_MS;
+    p->retry_ms[k] = next < RETRY_MAX_MS ? next : RETRY_MAX_MS;
+    p->retry_at[k] = now + p->retry_ms[k];
+}
+
 /* Shares `room` among the shards that may hold ready push jobs, starting
  * at a shard that moves on each round, so that with less room than such
  * shards none waits behind the others for long. Returns how many shards
  * get some. */
-static int share_room(pusher *p, int room)
+static int share_room(pusher *p, int room, int64_t now)
 {
     int wanted = 0;
     for (int k = 0; k < p->nshards; k++)
-        wanted += p->more[k] != 0;
+        wanted += shard_wanted(p, k, now);
     int each = wanted ? room / wanted : 0, extra = wanted ? room % wanted : 0, asked = 0;
     for (int i = 0; i < p->nshards; i++) {
         int k = (p->first_shard + i) % p->nshards;
         p->limits[k] = 0;
-        if (!p->more[k])
+        if (!shard_wanted(p, k, now))
             continue;
         p->limits[k] = each + (extra > 0);
         extra -= extra > 0;
@@ -266,7 +293,7 @@ static void take_where_ready(pusher *p)
         p->next_rescan = now + RESCAN_MS;
     }
     int room = p->cfg->push_concurrency - p->inflight;
-    if (room <= 0 || !share_room(p, room))
+    if (room <= 0 || !share_room(p, room, now))
         return;
     store_jobs jobs = {0};
     store_push_take(p->cmd, p->limits, p->cfg->push_grace_ms, &jobs, p->took);
@@ -282,9 +309,9 @@ static void take_where_ready(pusher *p)
     for (int k = 0; k < p->nshards; k++) {
         if (p->limits[k] <= 0)
             continue; /* not asked this round: still may hold some */
-        if (p->took[k] != DQ_OK)
-            p->next_rescan = now + RETRY_MS;
-        p->more[k] = p->took[k] == DQ_OK && got[k] == p->limits[k]; /* full: may hold more */
+        int ok = p->took[k] == DQ_OK;
+        note_take(p, k, ok, now);
+        p->more[k] = !ok || got[k] == p->limits[k]; /* failed, or full: may hold more */
     }
 }
 
@@ -412,7 +439,10 @@ static int pusher_init(pusher *p, const dq_config *cfg)
     p->limits = calloc((size_t)p->nshards, sizeof *p->limits);
     p->took = calloc((size_t)p->nshards, sizeof *p->took);
     p->got = calloc((size_t)p->nshards, sizeof *p->got);
-    if (!p->cmd || !p->sub || !p->multi || !p->more || !p->limits || !p->took || !p->got)
+    p->retry_at = calloc((size_t)p->nshards, sizeof *p->retry_at);
+    p->retry_ms = calloc((size_t)p->nshards, sizeof *p->retry_ms);
+    if (!p->cmd || !p->sub || !p->multi || !p->more || !p->limits || !p->took || !p->got ||
+        !p->retry_at || !p->retry_ms)
         return -1;
     curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->push_per_host);
     curl_multi_setopt(p->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->push_concurrency);
@@ -435,6 +465,8 @@ static void pusher_free(pusher *p)
     free(p->limits);
     free(p->took);
     free(p->got);
+    free(p->retry_at);
+    free(p->retry_ms);
 }
 
 int push_run(const dq_config *cfg, int stop_fd)
@@ -479,9 +511,10 @@ int push_run(const dq_config *cfg, int stop_fd)
         int64_t wait = p.next_rescan - util_mono_ms();
         if (p.ndone || !store_sub_open_now(p.sub))
             wait = RETRY_MS;
+        int64_t now = util_mono_ms();
         for (int k = 0; k < p.nshards && wait > 0; k++) {
-            if (p.more[k] && p.inflight < cfg->push_concurrency)
-                wait = 0; /* a full take left more behind, and there is room */
+            if (p.more[k] && p.inflight < cfg->push_concurrency && p.retry_at[k] - now < wait)
+                wait = p.retry_at[k] - now; /* a shard may hold more, and there is room */
         }
         if (wait < 0)
             wait = 0;

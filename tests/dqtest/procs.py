@@ -3,6 +3,7 @@ and the registry of every process the tests started (track()), which
 kill_started() kills by pid at exit, whatever the exit path."""
 
 import atexit
+import datetime
 import os
 import random
 import signal
@@ -105,6 +106,12 @@ def tail(path, n=40):
         return "(cannot read %s: %s)" % (path, e)
     lines = data.decode("utf-8", "replace").splitlines()
     return "\n".join(lines[-n:])
+
+
+def log_time(line):
+    """The unix time of a delayq log line (it starts with its UTC time)."""
+    when = datetime.datetime.strptime(line[:23], "%Y-%m-%dT%H:%M:%S.%f")
+    return when.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
 def pid_alive(pid):

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from dqtest import SLOW, Deployment, DeploymentTestCase, main, text, unique
+from dqtest import SLOW, Deployment, DeploymentTestCase, log_time, main, text, unique
 from dqtest.ledger import LedgerLoad
 from dqtest.redis_cluster import key_slot
 
@@ -510,6 +510,31 @@ class UnconfirmedReservations(ClusterTestCase):
         self.assertEqual({q.headers["delayq-attempt"] for q in reqs}, {"1"})
         with open(d.path("push0.log")) as f:
             self.assertIn("ready again at once, uncounted", f.read())
+
+    def test_a_failing_shard_is_asked_less_and_less_often(self):
+        """While a shard's takes keep failing, the pusher backs off from
+        that shard (200 ms doubling to 2 s) instead of taking and giving
+        back its jobs every round."""
+        from dqtest.receiver import Receiver
+        rcv = Receiver().start()
+        self.addCleanup(rcv.stop)
+        d, t = self.c, unique("backoff")
+        ids = d.one_shard_ids(t, 2, shard=0)
+        for j in ids:
+            self.assertOk(*d.req("add", topic=t, id=j, delay=1, body=j, url=rcv.url()))
+        replica = self.frozen_replica(0)
+        time.sleep(7.0)  # due after 1 s
+        replica.signal(signal.SIGCONT)
+        reqs = rcv.wait_for(lambda reqs: len(reqs) >= len(ids), timeout=15 * SLOW)
+        self.assertEqual(sorted(q.headers["webhook-id"] for q in reqs), sorted(ids))
+        with open(d.path("push0.log")) as f:
+            times = [log_time(line) for line in f if "ready again at once, uncounted" in line]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        print("give-backs while the replica was frozen: %d, gaps %s" %
+              (len(times), ["%.2f" % g for g in gaps]))
+        self.assertGreaterEqual(len(gaps), 3, "the pusher kept trying the shard")
+        self.assertGreater(gaps[-1], 1.2, "backed off")
+        self.assertLess(len(times), 10, "not every round")
 
 
 class PopUnknownOutcome(ClusterTestCase):

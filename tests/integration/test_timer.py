@@ -3,7 +3,6 @@ timer killed with SIGKILL loses its buckets after the lease; SIGTERM releases
 its locks at once."""
 
 import collections
-import datetime
 import os
 import random
 import re
@@ -12,7 +11,7 @@ import sys
 import threading
 import time
 
-from dqtest import DeploymentTestCase, SLOW, main, unique
+from dqtest import DeploymentTestCase, SLOW, log_time, main, unique
 
 LEASE_MS = 2000
 
@@ -274,9 +273,7 @@ class FailingMoveTest(DeploymentTestCase):
         self.c.redis("DEL", key)
         self.c.redis("RPUSH", key, "not a job")
         reports = self.wait_for_reports(2, 15.0 * SLOW)
-        stamps = [datetime.datetime.strptime(line[:23], "%Y-%m-%dT%H:%M:%S.%f")
-                  for line in reports]
-        gap = (stamps[1] - stamps[0]).total_seconds()
+        gap = log_time(reports[1]) - log_time(reports[0])
         retries = int(re.search(r"moves failing: (\d+) failed", reports[1]).group(1))
         print("failing move: reports %.2f s apart, %d failed moves between them: %s" %
               (gap, retries, reports[1].strip()))
