@@ -101,7 +101,9 @@ class CloseUnpaidOrder(DeploymentTestCase):
         self.assertEqual([db["orders"][k]["status"] for k in ("1", "2")], ["unpaid", "unpaid"])
         st, job = self.c.get("/get?id=order-1")
         self.assertOk(st, job)
-        self.assertEqual((job["topic"], job["state"], job["value"]), ("close-order", "delay", {"order": 1}))
+        # due 1 s after it was made: "ready" when the machine is slow
+        self.assertEqual((job["topic"], job["value"]), ("close-order", {"order": 1}))
+        self.assertIn(job["state"], ("delay", "ready"), job)
 
         rc, out, err = self.php("pay.php", "2")
         self.assertEqual(rc, 0, err)
