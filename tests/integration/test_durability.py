@@ -31,6 +31,8 @@ from dqtest import (SLOW, Deployment, DeploymentTestCase, Resp, invariants, job_
 # Redis postpones an everysec AOF write while the last fsync runs, until
 # its clock's second has moved on twice: up to about 3 s of answers.
 POSTPONE_S = 3.0
+# A break with fewer acknowledged adds before it proves little.
+MIN_ACKED = 200
 
 
 def first_ok_at(attempts):
@@ -108,8 +110,17 @@ class DurabilityBase(DeploymentTestCase):
         ths.append(threading.Thread(target=consumer))
         for th in ths:
             th.start()
-        # Twice the window a break may undo, so losses from before it show.
+        # Twice the window a break may undo, so losses from before it show,
+        # and enough acknowledged adds to mean something (a loaded machine
+        # makes them slowly).
         time.sleep(max(1.2, 2 * self.undo_window(how)) * SLOW)
+        deadline = time.monotonic() + 20 * SLOW
+        while time.monotonic() < deadline:
+            with lock:
+                acked = sum(1 for a in adds.values() if any(st == 200 for st, _, _ in a))
+            if acked > MIN_ACKED:
+                break
+            time.sleep(0.1)
         t_break = time.monotonic()
         if how == "kill9":
             c.redis_server.kill9()
@@ -175,7 +186,7 @@ class DurabilityBase(DeploymentTestCase):
                len(lost), window, states, len(finished_ok), len(back_all), len(resurrected),
                len(unknown), len(unknown_stored), len(refused), len(written_on_503),
                len(pops), inv["jobs"], inv["nproblems"]))
-        self.assertGreater(len(acked), 200, "too little load to mean anything")
+        self.assertGreater(len(acked), MIN_ACKED, "too little load to mean anything")
         self.assertTrue(adds and any(a[-1][2] for a in adds.values()),
                         "no add was attempted after the break")
         self.assertEqual(lost, [], "acknowledged adds lost by a %s of redis-server" % how)
