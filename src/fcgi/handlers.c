@@ -216,9 +216,11 @@ static dq_status pop_once(call_ctx *c, store_jobs *jobs, store_error *err)
         q.finished = pg->finished;
     }
     /* Single-job pops of one shard share calls (group commit). */
+    int may_wait = !c->h->stopping && !c->h->recheck &&
+                   util_mono_ms() < c->h->started_ms + req->timeout_ms;
     dq_status st = store_shards(c->h->store) == 1 && q.count == 1
                        ? group_pop(c->h->group, c->h->store, &q, jobs, err)
-                       : shard_pop(c->h->store, c->h->hints, &q, jobs, err);
+                       : shard_pop(c->h->store, c->h->hints, &q, may_wait, jobs, err);
     if (q.nfinish > 0 && (st == DQ_OK || store_items_partly_done(pg->finished, req->nids)))
         pg->finish_done = 1;
     /* Finishes that took effect are answered even when no shard could then

@@ -25,6 +25,8 @@ typedef struct {
     const char *authorization; /* this request's Authorization header, or NULL */
     int64_t started_ms;        /* monotonic ms when the request arrived */
     int stopping;              /* the worker is stopping: long-polls answer now */
+    int recheck;               /* a parked long-poll woken by its recheck timer, not a
+                                  message: a message may have been lost */
 } dq_handler_ctx;
 
 typedef struct {

@@ -11,7 +11,9 @@
 typedef struct {
     char *topic; /* NULL: free slot */
     size_t len;
-    int64_t *counts; /* one per shard */
+    int64_t *counts;  /* one per shard */
+    uint64_t *added;  /* per shard: `seq` at its last ready message */
+    int counted;      /* every shard counted since the entry was made */
 } hint_entry;
 
 struct shard_hints {
@@ -20,6 +22,8 @@ struct shard_hints {
     size_t max_topics, ntopics;
     size_t nslots; /* a power of two, at least twice max_topics */
     hint_entry *slots;
+    uint64_t seq;     /* counts messages and clears: what hints_seen gives */
+    uint64_t cleared; /* `seq` at the last clear */
 };
 
 shard_hints *hints_new(int shards, size_t max_topics)
@@ -46,9 +50,11 @@ static void clear_locked(shard_hints *h)
     for (size_t i = 0; i < h->nslots; i++) {
         free(h->slots[i].topic);
         free(h->slots[i].counts);
+        free(h->slots[i].added);
     }
     memset(h->slots, 0, h->nslots * sizeof *h->slots);
     h->ntopics = 0;
+    h->cleared = ++h->seq;
 }
 
 void hints_free(shard_hints *h)
@@ -83,6 +89,7 @@ static hint_entry *find(shard_hints *h, const char *topic, size_t len, int creat
     hint_entry *e = &h->slots[i];
     e->topic = util_xmalloc(len + 1);
     e->counts = util_xcalloc((size_t)h->shards, sizeof *e->counts);
+    e->added = util_xcalloc((size_t)h->shards, sizeof *e->added);
     memcpy(e->topic, topic, len);
     e->topic[len] = '\0';
     e->len = len;
@@ -90,38 +97,70 @@ static hint_entry *find(shard_hints *h, const char *topic, size_t len, int creat
     return e;
 }
 
-static void update(shard_hints *h, const char *topic, size_t len, int shard, int64_t n, int how)
+void hints_add(shard_hints *h, const char *topic, size_t len, int shard, int64_t n)
 {
     if (shard < 0 || shard >= h->shards)
         return;
     pthread_mutex_lock(&h->lock);
-    /* Taking from or zeroing a topic we do not track changes nothing. */
-    hint_entry *e = find(h, topic, len, how >= 0 && n > 0);
-    if (e) {
-        int64_t *c = &e->counts[shard];
-        if (how > 0)
-            *c += n;
-        else if (how < 0)
-            *c = *c > n ? *c - n : 0;
-        else
-            *c = n;
-    }
+    hint_entry *e = find(h, topic, len, 1);
+    if (n > 0)
+        e->counts[shard] += n;
+    e->added[shard] = ++h->seq;
     pthread_mutex_unlock(&h->lock);
-}
-
-void hints_add(shard_hints *h, const char *topic, size_t len, int shard, int64_t n)
-{
-    update(h, topic, len, shard, n, 1);
 }
 
 void hints_take(shard_hints *h, const char *topic, size_t len, int shard, int64_t n)
 {
-    update(h, topic, len, shard, n, -1);
+    if (shard < 0 || shard >= h->shards)
+        return;
+    pthread_mutex_lock(&h->lock);
+    hint_entry *e = find(h, topic, len, 0); /* taking from a topic not tracked: nothing */
+    if (e)
+        e->counts[shard] = e->counts[shard] > n ? e->counts[shard] - n : 0;
+    pthread_mutex_unlock(&h->lock);
 }
 
-void hints_set(shard_hints *h, const char *topic, size_t len, int shard, int64_t n)
+uint64_t hints_seen(shard_hints *h)
 {
-    update(h, topic, len, shard, n < 0 ? 0 : n, 0);
+    pthread_mutex_lock(&h->lock);
+    uint64_t seen = h->seq;
+    pthread_mutex_unlock(&h->lock);
+    return seen;
+}
+
+void hints_set(shard_hints *h, const char *topic, size_t len, int shard, int64_t n, uint64_t seen)
+{
+    if (shard < 0 || shard >= h->shards)
+        return;
+    if (n < 0)
+        n = 0;
+    pthread_mutex_lock(&h->lock);
+    /* Zeroing a topic not tracked changes nothing. */
+    hint_entry *e = h->cleared > seen ? NULL : find(h, topic, len, n > 0);
+    if (e && e->added[shard] <= seen)
+        e->counts[shard] = n;
+    pthread_mutex_unlock(&h->lock);
+}
+
+void hints_mark_counted(shard_hints *h, const char *topic, size_t len, uint64_t seen)
+{
+    pthread_mutex_lock(&h->lock);
+    hint_entry *e = h->cleared <= seen ? find(h, topic, len, 1) : NULL;
+    if (e && h->cleared <= seen) /* making e may have cleared the table */
+        e->counted = 1;
+    pthread_mutex_unlock(&h->lock);
+}
+
+int hints_counted(shard_hints *h, const char *const *topics, size_t ntopics)
+{
+    int all = 1;
+    pthread_mutex_lock(&h->lock);
+    for (size_t t = 0; t < ntopics && all; t++) {
+        hint_entry *e = find(h, topics[t], strlen(topics[t]), 0);
+        all = e && e->counted;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return all;
 }
 
 int hints_pick(shard_hints *h, const char *const *topics, size_t ntopics,

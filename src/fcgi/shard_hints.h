@@ -10,6 +10,15 @@
  * that finds no hint counts every shard. So hints cost at most extra calls,
  * never a job left unseen.
  *
+ * What Redis says is set only if no ready message for that topic and shard
+ * came after the caller asked (hints_seen before the call): such a message
+ * may name jobs the answer did not include, and setting the answer would
+ * lose them. A topic whose every shard was counted since the hints were
+ * last cleared is "counted": from then on the messages keep its hints
+ * whole, so a pop that may wait (a later message wakes it) can trust them
+ * without counting again; only a message Redis dropped is missed, until
+ * the waiter's recheck counts.
+ *
  * Bounded: at most max_topics topics are tracked; a new topic beyond that
  * clears the table (the next pops count again). Thread-safe; no I/O. */
 #ifndef DQ_SHARD_HINTS_H
@@ -27,8 +36,16 @@ void hints_free(shard_hints *h);
 void hints_add(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
 /* This process took n jobs of topic from shard. */
 void hints_take(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
-/* The shard has exactly n ready jobs of topic. */
-void hints_set(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
+/* Where the hints stand, taken before asking Redis (for hints_set and
+ * hints_mark_counted). */
+uint64_t hints_seen(shard_hints *h);
+/* Redis said the shard has exactly n ready jobs of topic, when the hints
+ * stood at `seen`: set unless a message for them came since. */
+void hints_set(shard_hints *h, const char *topic, size_t len, int shard, int64_t n, uint64_t seen);
+/* Every shard of topic was counted (hints_set) from `seen` on. */
+void hints_mark_counted(shard_hints *h, const char *topic, size_t len, uint64_t seen);
+/* Whether every one of the topics is counted (see above). */
+int hints_counted(shard_hints *h, const char *const *topics, size_t ntopics);
 /* The shard to pop from for these topics (in priority order): the one with
  * the most jobs of the first topic that has any, skipping shards where
  * skip[shard] is set (skip may be NULL); -1 when no hint says any.

@@ -14,7 +14,8 @@ typedef struct {
     store_jobs *out;
     store_error *err;
     unsigned char *down; /* per shard: did not answer */
-    int counted;         /* the hints come from a count of every shard */
+    int counted;         /* the hints come from a count of every shard, kept
+                            whole by the messages since, or this run's own */
     int answered;
     int unknown; /* a shard's pop had an unknown outcome (504) */
     dq_status failure;
@@ -29,6 +30,7 @@ static void pop_from(pop_round *p, int k, size_t nfirst)
     store_pop_req q = p->q;
     q.count = p->q.count - (int)before;
     q.ntopics = nfirst;
+    uint64_t seen = hints_seen(p->hints);
     dq_status st = store_pop(p->s, k, &q, p->out, p->err);
     if (st != DQ_OK) {
         p->down[k] = 1;
@@ -41,7 +43,7 @@ static void pop_from(pop_round *p, int k, size_t nfirst)
         hints_take(p->hints, p->out->jobs[i].topic, p->out->jobs[i].topic_len, k, 1);
     if ((int)(p->out->n - before) < q.count) {
         for (size_t t = 0; t < nfirst; t++)
-            hints_set(p->hints, q.topics[t], strlen(q.topics[t]), k, 0);
+            hints_set(p->hints, q.topics[t], strlen(q.topics[t]), k, 0, seen);
     }
 }
 
@@ -70,20 +72,27 @@ static void count_shards(pop_round *p)
     size_t ntopics = p->q.ntopics;
     int64_t *counts = util_xcalloc((size_t)shards * ntopics, sizeof *counts);
     p->counted = 1;
+    uint64_t seen = hints_seen(p->hints);
     dq_status st = store_ready_counts(p->s, p->q.topics, ntopics, counts, p->err);
     if (st != DQ_OK)
         p->failure = st;
+    int every_shard = 1;
     for (int k = 0; k < shards; k++) {
         for (size_t t = 0; t < ntopics; t++) {
             int64_t n = counts[(size_t)k * ntopics + t];
             if (n < 0) {
                 p->down[k] = 1;
+                every_shard = 0;
+                if (p->failure == DQ_OK)
+                    p->failure = DQ_UNAVAILABLE;
                 continue;
             }
             p->answered = 1;
-            hints_set(p->hints, p->q.topics[t], strlen(p->q.topics[t]), k, n);
+            hints_set(p->hints, p->q.topics[t], strlen(p->q.topics[t]), k, n, seen);
         }
     }
+    for (size_t t = 0; t < ntopics && every_shard; t++)
+        hints_mark_counted(p->hints, p->q.topics[t], strlen(p->q.topics[t]), seen);
     free(counts);
 }
 
@@ -95,8 +104,8 @@ static dq_status finish_first(dq_store *s, const store_pop_req *q, store_error *
     return st != DQ_OK && store_items_partly_done(q->finished, q->nfinish) ? DQ_OK : st;
 }
 
-dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, store_jobs *out,
-                    store_error *err)
+dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, int may_wait,
+                    store_jobs *out, store_error *err)
 {
     int shards = store_shards(s);
     if (shards == 1 || !hints)
@@ -108,10 +117,14 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, sto
     }
     pop_round p = {s, hints, *q, out, err, util_xcalloc((size_t)shards, 1), 0, 0, 0, DQ_OK};
     p.q.nfinish = 0;
+    /* A pop that will wait is woken by the next message: counted hints
+     * are as good as a count for it. */
+    p.counted = may_wait && hints_counted(hints, q->topics, q->ntopics);
     pop_hinted(&p);
-    if ((int)out->n < q->count && !p.unknown) {
+    if ((int)out->n < q->count && !p.unknown && !p.counted) {
         /* Fewer than asked: the hints may have missed some (a message not
-         * read yet); one count of every shard tells. */
+         * read yet, or one from before the subscription); one count of
+         * every shard tells. */
         count_shards(&p);
         pop_hinted(&p);
     }
@@ -125,7 +138,7 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, sto
         store_jobs_free(out);
         return DQ_TIMEOUT;
     }
-    if (out->n > 0 || p.answered)
-        return DQ_OK;
-    return p.failure != DQ_OK ? p.failure : DQ_UNAVAILABLE;
+    /* No failure and no answer: the counted hints said none, so no shard
+     * was asked. */
+    return out->n > 0 || p.answered || p.failure == DQ_OK ? DQ_OK : p.failure;
 }

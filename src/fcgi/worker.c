@@ -377,6 +377,7 @@ static void serve(thread_state *t, conn *c)
     t->h.authorization = fcgi_param(c->fc, "HTTP_AUTHORIZATION");
     t->h.started_ms = c->started_ms;
     t->h.stopping = notify_stopping();
+    t->h.recheck = c->parked_before && c->w.woken_by == 0;
     dq_response res = handle_request(&t->h, &c->req, &c->progress, &t->out);
     if (res.wait) {
         park(c, gen);

@@ -200,6 +200,63 @@ class Spread(ClusterTestCase):
         self.assertIn("not starting", text)
 
 
+class LongPollsTrustCountedHints(ClusterTestCase):
+    """A long-poll that finds no job parks until a ready message wakes it,
+    so once a worker process has counted a topic's ready jobs in every
+    shard (its hints are then kept whole by the messages), its long-polls
+    pop where the messages say without counting every shard again. A
+    consumer that finish-and-pops jobs as they become due costs a count per
+    job otherwise: a call to every master."""
+
+    def ready_counts(self, masters):
+        """The count calls (the `ready` function) each master ran since the
+        last call, read from SLOWLOG, which logs every call here."""
+        n = 0
+        for m in masters:
+            c = self.cluster.client(m.port)
+            for entry in c("SLOWLOG", "GET", "-1"):
+                args = entry[3]
+                n += len(args) > 1 and text(args[0]).upper() in ("FCALL", "FCALL_RO") and \
+                    text(args[1]).endswith("_ready")
+            c("SLOWLOG", "RESET")
+        return n
+
+    def test_a_consumer_of_due_jobs_counts_once_per_process(self):
+        d, t = self.c, unique("counted")
+        masters = self.cluster.masters()
+        for m in masters:
+            c = self.cluster.client(m.port)
+            c("CONFIG", "SET", "slowlog-log-slower-than", "0")
+            c("CONFIG", "SET", "slowlog-max-len", "100000")
+            self.addCleanup(c, "CONFIG", "SET", "slowlog-log-slower-than", "10000")
+            c("SLOWLOG", "RESET")
+        jobs = 20
+        self.ready_counts(masters)
+        st, r = d.req("pop", topic=t)  # timeout 0: counts in the worker that answers
+        self.assertOk(st, r)
+        self.assertGreater(self.ready_counts(masters), 0, "a pop that may not wait counts")
+        got, last = [], None
+        for i in range(jobs):
+            self.assertOk(*d.req("add", topic=t, id="%s-%d" % (t, i), delay=0.2, body=i))
+            fields = dict(topic=t, timeout=5 * SLOW)
+            if last:
+                fields["finish"] = [last]
+            st, r = d.req("pop", **fields)
+            self.assertOk(st, r)
+            got.append(r["id"])
+            last = r["id"]
+        self.assertOk(*d.req("finish", id=last))
+        self.assertEqual(got, ["%s-%d" % (t, i) for i in range(jobs)])
+        counts = self.ready_counts(masters)
+        calls_per_count = d.shards  # one call per shard, sent together
+        print("%d finish-and-pops of jobs due 0.2 s later: %d count calls (%d per count)" %
+              (jobs, counts, calls_per_count))
+        # At most a count per worker process, and one for a recheck here
+        # or there (a waiter is woken each second); a count per pop would
+        # be `jobs` counts.
+        self.assertLessEqual(counts, (d.workers + 3) * calls_per_count)
+
+
 class SlotMigration(ClusterTestCase):
     DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, buckets=4)
 

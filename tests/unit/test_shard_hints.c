@@ -54,11 +54,11 @@ static void test_set_is_exact(void **state)
     (void)state;
     shard_hints *h = hints_new(3, 16);
     add(h, "a", 2, 7);
-    hints_set(h, "a", 1, 2, 0); /* a pop found shard 2 empty */
+    hints_set(h, "a", 1, 2, 0, hints_seen(h)); /* a pop found shard 2 empty */
     assert_int_equal(pick1(h, "a"), -1);
-    hints_set(h, "a", 1, 0, 3); /* a count found three in shard 0 */
+    hints_set(h, "a", 1, 0, 3, hints_seen(h)); /* a count found three in shard 0 */
     assert_int_equal(pick1(h, "a"), 0);
-    hints_set(h, "a", 1, 0, -1); /* a shard that did not answer counts as none */
+    hints_set(h, "a", 1, 0, -1, hints_seen(h)); /* a shard that did not answer counts as none */
     assert_int_equal(pick1(h, "a"), -1);
     hints_free(h);
 }
@@ -90,7 +90,7 @@ static void test_pick_names_how_many_topics_to_ask_for(void **state)
     add(h, "mid", 1, 1);
     assert_int_equal(hints_pick(h, topics, 3, NULL, &nfirst), 1);
     assert_int_equal(nfirst, 2);
-    hints_set(h, "mid", 3, 1, 0);
+    hints_set(h, "mid", 3, 1, 0, hints_seen(h));
     assert_int_equal(hints_pick(h, topics, 3, NULL, &nfirst), 0);
     assert_int_equal(nfirst, 3);
     add(h, "high", 2, 1);
@@ -121,7 +121,7 @@ static void test_bad_shards_and_untracked_topics_change_nothing(void **state)
     add(h, "t", -1, 5);
     assert_int_equal(pick1(h, "t"), -1);
     hints_take(h, "u", 1, 0, 3);
-    hints_set(h, "v", 1, 0, 0);
+    hints_set(h, "v", 1, 0, 0, hints_seen(h));
     assert_int_equal(hints_topics(h), 0); /* nothing worth tracking */
     hints_free(h);
 }
@@ -160,6 +160,59 @@ static void test_clear_forgets(void **state)
     hints_free(h);
 }
 
+/* A message that came while Redis was asked may name jobs its answer did
+ * not include: the answer does not overwrite it. */
+static void test_answer_loses_to_a_newer_message(void **state)
+{
+    (void)state;
+    shard_hints *h = hints_new(2, 8);
+    add(h, "t", 1, 1);
+    uint64_t seen = hints_seen(h); /* a pop of shard 1 starts */
+    add(h, "t", 1, 1);             /* a job becomes ready meanwhile */
+    hints_set(h, "t", 1, 1, 0, seen); /* the pop found none */
+    assert_int_equal(pick1(h, "t"), 1);
+    hints_set(h, "t", 1, 1, 0, hints_seen(h)); /* a later pop found none */
+    assert_int_equal(pick1(h, "t"), -1);
+    /* A message for another shard or topic does not block the answer. */
+    seen = hints_seen(h);
+    add(h, "t", 0, 1);
+    add(h, "u", 1, 1);
+    hints_set(h, "t", 1, 1, 2, seen);
+    assert_int_equal(pick1(h, "t"), 1);
+    hints_free(h);
+}
+
+/* Counted: every shard counted since the last clear, no clear since. */
+static void test_counted_until_cleared(void **state)
+{
+    (void)state;
+    shard_hints *h = hints_new(2, 2);
+    const char *topics[2] = {"a", "b"};
+    assert_false(hints_counted(h, topics, 1));
+    uint64_t seen = hints_seen(h);
+    hints_mark_counted(h, "a", 1, seen);
+    assert_true(hints_counted(h, topics, 1));
+    assert_false(hints_counted(h, topics, 2)); /* "b" never counted */
+    hints_mark_counted(h, "b", 1, hints_seen(h));
+    assert_true(hints_counted(h, topics, 2));
+    seen = hints_seen(h);
+    hints_clear(h); /* a resubscription: messages may have been missed */
+    assert_false(hints_counted(h, topics, 1));
+    hints_mark_counted(h, "a", 1, seen); /* counted before the clear */
+    assert_false(hints_counted(h, topics, 1));
+    hints_set(h, "a", 1, 0, 5, seen);
+    assert_int_equal(pick1(h, "a"), -1); /* nor set */
+    /* Making an entry in a full table clears it: a count that ended after
+     * that clear began before it, so it is not counted. */
+    hints_mark_counted(h, "a", 1, hints_seen(h));
+    add(h, "b", 0, 1);
+    seen = hints_seen(h);
+    add(h, "c", 0, 1); /* a third topic: the table of two clears */
+    hints_mark_counted(h, "a", 1, seen);
+    assert_false(hints_counted(h, topics, 1));
+    hints_free(h);
+}
+
 /* Topics are bytes: a name that is a prefix of another is another topic. */
 static void test_names_compare_whole(void **state)
 {
@@ -184,6 +237,8 @@ int main(void)
         cmocka_unit_test(test_bad_shards_and_untracked_topics_change_nothing),
         cmocka_unit_test(test_bounded_table_clears_when_full),
         cmocka_unit_test(test_clear_forgets),
+        cmocka_unit_test(test_answer_loses_to_a_newer_message),
+        cmocka_unit_test(test_counted_until_cleared),
         cmocka_unit_test(test_names_compare_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
