@@ -64,10 +64,14 @@ def check_tools():
 
 def build(build_dir):
     """The client, its examples and its tests, with the client's own Makefile."""
-    argv = ["make", "-s", "-C", os.path.join(SRC_DIR, "clients", "java"), "BUILD=" + build_dir, "tests"]
+    argv = ["make", "-s", "--no-print-directory", "-C", os.path.join(SRC_DIR, "clients", "java"),
+            "BUILD=" + build_dir, "tests"]
     log("build: %s" % " ".join(argv))
+    # Not the variables of a make check that runs this (TESTS=... would
+    # reach the client's Makefile through MAKEFLAGS).
+    env = dict((k, v) for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"))
     t0 = time.monotonic()
-    r = subprocess.run(argv, timeout=BUILD_TIMEOUT)
+    r = subprocess.run(argv, env=env, timeout=BUILD_TIMEOUT)
     if r.returncode != 0:
         fail("the Java client did not build (make exit %d)" % r.returncode)
     log("built in %.1f s" % (time.monotonic() - t0))
