@@ -338,9 +338,20 @@ public final class Client {
         return call("stats", Map.of("topic", topic));
     }
 
-    /** Counters of the first page of topics and of the whole deployment. */
+    /** Counters of the first page of topics (up to 1000, by name) and of the whole deployment. */
     public Map<String, Object> stats() {
         return call("stats", Map.of());
+    }
+
+    /**
+     * One page of topics' counters: limit (1..1000) topics after cursor
+     * (null: from the first); the answer's "cursor" is null on the last page.
+     */
+    public Map<String, Object> stats(int limit, String cursor) {
+        Map<String, Object> fields = new LinkedHashMap<>();
+        fields.put("limit", limit);
+        JobOptions.putIfSet(fields, "cursor", cursor);
+        return call("stats", fields);
     }
 
     // ------------------------------------------------------------ schedules

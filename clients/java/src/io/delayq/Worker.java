@@ -262,7 +262,6 @@ public final class Worker {
             for (Thread t : threads) {
                 joinUninterruptibly(t);
             }
-            beats.shutdownNow();
             for (Loop loop : loops) {
                 if (loop.failure != null) {
                     throw loop.failure;

@@ -242,6 +242,11 @@ public class ClientTest {
         Check.equal(1L, t.get("ready"));
         Check.equal(1L, t.get("added"));
         Check.that(c.stats().get("total") instanceof Map, "total");
+        Map<String, Object> page = c.stats(1, null);
+        Check.equal(1, ((Map<?, ?>) page.get("topics")).size());
+        Check.that(page.get("cursor") instanceof String, "a cursor after the first of several topics: " + page);
+        String next = (String) page.get("cursor");
+        Check.that(!((Map<?, ?>) c.stats(1, next).get("topics")).containsKey(next), "the next page starts after the cursor");
         Check.that(c.health(), "health");
         Check.that(c.metrics().contains("delayq_jobs"), "metrics");
         c.deleteMany(List.of(c.pop(topic, 0).id()));
