@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""The Java client (clients/java) against a real deployment (dqtest.Deployment,
+with bearer-token auth on and one delayq-push signing callbacks): builds it
+with its Makefile (javac, jar) into a temp dir, runs its test programs (the
+JSON reader/writer, the webhook verifier, every Client command, the Worker's
+concurrency, touch heartbeats and failures, the receiver example taking
+real signed callbacks), then runs a Java worker process and stops it with
+SIGTERM while a job is in hand (the job must end and be finished, the
+process exit promptly), then stops Redis and checks that every command is
+a 503 UnavailableException.
+
+A JDK (javac, jar, java >= 17) and make are required: without them this
+test fails, it does not skip (on Debian: apt-get install openjdk-17-jdk-headless).
+
+Run: DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. PYTHONPATH=tests:clients/python \
+     python3 tests/clients/test_java_client.py
+"""
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
+
+import dqtest
+import delayq
+
+TOKEN = "java-client-test-token-0123456789"
+SECRET = "whsec_" + base64.b64encode(b"the java client tests' secret!!!").decode()
+BUILD_TIMEOUT = 180
+TESTS_TIMEOUT = 300
+TEST_CLASSES = ["JsonTest", "WebhookVerifierTest", "ClientTest", "WorkerTest", "PushReceiverTest"]
+
+
+def log(msg):
+    print("test_java_client: %s" % msg, flush=True)
+
+
+def fail(msg):
+    print("test_java_client: FAIL: %s" % msg, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def check_tools():
+    for tool in ("javac", "jar", "java", "make"):
+        if not shutil.which(tool):
+            fail("%s is not installed (the Java client needs a JDK >= 17 and make; on Debian: "
+                 "apt-get install openjdk-17-jdk-headless make)" % tool)
+    r = subprocess.run(["javac", "-version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = r.stdout.decode("utf-8", "replace").strip()
+    try:
+        major = int(out.split()[1].split(".")[0])
+    except (IndexError, ValueError):
+        major = 0
+    if major < 17:
+        fail("javac >= 17 needed, found %r" % out)
+
+
+def build(build_dir):
+    """The client, its examples and its tests, with the client's own Makefile."""
+    argv = ["make", "-s", "--no-print-directory", "-C", os.path.join(SRC_DIR, "clients", "java"),
+            "BUILD=" + build_dir, "tests"]
+    log("build: %s" % " ".join(argv))
+    # Not the variables of a make check that runs this (TESTS=... would
+    # reach the client's Makefile through MAKEFLAGS).
+    env = dict((k, v) for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"))
+    t0 = time.monotonic()
+    r = subprocess.run(argv, env=env, timeout=BUILD_TIMEOUT)
+    if r.returncode != 0:
+        fail("the Java client did not build (make exit %d)" % r.returncode)
+    log("built in %.1f s" % (time.monotonic() - t0))
+    return ":".join(os.path.join(build_dir, p) for p in ("delayq.jar", "examples", "tests"))
+
+
+def java(classpath, args, env, label, timeout=TESTS_TIMEOUT):
+    argv = ["java", "-cp", classpath] + args
+    log("%s: %s" % (label, " ".join(argv)))
+    p = subprocess.Popen(argv, env=env, cwd=tempfile.gettempdir())
+    try:
+        return p.wait(timeout * dqtest.SLOW)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        log("%s: did not finish within %d s" % (label, timeout))
+        return 1
+
+
+def sigterm_worker(classpath, env, client):
+    """A Java worker process handling a 2-second job gets SIGTERM mid-job: it
+    ends the job, finishes it, cancels its other thread's 20 s long-poll and
+    exits. Returns a failure message or None."""
+    topic = dqtest.unique("sigterm")
+    out = tempfile.TemporaryFile()
+    p = subprocess.Popen(["java", "-cp", classpath, "io.delayq.SignalWorker", topic, "2"], env=env,
+                         stdout=out, stderr=subprocess.STDOUT, cwd=tempfile.gettempdir())
+
+    def output():
+        out.seek(0)
+        return out.read().decode("utf-8", "replace")
+
+    try:
+        deadline = time.monotonic() + 20 * dqtest.SLOW
+        while "running" not in output():
+            if p.poll() is not None or time.monotonic() > deadline:
+                return "the worker did not start:\n" + output()
+            time.sleep(0.05)
+        job = topic + "-1"
+        client.add(topic, {"n": 1}, id=job)
+        while "start " + job not in output():
+            if p.poll() is not None or time.monotonic() > deadline:
+                return "the worker did not take the job:\n" + output()
+            time.sleep(0.02)
+        os.kill(p.pid, signal.SIGTERM)
+        t0 = time.monotonic()
+        try:
+            rc = p.wait(15 * dqtest.SLOW)
+        except subprocess.TimeoutExpired:
+            return "the worker did not exit within 15 s of SIGTERM:\n" + output()
+        took = time.monotonic() - t0
+        text = output()
+        log("SIGTERM: exit %d after %.1f s; output:\n%s" % (rc, took, text.rstrip()))
+        lines = text.split()
+        # ("stopped 1", printed after run() returned, may be cut short: the
+        # JVM exits as soon as run() returned on SIGTERM)
+        if "end " + job not in text:
+            return "the job in hand did not end before the worker stopped"
+        if rc not in (0, 143):
+            return "exit status %d" % rc
+        if took > 2 + 5 * dqtest.SLOW:
+            return "the worker took %.1f s to stop (its other thread's long-poll was not cancelled?)" % took
+        try:
+            info = client.get(job)
+            return "the job was not finished: %r" % (info,)
+        except delayq.NotFound:
+            pass
+        if lines.count("start") != 1:
+            return "the job was handled %d times" % lines.count("start")
+        return None
+    finally:
+        if p.poll() is None:
+            p.kill()  # by its Popen, i.e. its pid
+            p.wait()
+        out.close()
+
+
+def main():
+    check_tools()
+    if not (os.path.exists(os.path.join(dqtest.BUILD_DIR, "delayq-fcgi")) and
+            os.path.exists(os.path.join(dqtest.BUILD_DIR, "delayq-push"))):
+        print("delayq binaries not found in %s" % dqtest.BUILD_DIR, file=sys.stderr)
+        sys.exit(99)
+
+    def on_term(*_):
+        dqtest.stop_leftovers()
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    tmp = tempfile.mkdtemp(prefix="delayq-java-")
+    tokens = os.path.join(tmp, "tokens")
+    with open(tokens, "w") as f:
+        f.write("# the Java client tests' token\n%s\n" % TOKEN)
+    os.chmod(tmp, 0o755)
+    failures = []
+    try:
+        classpath = build(os.path.join(tmp, "build"))
+        with dqtest.Deployment(workers=1, threads=8, fcgi_flags={"auth_file": tokens}, n_pushers=1,
+                               push_allow="*,loopback", push_grace_ms=1000,
+                               push_flags={"push_secret": SECRET}) as c:
+            env = dict(os.environ)
+            env["DELAYQ_URL"] = "http://127.0.0.1:%d" % c.http_port
+            env["DELAYQ_TOKEN"] = TOKEN
+            env["DELAYQ_TEST_PUSH_SECRET"] = SECRET
+            env["DELAYQ_TEST_SLOW"] = str(dqtest.SLOW)
+            if java(classpath, ["io.delayq.RunTests"] + TEST_CLASSES, env, "tests"):
+                failures.append("the Java tests")
+            problem = sigterm_worker(classpath, env, delayq.Client(env["DELAYQ_URL"], token=TOKEN))
+            if problem:
+                failures.append("SIGTERM: " + problem)
+            c.stop_redis()
+            if java(classpath, ["io.delayq.RunTests", "RedisDownTest"], env, "redis down"):
+                failures.append("the redis-down test")
+            if failures:
+                c.failed = True  # keep the deployment's logs
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        log("FAIL: " + "; ".join(failures))
+        return 1
+    log("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
