@@ -6,6 +6,7 @@ namespace Delayq\Laravel;
 
 use Delayq\Heartbeat;
 use Delayq\Job;
+use Delayq\NotFoundException;
 use Illuminate\Container\Container;
 use Illuminate\Contracts\Queue\Job as JobContract;
 use Illuminate\Queue\Jobs\Job as LaravelJob;
@@ -54,15 +55,20 @@ class DelayqJob extends LaravelJob implements JobContract
 
     /**
      * Finishes the job, or buries it when it failed (fail() marks the job
-     * failed, then deletes it).
+     * failed, then deletes it). A job already gone (finished by hand, or
+     * delivered again after its TTR and done elsewhere) leaves nothing to do.
      */
     public function delete()
     {
         parent::delete();
-        if ($this->hasFailed()) {
-            $this->delayq->getClient()->bury($this->job->getId());
-        } else {
-            $this->delayq->getClient()->finish($this->job->getId());
+        try {
+            if ($this->hasFailed()) {
+                $this->delayq->getClient()->bury($this->job->getId());
+            } else {
+                $this->delayq->getClient()->finish($this->job->getId());
+            }
+        } catch (NotFoundException $e) {
+            return;
         }
     }
 

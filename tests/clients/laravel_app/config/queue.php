@@ -11,6 +11,7 @@ return [
             'queue' => env('DELAYQ_QUEUE', 'default'),
             'ttr' => (float) env('DELAYQ_TTR', 60),
             'block_for' => (float) env('DELAYQ_BLOCK_FOR', 1),
+            'touch' => (bool) env('DELAYQ_TOUCH', true),
         ],
     ],
 
