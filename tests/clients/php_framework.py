@@ -77,6 +77,42 @@ class PhpFrameworkTestCase(DeploymentTestCase):
         st, h, data = self.c.request("GET", path, None, {"Authorization": "Bearer " + TOKEN})
         return st, parse_body(data, h)
 
+    def start_php(self, argv, env):
+        """Starts argv in the background (a worker); returns its Popen,
+        output to a file, stopped at the end of the test if still running."""
+        out = tempfile.TemporaryFile(dir=self.tmp)
+        p = subprocess.Popen(argv, env=env, cwd=self.tmp, stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=subprocess.STDOUT)
+        p.output = out
+
+        def stop():
+            if p.poll() is None:
+                p.kill()  # by its Popen, i.e. its pid
+                p.wait()
+            out.close()
+        self.addCleanup(stop)
+        return p
+
+    def wait_php(self, p, timeout):
+        """Waits for a start_php() process to end; returns (exit status, output)."""
+        try:
+            st = p.wait(timeout * SLOW)
+        except subprocess.TimeoutExpired:
+            st = None
+        p.output.seek(0)
+        text = p.output.read().decode("utf-8", "replace")
+        if st is None:
+            self.fail("%s did not end within %s s:\n%s" % (" ".join(p.args), timeout * SLOW, text))
+        return st, text
+
+    def wait_for(self, what, check, timeout=30):
+        """Polls check() until it is true (timeout in seconds, times SLOW)."""
+        deadline = time.monotonic() + timeout * SLOW
+        while not check():
+            if time.monotonic() > deadline:
+                self.fail("no %s within %s s" % (what, timeout * SLOW))
+            time.sleep(0.05)
+
     def stats(self, topic):
         st, r = self.api_get("/stats?topic=" + topic)
         self.assertOk(st, r, "stats")

@@ -116,14 +116,25 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.assertEqual((s["finished"], s["ready"], s["reserved"]), (2, 0, 0), s)
         self.assertLess(took, 15 * SLOW, "--stop-when-empty: the worker exits once a pop finds nothing")
 
+    def running_worker(self, queue, *options):
+        """queue:work started in the background, and polling: a first job
+        ran (so that what the test times is delayq, not php booting)."""
+        p = self.start_php([self.php, ARTISAN, "queue:work", "delayq", "--queue=" + queue, "--sleep=0"]
+                           + list(options), self.env)
+        self.push(queue, queue + "-ping")
+        self.wait_for("run of the first job", lambda: self.runs(queue + "-ping") or p.poll() is not None)
+        return p
+
     def test_later_with_seconds_and_with_a_datetime(self):
         q = unique("lv-later")
+        worker = self.running_worker(q, "--max-jobs=3", "--max-time=60")
         t0 = time.time()
         self.push(q, q + "-delay", "--delay=3")
         t1 = time.time()
         at = time.time() + 2.5
         self.push(q, q + "-at", "--at=%.3f" % at)
-        self.work_ok(q, "--max-jobs=2", "--max-time=30")
+        st, out = self.wait_php(worker, 60)
+        self.assertEqual(st, 0, out)
         delayed, = self.runs(q + "-delay")
         self.assertGreaterEqual(delayed["time"], t0 + 3)
         self.assertLess(delayed["time"], t1 + 3 + LATE * SLOW)
