@@ -7,10 +7,12 @@ queue:work delayq` for real.
 
 Checked: push and --stop-when-empty, later() with seconds and with a
 DateTime lands on time, release($delay), attempts, --tries with --backoff
-reaching failed_jobs (sqlite) and burying the delayq job, --timeout killing
+reaching failed_jobs (sqlite) and burying the delayq job (and queue:retry
+adding it again), --timeout killing
 a job (touches stop, delayq delivers it again after its TTR, the last try
 fails it), a job running longer than its TTR kept by touch (and delivered
-again without touch), bulk as one batch add, size.
+again without touch), bulk as one batch add, size, a bad connection
+setting as a clear error.
 
 php-cli with curl, pcntl and sqlite3, and php-laravel-framework are
 required: without them this test fails, it does not skip.
@@ -173,6 +175,10 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.assertEqual(failed[0][1], "delayq")
         self.assertIn("App\\\\Jobs\\\\RecordJob", failed[0][2])
         self.assertEqual(self.stats(q)["buries"], 1)
+        # queue:retry pushes the failed payload again: a new delayq job
+        self.artisan_ok(["queue:retry", failed[0][0]])
+        s = self.stats(q)
+        self.assertEqual((s["added"], s["ready"], s["buried"]), (2, 1, 1), s)
 
     def test_touch_keeps_a_job_longer_than_its_ttr(self):
         q = unique("lv-touch")
@@ -224,6 +230,14 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.work_ok(q, "--stop-when-empty")
         self.assertEqual(len([r for r in read_log(self.log) if r["queue"] == q]), 5)
         self.assertEqual(self.artisan_ok(["delayq:size", "--queue=" + q]), "0")
+
+    def test_a_bad_connection_setting_is_a_clear_error(self):
+        st, out, _ = self.artisan(["delayq:size"], DELAYQ_URL="ftp://127.0.0.1")
+        self.assertNotEqual(st, 0, out)
+        self.assertIn("the delayq URL must start with http:// or https://", out)
+        st, out, _ = self.artisan(["delayq:size"], DELAYQ_BLOCK_FOR="600")
+        self.assertNotEqual(st, 0, out)
+        self.assertIn("block_for 0..60 seconds", out)
 
     def test_size_counts_delayed_ready_and_reserved(self):
         q = unique("lv-size")
