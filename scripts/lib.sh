@@ -8,11 +8,14 @@ DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
     libfcgi-dev libhiredis-dev libjson-c-dev libcmocka-dev libcurl4-openssl-dev libssl-dev
     nginx redis-server curl python3)
 # What the tests need beyond that: the PHP client's runtime and PHPUnit;
-# a JDK for the Java client (clients/java); node and chromium for the
-# dashboard's browser test (tests/ui); iproute2 and iptables for the
-# nemesis' partitions (tests/faults/nemesis.py).
+# Debian's Laravel and Symfony Messenger (with sqlite for Laravel's
+# failed_jobs table) for the framework integrations' tests; a JDK for the
+# Java client (clients/java); node and chromium for the dashboard's
+# browser test (tests/ui); iproute2 and iptables for the nemesis'
+# partitions (tests/faults/nemesis.py).
 # shellcheck disable=SC2034
-DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer openjdk-17-jdk-headless nodejs chromium
+DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer
+    php-laravel-framework php-symfony-messenger php-sqlite3 openjdk-17-jdk-headless nodejs chromium
     iproute2 iptables)
 
 # The browser test's npm packages, from tests/ui/package-lock.json

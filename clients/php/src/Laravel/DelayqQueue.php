@@ -1,0 +1,220 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayq\Laravel;
+
+use Delayq\Client;
+use Illuminate\Contracts\Queue\Queue as QueueContract;
+use Illuminate\Queue\Queue;
+
+/**
+ * A Laravel queue connection on delayq: a Laravel queue is a delayq topic,
+ * a queued job is a delayq job whose body is Laravel's payload (the JSON
+ * text, kept as a JSON string so that it comes back byte for byte).
+ *
+ * Jobs are added without delayq retries: Laravel counts the tries itself
+ * (from delayq's attempts) and fails the job, which buries it.
+ */
+class DelayqQueue extends Queue implements QueueContract
+{
+    /** delayq takes at most this many jobs in one batch add. */
+    private const BATCH_MAX = 1000;
+
+    /** @var callable():Client */
+    private $clientFactory;
+    /** @var Client */
+    private $client;
+    /** @var string */
+    private $default;
+    /** @var float */
+    private $ttr;
+    /** @var float */
+    private $blockFor;
+    /** @var bool */
+    private $touch;
+
+    /**
+     * @param callable():Client $clientFactory makes a Client like $client, for
+     *        the child process that touches a running job
+     * @param string $default the queue (topic) when none is named
+     * @param float $ttr seconds a worker has for a job before delayq delivers it again
+     *        (kept longer by touching while the job runs)
+     * @param float $blockFor seconds a pop waits for a job (long-poll), 0..60
+     * @param bool $touch touch running jobs every TTR/3 (needs ext-pcntl)
+     */
+    public function __construct(
+        Client $client,
+        callable $clientFactory,
+        string $default,
+        float $ttr,
+        float $blockFor,
+        bool $touch,
+        bool $dispatchAfterCommit = false
+    ) {
+        $this->client = $client;
+        $this->clientFactory = $clientFactory;
+        $this->default = $default;
+        $this->ttr = $ttr;
+        $this->blockFor = $blockFor;
+        $this->touch = $touch;
+        $this->dispatchAfterCommit = $dispatchAfterCommit;
+    }
+
+    public function getClient(): Client
+    {
+        return $this->client;
+    }
+
+    /** @return callable():Client */
+    public function getClientFactory(): callable
+    {
+        return $this->clientFactory;
+    }
+
+    public function touchesJobs(): bool
+    {
+        return $this->touch;
+    }
+
+    /**
+     * Jobs not done yet: delayed, ready and reserved (buried ones have
+     * failed and are not counted), as Laravel's Redis queue counts.
+     *
+     * @param string|null $queue
+     */
+    public function size($queue = null): int
+    {
+        $topic = $this->getQueue($queue);
+        $counts = $this->getClient()->stats($topic)['topics'][$topic] ?? [];
+        return (int) (($counts['delay'] ?? 0) + ($counts['ready'] ?? 0) + ($counts['reserved'] ?? 0));
+    }
+
+    /**
+     * @param object|string $job
+     * @param mixed $data
+     * @param string|null $queue
+     * @return string the delayq job id
+     */
+    public function push($job, $data = '', $queue = null)
+    {
+        return $this->enqueueUsing(
+            $job,
+            $this->createPayload($job, $this->getQueue($queue), $data),
+            $queue,
+            null,
+            function (string $payload, $queue): string {
+                return $this->pushRaw($payload, $queue);
+            }
+        );
+    }
+
+    /**
+     * @param string $payload
+     * @param string|null $queue
+     * @param array{delay?:\DateTimeInterface|\DateInterval|int|float} $options
+     * @return string the delayq job id
+     */
+    public function pushRaw($payload, $queue = null, array $options = [])
+    {
+        return $this->getClient()->add(
+            $this->getQueue($queue),
+            (string) $payload,
+            $this->addOptions($options['delay'] ?? null)
+        );
+    }
+
+    /**
+     * @param \DateTimeInterface|\DateInterval|int $delay
+     * @param object|string $job
+     * @param mixed $data
+     * @param string|null $queue
+     * @return string the delayq job id
+     */
+    public function later($delay, $job, $data = '', $queue = null)
+    {
+        return $this->enqueueUsing(
+            $job,
+            $this->createPayload($job, $this->getQueue($queue), $data),
+            $queue,
+            $delay,
+            function (string $payload, $queue, $delay): string {
+                return $this->pushRaw($payload, $queue, ['delay' => $delay]);
+            }
+        );
+    }
+
+    /**
+     * Pushes the jobs with one batch add per 1000 jobs (delayq's batch
+     * limit). A job delayq refused (say a conflict) is reported by a
+     * BulkPushException once the rest were added.
+     *
+     * @param array<object|string> $jobs
+     * @param mixed $data
+     * @param string|null $queue
+     */
+    public function bulk($jobs, $data = '', $queue = null)
+    {
+        $topic = $this->getQueue($queue);
+        $jobs = array_values((array) $jobs);
+        $refused = [];
+        foreach (array_chunk($jobs, self::BATCH_MAX) as $chunk) {
+            $batch = [];
+            foreach ($chunk as $job) {
+                $batch[] = ['topic' => $topic, 'body' => $this->createPayload($job, $topic, $data)]
+                    + $this->addOptions(null);
+            }
+            foreach ($this->getClient()->addMany($batch) as $i => $result) {
+                if ($result['success']) {
+                    $this->raiseJobQueuedEvent($result['id'], $chunk[$i]);
+                } else {
+                    $refused[] = $result;
+                }
+            }
+        }
+        if ($refused) {
+            throw new BulkPushException($refused, count($jobs));
+        }
+    }
+
+    /**
+     * Takes the next job of the queue, waiting up to block_for seconds.
+     *
+     * @param string|null $queue
+     */
+    public function pop($queue = null): ?DelayqJob
+    {
+        $topic = $this->getQueue($queue);
+        $job = $this->getClient()->pop($topic, $this->blockFor);
+        if ($job === null) {
+            return null;
+        }
+        return new DelayqJob($this->container, $this, $job, $this->connectionName, $topic);
+    }
+
+    /** @param string|null $queue */
+    public function getQueue($queue): string
+    {
+        return $queue ?: $this->default;
+    }
+
+    /**
+     * add() options for a job: the connection's TTR and when it is due.
+     *
+     * @param \DateTimeInterface|\DateInterval|int|float|null $delay
+     * @return array<string,mixed>
+     */
+    private function addOptions($delay): array
+    {
+        $options = ['ttr' => $this->ttr];
+        if ($delay instanceof \DateTimeInterface) {
+            // an absolute time stays absolute: no drift from the request's own latency
+            $options['at'] = (float) $delay->format('U.u');
+        } elseif ($delay instanceof \DateInterval) {
+            $options['delay'] = $this->secondsUntil($delay);
+        } elseif ($delay !== null) {
+            $options['delay'] = max(0.0, (float) $delay);
+        }
+        return $options;
+    }
+}

@@ -1,0 +1,23 @@
+<?php
+
+return [
+    'default' => env('QUEUE_CONNECTION', 'delayq'),
+
+    'connections' => [
+        'delayq' => [
+            'driver' => 'delayq',
+            'url' => env('DELAYQ_URL', 'http://127.0.0.1:8080'),
+            'token' => env('DELAYQ_TOKEN'),
+            'queue' => env('DELAYQ_QUEUE', 'default'),
+            'ttr' => (float) env('DELAYQ_TTR', 60),
+            'block_for' => (float) env('DELAYQ_BLOCK_FOR', 1),
+            'touch' => (bool) env('DELAYQ_TOUCH', true),
+        ],
+    ],
+
+    'failed' => [
+        'driver' => 'database-uuids',
+        'database' => 'sqlite',
+        'table' => 'failed_jobs',
+    ],
+];
