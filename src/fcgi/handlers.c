@@ -637,7 +637,8 @@ static dq_response handle_purge(call_ctx *c)
     store_error err;
     dq_status st = store_purge(c->h->store, topic, c->req->state, &purged, &err);
     if (st == DQ_TIMEOUT && purged > 0)
-        return answer(reply_errorf(c->out, st, "Redis failed after %lld jobs were purged; the "
+        return answer(reply_errorf(c->out, st,
+                                   "Redis failed after %lld jobs were purged; the "
                                    "purge is done in part (purge again to finish it)",
                                    (long long)purged));
     if (st != DQ_OK)

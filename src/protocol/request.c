@@ -846,7 +846,8 @@ static int state_field(vctx *v, fieldset *f, int required, dq_request *req)
         if (strlen(states[i]) == n && memcmp(states[i], req->state, n) == 0)
             return 0;
     }
-    return invalid(v, DQ_BAD_REQUEST, "field 'state' must be one of delay, ready, reserved, buried");
+    return invalid(v, DQ_BAD_REQUEST,
+                   "field 'state' must be one of delay, ready, reserved, buried");
 }
 
 /* jobs: one page of a topic's jobs in one state. A cursor is the position

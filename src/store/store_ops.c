@@ -1040,9 +1040,9 @@ dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *er
 
 /* Where one shard's walk over a state stands (purge.lua's position). */
 typedef struct {
-    int walking;       /* the state has jobs after the position */
-    int64_t since;     /* the shard's time at the purge's first step; -1 before it */
-    char score[24];    /* "" at the head of the state */
+    int walking;    /* the state has jobs after the position */
+    int64_t since;  /* the shard's time at the purge's first step; -1 before it */
+    char score[24]; /* "" at the head of the state */
     char id[DQ_ID_MAX + 1];
 } purge_walk;
 
@@ -1050,11 +1050,13 @@ static void purge_call(dq_store *s, int shard, const char *topic, const char *st
                        const purge_walk *w)
 {
     store_batch_call(s, SCRIPT_PURGE, shard);
-    store_val a[PURGE_NARGS] = {
-        [PURGE_ARG_TOPIC] = store_str(topic), [PURGE_ARG_STATE] = store_str(state),
-        [PURGE_ARG_LIMIT] = store_int(STORE_PURGE_STEP),
-        [PURGE_ARG_SINCE] = w->since < 0 ? store_str("") : store_int(w->since),
-        [PURGE_ARG_AFTER_SCORE] = store_str(w->score), [PURGE_ARG_AFTER_ID] = store_str(w->id)};
+    store_val a[PURGE_NARGS] = {[PURGE_ARG_TOPIC] = store_str(topic),
+                                [PURGE_ARG_STATE] = store_str(state),
+                                [PURGE_ARG_LIMIT] = store_int(STORE_PURGE_STEP),
+                                [PURGE_ARG_SINCE] = w->since < 0 ? store_str("")
+                                                                 : store_int(w->since),
+                                [PURGE_ARG_AFTER_SCORE] = store_str(w->score),
+                                [PURGE_ARG_AFTER_ID] = store_str(w->id)};
     store_args(s, a, PURGE_NARGS);
 }
 
