@@ -279,9 +279,10 @@ async function pauseTopic(name, pause) {
 // Deletes a topic's jobs in one state (null: every state) after a
 // confirmation that gives the count stats last showed.
 async function purgeTopic(name, state) {
-    const t = topics[name] || {};
-    const n = state ? t[state] || 0 : (t.delay || 0) + (t.ready || 0) + (t.reserved || 0) + (t.buried || 0);
-    const what = `${n} ${state ? state + " " : ""}job${n === 1 ? "" : "s"} of topic ${name}`;
+    const t = topics[name];
+    const n = !t ? null : state ? t[state] : t.delay + t.ready + t.reserved + t.buried;
+    // A topic listed by the jobs panel may be on another page of stats: no count then.
+    const what = `${n === null ? "the" : n} ${state ? state + " " : ""}job${n === 1 ? "" : "s"} of topic ${name}`;
     if (!(await confirmAction(`Purge ${what}${state ? "" : " (every state)"}? They are deleted; schedules stay.`, "Purge")))
         return;
     const r = await post("purge", state ? { topic: name, state } : { topic: name });

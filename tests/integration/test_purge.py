@@ -151,14 +151,26 @@ class Purge(DeploymentTestCase):
         self.assertEqual(st, 400, data)
         self.assertEqual(self.gauges(t)["ready"], 1, "nothing was purged")
 
+    def fill_big(self, t, n):
+        """n jobs, half of them delayed, in batches of 1000."""
+        for b in range(0, n, 1000):
+            jobs = [{"topic": t, "body": {"n": b + i}, "delay": 3600 if i % 2 else 0}
+                    for i in range(min(1000, n - b))]
+            st, r = self.c.req("add", jobs=jobs)
+            self.assertOk(st, r)
+
+    @staticmethod
+    def step_times(logs):
+        """Each purge step's time in us, from SLOWLOG GET answers, sorted,
+        and each step's arguments."""
+        steps = [(e[2], e[3]) for log in logs for e in log
+                 if e[3][0].upper() == b"FCALL" and e[3][1].endswith(b"_purge")]
+        return sorted(us for us, _ in steps), [args for _, args in steps]
+
     def test_big_topic_goes_in_short_steps(self):
         t = unique("pgbig")
         n = 20000
-        for b in range(n // 1000):
-            jobs = [{"topic": t, "body": {"n": b * 1000 + i}, "delay": 3600 if i % 2 else 0}
-                    for i in range(1000)]
-            st, r = self.c.req("add", jobs=jobs)
-            self.assertOk(st, r)
+        self.fill_big(t, n)
         # Every call of more than 0 us is logged, so the longest is seen.
         saved = {k: self.c.redis("CONFIG", "GET", k)[1].decode()
                  for k in ("slowlog-log-slower-than", "slowlog-max-len")}
@@ -192,30 +204,27 @@ class Purge(DeploymentTestCase):
             for k, v in saved.items():
                 self.c.redis_all("CONFIG", "SET", k, v)
         self.assertEqual(got, n, "exactly the jobs there when it began")
-        steps = [(e[2], e[3]) for log in logs for e in log
-                 if e[3][0].upper() == b"FCALL" and e[3][1].endswith(b"_purge")]
+        took_us, step_args = self.step_times(logs)
         # 100 jobs a step at most (STORE_PURGE_STEP), each state walked twice.
-        self.assertGreaterEqual(len(steps), n // 100, "bounded steps: %d calls" % len(steps))
-        # Bounded by construction: every step may look at 100 jobs at most.
-        self.assertEqual({e[1][6] for e in steps}, {b"100"})
-        took_us = sorted(us for us, _ in steps)
+        self.assertGreaterEqual(len(took_us), n // 100, "bounded steps: %d calls" % len(took_us))
+        self.assertEqual({a[6] for a in step_args}, {b"100"}, "each step looks at 100 jobs at most")
         median, p90, longest = (took_us[len(took_us) // 2], took_us[len(took_us) * 9 // 10],
                                 took_us[-1])
-        print("purge of %d jobs: %.2f s, %d steps, median %d us, 90th percentile %d us, longest "
-              "%d us, %d jobs added meanwhile"
-              % (n, took, len(steps), median, p90, longest, len(added)))
-        # What a step costs shows in the median. SLOWLOG times wall clock,
-        # so on a machine with many more runnable processes than cores the
-        # kernel sets Redis aside in the middle of calls (purge steps as any
-        # other; tens of ms with a Cluster's six Redis on two cores at load
-        # 20), and the longest step then measures the scheduler: it is held
-        # to a few ms only where the machine is not overloaded.
-        self.assertLess(median, 5000, "a step takes a few ms at most")
+        print("purge of %d jobs: %.2f s, %d steps, median %d us, 90th percentile %d us, "
+              "longest %d us; %d jobs added meanwhile"
+              % (n, took, len(took_us), median, p90, longest, len(added)))
+        # SLOWLOG times wall clock, so on a machine with many more runnable
+        # processes than cores the kernel sets Redis aside in the middle of
+        # calls (purge steps as any other: tens of ms with a Cluster's six
+        # Redis on two cores at load 20), and the times measure the
+        # scheduler: they are held to a few ms where the machine is not
+        # overloaded.
         load, cores = os.getloadavg()[0], os.cpu_count() or 1
         if load <= 2 * cores:
+            self.assertLess(median, 5000, "a step takes a few ms at most")
             self.assertLess(longest, 25000, "no step holds Redis for long")
         else:
-            print("load %.1f on %d cores: the longest step is not judged" % (load, cores))
+            print("load %.1f on %d cores: the steps' times are not judged" % (load, cores))
         for i in added:
             st, r = self.c.req("get", id=i)
             self.assertOk(st, r, "a job added during the purge is kept")
