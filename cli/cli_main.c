@@ -58,7 +58,7 @@ static int exit_for(const char *code, long http)
 
 typedef enum {
     OUT_ADD, OUT_POP, OUT_REMOVE, OUT_GET, OUT_ID, OUT_TOUCH, OUT_RELEASE, OUT_KICK, OUT_STATS,
-    OUT_HEALTH, OUT_SCHEDULES, OUT_JOBS, OUT_RESCHEDULE, OUT_PAUSE, OUT_METRICS
+    OUT_HEALTH, OUT_SCHEDULES, OUT_JOBS, OUT_RESCHEDULE, OUT_PAUSE, OUT_METRICS, OUT_PURGE
 } out_kind;
 
 typedef struct {
@@ -154,6 +154,10 @@ static const cli_command commands[] = {
     {"resume", 0, 0, B(TOPIC), OUT_PAUSE, NULL,
      "let a paused topic's jobs be popped and sent again",
      "  --topic T             the topic (required)\n"},
+    {"purge", 0, 0, B(TOPIC), OUT_PURGE, NULL,
+     "delete all of a topic's jobs in one state, or in every state; prints how many",
+     "  --topic T             the topic (required)\n"
+     "  --state S             delay, ready, reserved or buried (default: every state)\n"},
     {"metrics", 1, 0, 0, OUT_METRICS, NULL,
      "print the Prometheus metrics of the backend that answers", ""},
 };
@@ -375,6 +379,9 @@ static int print_human(const cli_command *c, const cli_json *answer)
         break;
     case OUT_PAUSE:
         cli_out_pause(stdout, ans);
+        break;
+    case OUT_PURGE:
+        cli_out_purge(stdout, ans);
         break;
     case OUT_METRICS: /* printed as text by run() */
         break;

@@ -175,6 +175,12 @@ void cli_out_pause(FILE *out, json_object *ans)
             json_object_get_string(field(ans, "topic")));
 }
 
+void cli_out_purge(FILE *out, json_object *ans)
+{
+    fprintf(out, "purged %s jobs of %s\n", json_text(field(ans, "purged")),
+            json_object_get_string(field(ans, "topic")));
+}
+
 void cli_out_kick(FILE *out, json_object *ans)
 {
     fprintf(out, "kicked %s\n", json_text(field(ans, "kicked")));

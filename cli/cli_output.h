@@ -27,6 +27,8 @@ void cli_out_release(FILE *out, json_object *ans);
 /* "paused T" or "resumed T". */
 void cli_out_pause(FILE *out, json_object *ans);
 void cli_out_kick(FILE *out, json_object *ans);
+/* "purged N jobs of T". */
+void cli_out_purge(FILE *out, json_object *ans);
 /* "rescheduled ID, now STATE[, due TIME]". */
 void cli_out_reschedule(FILE *out, json_object *ans);
 /* A jobs page: one line per job (id, state, due, attempts, value), then

@@ -15,7 +15,7 @@ const NEWER = "needs a newer server (GET /jobs, protocol 1.1)";
 const $ = (id) => document.getElementById(id);
 
 // What the server and the token allow; null = not known yet.
-const caps = { stats: null, write: null, kickById: null, kick: null, pause: null, jobs: null };
+const caps = { stats: null, write: null, kickById: null, kick: null, pause: null, purge: null, jobs: null };
 
 let pageCursors = [null]; // cursor of each stats page visited; the last is the current page
 let nextCursor = null;
@@ -91,20 +91,22 @@ function probeId() {
 // Requests that change nothing: a delete and a kick of an id that does not
 // exist (404 when allowed, 401/403 when the token may not, 400 from a server
 // without kick by id), a pause without a topic (400 naming the field on a
-// server that knows pause, reason unknown_command on one that does not), and a
-// /jobs listing.
+// server that knows pause, reason unknown_command on one that does not), the
+// same for purge (which needs the delete right), and a /jobs listing.
 async function probe() {
     const id = probeId();
-    const [del, kick, pause, jobs] = await Promise.all([
+    const [del, kick, pause, purge, jobs] = await Promise.all([
         post("delete", { id }),
         post("kick", { id }),
         post("pause", {}),
+        post("purge", {}),
         get("jobs", { topic: "delayq.ui.probe", state: "delay", limit: 1 }),
     ]);
     caps.write = del.status === 404;
     caps.kickById = kick.status === 404;
     caps.kick = caps.write && !isForbidden(kick);
     caps.pause = caps.write && !isUnknownCommand(pause) && pause.status !== 0;
+    caps.purge = caps.write && !isUnknownCommand(purge) && purge.status !== 0;
     caps.jobs = jobs.status === 200 ? true : isForbidden(jobs) ? "forbidden" : false;
     document.body.classList.toggle("read-only", !caps.write);
     const a = $("access");
@@ -117,6 +119,7 @@ async function probe() {
     }
     $("jobs-kick").hidden = !caps.kickById;
     $("jobs-delete").hidden = !caps.write;
+    $("jobs-purge").hidden = !caps.purge;
 }
 
 // ------------------------------------------------------------ health
@@ -213,6 +216,10 @@ function renderTopics(topicRates) {
         if (caps.pause)
             acts.push(h("button", { type: "button", class: "action pause-topic", onclick: () => pauseTopic(name, !t.paused) },
                 t.paused ? "Resume" : "Pause"));
+        const jobs = t.delay + t.ready + t.reserved + t.buried;
+        if (caps.purge && jobs > 0)
+            acts.push(h("button", { type: "button", class: "action danger purge-topic", onclick: () => purgeTopic(name, null) },
+                "Purge"));
         return h("tr", { "data-topic": name },
             h("td", {}, h("button", { type: "button", class: "link", title: "list its jobs", onclick: () => listTopic(name) }, name)),
             h("td", { class: "num c-delay" }, t.delay),
@@ -267,6 +274,26 @@ async function pauseTopic(name, pause) {
         } else flash(`${pause ? "pause" : "resume"} ${name}: ${r.error}`, true);
     } else flash(`${pause ? "Paused" : "Resumed"} ${name}.`);
     pollStats();
+}
+
+// Deletes a topic's jobs in one state (null: every state) after a
+// confirmation that gives the count stats last showed.
+async function purgeTopic(name, state) {
+    const t = topics[name];
+    const n = !t ? null : state ? t[state] : t.delay + t.ready + t.reserved + t.buried;
+    // A topic listed by the jobs panel may be on another page of stats: no count then.
+    const what = `${n === null ? "the" : n} ${state ? state + " " : ""}job${n === 1 ? "" : "s"} of topic ${name}`;
+    if (!(await confirmAction(`Purge ${what}${state ? "" : " (every state)"}? They are deleted; schedules stay.`, "Purge")))
+        return;
+    const r = await post("purge", state ? { topic: name, state } : { topic: name });
+    if (r.status !== 200) {
+        if (isUnknownCommand(r)) {
+            caps.purge = false;
+            flash("This server does not know purge.", true);
+        } else flash(`purge ${name}: ${r.error}`, true);
+    } else flash(`Purged ${r.body.purged} job${r.body.purged === 1 ? "" : "s"} of ${name}.`);
+    pollStats();
+    if (jobsQuery && jobsQuery.topic === name) listJobs(false);
 }
 
 // ------------------------------------------------------------ search by id
@@ -460,7 +487,7 @@ async function restart() {
     prev = null;
     pageCursors = [null];
     // Nothing is allowed until the probes for this token have answered.
-    Object.assign(caps, { stats: null, write: false, kickById: false, kick: false, pause: false, jobs: null });
+    Object.assign(caps, { stats: null, write: false, kickById: false, kick: false, pause: false, purge: false, jobs: null });
     await pollStats();
     await probe();
     renderTopics({});
@@ -501,6 +528,9 @@ function init() {
     $("jobs-more").addEventListener("click", () => listJobs(true));
     $("jobs-kick").addEventListener("click", () => jobAction("kick", picked()));
     $("jobs-delete").addEventListener("click", () => jobAction("delete", picked()));
+    $("jobs-purge").addEventListener("click", () => {
+        if ($("jobs-topic").value) purgeTopic($("jobs-topic").value, $("jobs-state").value);
+    });
     $("topics-next").addEventListener("click", () => {
         if (!nextCursor) return;
         pageCursors.push(nextCursor);

@@ -632,6 +632,25 @@ static dq_response handle_pause(call_ctx *c)
     return answer(DQ_OK);
 }
 
+static dq_response handle_purge(call_ctx *c)
+{
+    const char *topic = c->req->topics[0];
+    int64_t purged = 0;
+    store_error err;
+    dq_status st = store_purge(c->h->store, topic, c->req->state, &purged, &err);
+    if (st == DQ_TIMEOUT && purged > 0)
+        return answer(reply_errorf(c->out, st,
+                                   "Redis failed after %lld jobs were purged; the "
+                                   "purge is done in part (purge again to finish it)",
+                                   (long long)purged));
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    buf_puts(c->out, "{\"success\":true,\"topic\":");
+    buf_put_json_string(c->out, topic, strlen(topic));
+    buf_printf(c->out, ",\"purged\":%lld}", (long long)purged);
+    return answer(DQ_OK);
+}
+
 /* ------------------------------------------------------------------------ */
 /* stats / metrics / health                                                  */
 /* ------------------------------------------------------------------------ */

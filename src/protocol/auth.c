@@ -32,12 +32,23 @@ void auth_free(dq_auth *a)
     free(a);
 }
 
+/* The command whose right a command needs: purge is granted with delete
+ * (CMDF_DELETE_RIGHT), every other command by its own name. */
+static dq_command right_of(dq_command c)
+{
+    return c < CMD_COUNT && (command_flags(c) & CMDF_DELETE_RIGHT) ? CMD_DELETE : c;
+}
+
+/* Returns 0, -1 for an unknown name, or -2 for a command that comes with
+ * another's right (it is not listed on its own). */
 static int parse_commands(dq_token *t, char *list)
 {
     for (char *save = NULL, *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
         dq_command cmd = command_from_name(c, strlen(c));
         if (cmd == CMD_COUNT)
             return -1;
+        if (right_of(cmd) != cmd)
+            return -2;
         t->commands[cmd] = 1;
     }
     t->all_commands = 0;
@@ -84,7 +95,12 @@ static int parse_line(char *line, dq_token *t, const char *where, char *err, siz
                 return -1;
             }
         } else if (strncmp(opt, "commands=", 9) == 0) {
-            if (parse_commands(t, opt + 9) < 0) {
+            int r = parse_commands(t, opt + 9);
+            if (r == -2) {
+                snprintf(err, errlen, "%s: commands= grants purge with delete; list delete", where);
+                return -1;
+            }
+            if (r < 0) {
                 snprintf(err, errlen, "%s: commands= needs command names such as add,pop", where);
                 return -1;
             }
@@ -191,6 +207,7 @@ const dq_token *auth_find(const dq_auth *a, const char *header)
 
 int auth_command_allowed(const dq_token *t, dq_command c)
 {
+    c = right_of(c);
     return t->all_commands || (c < CMD_COUNT && t->commands[c]);
 }
 

@@ -833,21 +833,31 @@ static int parse_reschedule(vctx *v, fieldset *f, const dq_limits *lim, dq_reque
     return 0;
 }
 
+/* "state": one of a job's four states (jobs, purge). */
+static int state_field(vctx *v, fieldset *f, int required, dq_request *req)
+{
+    static const char *const states[] = {"delay", "ready", "reserved", "buried"};
+    size_t n = 0;
+    if (string_field(v, f, F_STATE, required, &req->state, &n) < 0)
+        return -1;
+    if (!req->state)
+        return 0;
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+        if (strlen(states[i]) == n && memcmp(states[i], req->state, n) == 0)
+            return 0;
+    }
+    return invalid(v, DQ_BAD_REQUEST,
+                   "field 'state' must be one of delay, ready, reserved, buried");
+}
+
 /* jobs: one page of a topic's jobs in one state. A cursor is the position
  * the previous page ended at, "<score>:<id>" (see src/store/lua/jobs.lua). */
 static int parse_jobs(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
     (void)lim;
-    static const char *const states[] = {"delay", "ready", "reserved", "buried"};
     size_t n = 0;
-    if (one_topic(v, f, 1, req) < 0 || string_field(v, f, F_STATE, 1, &req->state, &n) < 0)
+    if (one_topic(v, f, 1, req) < 0 || state_field(v, f, 1, req) < 0)
         return -1;
-    int known = 0;
-    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
-        known |= strlen(states[i]) == n && memcmp(states[i], req->state, n) == 0;
-    if (!known)
-        return invalid(v, DQ_BAD_REQUEST,
-                       "field 'state' must be one of delay, ready, reserved, buried");
     int64_t limit = DQ_JOBS_LIMIT_DEFAULT;
     if (int_field(v, f, F_LIMIT, 1, DQ_STATS_LIMIT_MAX, &limit) < 0 ||
         string_field(v, f, F_CURSOR, 0, &req->cursor, &n) < 0)
@@ -871,6 +881,13 @@ static int parse_pause(vctx *v, fieldset *f, const dq_limits *lim, dq_request *r
 {
     (void)lim;
     return one_topic(v, f, 1, req);
+}
+
+/* purge: one topic, and "state" (none: every state). */
+static int parse_purge(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    return one_topic(v, f, 1, req) < 0 || state_field(v, f, 0, req) < 0 ? -1 : 0;
 }
 
 static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)

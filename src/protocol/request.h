@@ -22,6 +22,7 @@
 #define CMDF_PUBLIC 2
 #define CMDF_ALL_TOPICS 4
 #define CMDF_NAMES_TOPIC 8
+#define CMDF_DELETE_RIGHT 16
 
 typedef enum {
 #define DQ_COMMAND(e, name, flags, fields, parser, handler) CMD_##e,
@@ -65,7 +66,7 @@ typedef struct {
     int preview;        /* schedules: upcoming fires shown per schedule, 0 for none */
     int64_t delay_ms;   /* release, reschedule */
     int64_t at_ms;      /* reschedule: Unix ms, -1 for none (delay_ms then) */
-    const char *state;  /* jobs: delay, ready, reserved or buried */
+    const char *state;  /* jobs, purge: delay, ready, reserved or buried (purge: NULL for all) */
     const char *cursor; /* stats: list topics after this one; jobs: "<score>:<id>";
                            NULL from the start */
     dq_schedule_spec schedule; /* schedule (also sets topics[0] for auth_check) */

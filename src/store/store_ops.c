@@ -1034,6 +1034,111 @@ dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *er
     return result;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Purge                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Where one shard's walk over a state stands (purge.lua's position). */
+typedef struct {
+    int walking;    /* the state has jobs after the position */
+    int64_t since;  /* the shard's time at the purge's first step; -1 before it */
+    char score[24]; /* "" at the head of the state */
+    char id[DQ_ID_MAX + 1];
+} purge_walk;
+
+static void purge_call(dq_store *s, int shard, const char *topic, const char *state,
+                       const purge_walk *w)
+{
+    store_batch_call(s, SCRIPT_PURGE, shard);
+    store_val a[PURGE_NARGS] = {[PURGE_ARG_TOPIC] = store_str(topic),
+                                [PURGE_ARG_STATE] = store_str(state),
+                                [PURGE_ARG_LIMIT] = store_int(STORE_PURGE_STEP),
+                                [PURGE_ARG_SINCE] = w->since < 0 ? store_str("")
+                                                                 : store_int(w->since),
+                                [PURGE_ARG_AFTER_SCORE] = store_str(w->score),
+                                [PURGE_ARG_AFTER_ID] = store_str(w->id)};
+    store_args(s, a, PURGE_NARGS);
+}
+
+/* Reads a step's reply into its shard's walk; returns the jobs it deleted. */
+static int64_t purge_step_done(purge_walk *w, const store_reply *r)
+{
+    w->walking = reply_int(reply_at(r, PURGE_REPLY_MORE)) == 1;
+    w->since = reply_int(reply_at(r, PURGE_REPLY_SINCE));
+    const char *score = reply_str(reply_at(r, PURGE_REPLY_AFTER_SCORE), NULL);
+    const char *id = reply_str(reply_at(r, PURGE_REPLY_AFTER_ID), NULL);
+    snprintf(w->score, sizeof w->score, "%s", score ? score : "");
+    snprintf(w->id, sizeof w->id, "%s", id ? id : "");
+    return reply_int(reply_at(r, PURGE_REPLY_PURGED));
+}
+
+/* One walk over a state in every shard, from its head. Adds what it deleted
+ * to *purged; DQ_OK or the first failure (the walk stops there). */
+static dq_status purge_state(dq_store *s, const char *topic, const char *state, purge_walk *w,
+                             int64_t *purged, store_error *err)
+{
+    int shards = store_shards(s), left = shards;
+    for (int k = 0; k < shards; k++) {
+        w[k].walking = 1;
+        w[k].score[0] = w[k].id[0] = '\0';
+    }
+    int *shard_of = util_xcalloc((size_t)shards, sizeof *shard_of);
+    dq_status result = DQ_OK;
+    while (left > 0 && result == DQ_OK) {
+        store_batch_begin(s);
+        size_t n = 0;
+        for (int k = 0; k < shards; k++) {
+            if (w[k].walking) {
+                purge_call(s, k, topic, state, &w[k]);
+                shard_of[n++] = k;
+            }
+        }
+        store_batch_run(s);
+        left = 0;
+        for (size_t i = 0; i < n; i++) {
+            store_reply *r = NULL;
+            char detail[sizeof err->detail];
+            dq_status st = store_batch_result(s, i, &r, detail, sizeof detail);
+            if (st == DQ_OK) {
+                *purged += purge_step_done(&w[shard_of[i]], r);
+                left += w[shard_of[i]].walking;
+            } else if (result == DQ_OK) {
+                result = st;
+                snprintf(err->detail, sizeof err->detail, "%s", detail);
+            }
+            store_reply_free(r);
+        }
+    }
+    free(shard_of);
+    return result;
+}
+
+dq_status store_purge(dq_store *s, const char *topic, const char *state, int64_t *purged,
+                      store_error *err)
+{
+    static const char *const every[] = {"delay", "ready", "reserved", "buried"};
+    const char *const *states = state ? &state : every;
+    size_t nstates = state ? 1 : sizeof every / sizeof every[0];
+    clear_error(err);
+    *purged = 0;
+    int shards = store_shards(s);
+    purge_walk *w = util_xcalloc((size_t)shards, sizeof *w);
+    for (int k = 0; k < shards; k++)
+        w[k].since = -1;
+    dq_status result = DQ_OK;
+    /* Walks again while a walk deleted something: a job that moved (a pop,
+     * a due job, a kick) behind a walk's position is met by the next one.
+     * Each such walk deletes a job that existed at the start, so it ends. */
+    for (int64_t before = -1; result == DQ_OK && *purged != before;) {
+        before = *purged;
+        for (size_t i = 0; i < nstates && result == DQ_OK; i++)
+            result = purge_state(s, topic, states[i], w, purged, err);
+    }
+    free(w);
+    /* Jobs that went are gone: the request took effect in part. */
+    return result != DQ_OK && *purged > 0 ? DQ_TIMEOUT : result;
+}
+
 dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err)
 {
     memset(out, 0, sizeof *out);

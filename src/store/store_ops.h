@@ -203,6 +203,19 @@ void store_stats_free(store_stats *st);
  * are idempotent, so a failed call is retried as a whole. */
 dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *err);
 
+/* Deletes a topic's jobs in one state ("delay", "ready", "reserved",
+ * "buried"; NULL: every state) as delete would, in bounded steps
+ * (src/store/lua/purge.lua): each round is one step per shard still
+ * walking, pipelined, each looking at no more than STORE_PURGE_STEP jobs.
+ * The jobs created in a shard up to the purge's first step there go; jobs
+ * added while it runs stay. The states are walked until a walk over all of
+ * them deletes nothing, so a job that moved to a state already walked is
+ * met again. *purged counts what went, also on failure: a failure once
+ * jobs went answers DQ_TIMEOUT (done in part; a purge again finishes it). */
+#define STORE_PURGE_STEP 100
+dq_status store_purge(dq_store *s, const char *topic, const char *state, int64_t *purged,
+                      store_error *err);
+
 /* How far behind the timers are, per shard (see src/store/lua/lag.lua). */
 typedef struct {
     const char *timer; /* a live timer's token, NUL-terminated */

@@ -474,6 +474,23 @@ class CliTest(DeploymentTestCase):
         self.assertExit(self.cli("resume", "--topic", "a b"), EXIT["bad_request"])
         self.assertExit(self.cli("metrics", "--topic", topic), EXIT["usage"])
 
+    def test_purge(self):
+        topic = unique("purged")
+        ids = [self.add(topic) for _ in range(2)]
+        r = self.cli("add", "--topic", topic, "--delay", "600", "--body", "1")
+        self.assertExit(r, 0)
+        r = self.cli("purge", "--topic", topic, "--state", "delay")
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "purged 1 jobs of %s\n" % topic)
+        r = self.cli("purge", "--topic", topic, "--json")
+        self.assertExit(r, 0)
+        self.assertEqual(json.loads(r[1]), {"success": True, "topic": topic, "purged": 2})
+        self.assertExit(self.cli("get", "--id", ids[0]), EXIT["not_found"])
+        self.assertExit(self.cli("purge"), EXIT["usage"])
+        r = self.cli("purge", "--topic", topic, "--state", "done")
+        self.assertExit(r, EXIT["bad_request"])
+        self.assertIn("field 'state'", r[2])
+
     # ------------------------------------------------------------ exit codes
 
     def test_exit_bad_request(self):

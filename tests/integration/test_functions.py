@@ -764,6 +764,55 @@ class Functions(unittest.TestCase):
         r = self.call("jobs", topic, state, limit, score, after, ro=True)
         return r[0], [(r[i].decode(), int(r[i + 1]), r[i + 2]) for i in range(1, len(r), 3)]
 
+    # ---------------------------------------------------------- purge
+
+    def purge_walk(self, topic, state, limit, since=""):
+        """Steps of purge from the head of the state until `more` is 0:
+        (jobs deleted, the steps' replies)."""
+        score, jid, purged, steps = "", "", 0, []
+        while True:
+            r = self.call("purge", topic, state, limit, since, score, jid)
+            steps.append(r)
+            purged += r[0]
+            since, score, jid = r[2], r[3], r[4]
+            if r[1] == 0:
+                return purged, steps
+
+    def test_purge_deletes_a_state_in_steps_as_delete_does(self):
+        at = int(self.redis("TIME")[0]) * 1000 + 60000
+        for i in range(5):  # one due ms: the walk's position is (score, id)
+            self.add("pd%d" % i, at=at)
+        self.add("pr")
+        self.add("po", topic="o", at=at)
+        purged, steps = self.purge_walk("q", "delay", 2)
+        self.assertEqual(purged, 5)
+        self.assertEqual([r[0] for r in steps], [2, 2, 1])
+        self.assertEqual(steps[0][3:], [str(at).encode(), b"pd1"], "where the next step starts")
+        self.assertEqual(sorted(self.redis("KEYS", P + ":j:*")), [P.encode() + b":j:" + i
+                                                                    for i in (b"po", b"pr")])
+        self.assertEqual(self.redis("EXISTS", P + ":d:q"), 0)
+        self.assertEqual(self.stats("q")["deleted"], 5)
+        self.assertEqual(self.stats("q")["delay"], 0)
+        self.assertEqual(self.purge_walk("q", "ready", 100)[0], 1)
+        self.assertEqual(self.stats("q")["jobs"], 0)
+        self.assertEqual(self.redis("ZRANGE", P + ":idle", 0, -1), [b"q"], "the topic is idle")
+        self.assertEqual(self.stats("o")["delay"], 1, "another topic is untouched")
+
+    def test_purge_keeps_jobs_created_after_its_first_step(self):
+        self.add("old1")
+        self.add("old2")
+        r = self.call("purge", "q", "ready", 1, "", "", "")
+        self.assertEqual(r[:2], [1, 1])
+        since = r[2]
+        time.sleep(0.01)  # a later ms than the purge's first step
+        self.add("new1")
+        self.pop("q")  # old2 moves to reserved...
+        self.call("release", "", "old2", 0)  # ...and back: the walk meets it again
+        purged, _ = self.purge_walk("q", "ready", 1, since)
+        self.assertEqual(purged, 1)
+        self.assertFalse(self.job("old2"), "deleted")
+        self.assertEqual(self.job("new1")["s"], "ready", "added after the purge began: kept")
+
     def test_jobs_pages_each_state_from_its_index(self):
         for i, delay in enumerate((3000, 1000, 2000, 1000)):
             self.add("d%d" % i, delay=delay)

@@ -181,6 +181,44 @@ try {
         log("pause: skipped, this server does not know pause/resume (checked: no Pause button is shown)");
     }
 
+    // -------------------------------------------------------- purge
+    step = "purge";
+    const purgeKnown = (await api("purge", {})).body.reason !== "unknown_command";
+    for (let i = 1; i <= 3; i++) await apiOk("add", { topic: "ui.purge", id: `ui-purge-${i}`, delay: 600, body: i });
+    await makeBuried("ui.purge", "ui-purge-buried");
+    await apiOk("add", { topic: "ui.purge", id: "ui-purge-ready", body: 0 });
+    await expectText(cell(page, "ui.purge", "delay"), "3", "three delayed to purge");
+    await expectText(cell(page, "ui.purge", "buried"), "1", "one buried to purge");
+    if (purgeKnown) {
+        step = "purge one state, cancelled then confirmed";
+        await page.selectOption("#jobs-topic", "ui.purge");
+        await page.selectOption("#jobs-state", "delay");
+        await page.click("#jobs-purge");
+        await expectText(page.locator("#confirm-text"), /^Purge 3 delay jobs of topic ui\.purge\?/, "confirmation names the state and the count");
+        await page.click("#confirm-cancel");
+        check((await getJob("ui-purge-1")).status === 200, "cancelled: nothing purged");
+        await page.click("#jobs-purge");
+        await page.click("#confirm-ok");
+        await expectText(page.locator("#flash"), "Purged 3 jobs of ui.purge.", "the answer's count");
+        await expectText(cell(page, "ui.purge", "delay"), "0", "no delayed job left");
+        check((await getJob("ui-purge-buried")).body.state === "buried", "other states untouched");
+
+        step = "purge every state of a topic";
+        await page.click('#topics-body tr[data-topic="ui.purge"] .purge-topic');
+        await expectText(page.locator("#confirm-text"), /^Purge 2 jobs of topic ui\.purge \(every state\)\?/, "confirmation gives the count");
+        await page.click("#confirm-ok");
+        await expectText(page.locator("#flash"), "Purged 2 jobs of ui.purge.", "the answer's count");
+        await expectText(cell(page, "ui.purge", "buried"), "0", "no buried job left");
+        await expectText(cell(page, "ui.purge", "ready"), "0", "no ready job left");
+        check((await getJob("ui-purge-ready")).status === 404, "purged jobs are gone");
+        check((await page.locator('#topics-body tr[data-topic="ui.purge"] .purge-topic').count()) === 0,
+            "an empty topic has no Purge button");
+    } else {
+        check((await page.locator("#topics-body .purge-topic").count()) === 0, "the server does not know purge: no Purge buttons");
+        check(!(await page.locator("#jobs-purge").isVisible()), "no purge button by the jobs list");
+        log("purge: skipped, this server does not know purge (checked: no Purge button is shown)");
+    }
+
     // -------------------------------------------------------- /jobs sections
     step = "jobs, due within the hour, callback failures";
     const jobsKnown = (await fetch(`${URL_}/jobs?topic=ui.orders&state=delay&limit=5`, { headers: { Authorization: `Bearer ${ADMIN}` } })).status === 200;

@@ -91,6 +91,19 @@ static void test_limited_tokens(void **state)
     auth_free(a);
 }
 
+/* purge comes with delete's right: a token that may delete may purge, one
+ * that may not cannot, and a tokens file may not list purge on its own. */
+static void test_purge_needs_the_delete_right(void **state)
+{
+    (void)state;
+    dq_auth *a = load_ok("deleter-token-0123456789 commands=delete\n"
+                         "adder-token-0123456789 commands=add,stats\n");
+    assert_true(auth_command_allowed(auth_find(a, "Bearer deleter-token-0123456789"), CMD_PURGE));
+    assert_false(auth_command_allowed(auth_find(a, "Bearer adder-token-0123456789"), CMD_PURGE));
+    auth_free(a);
+    load_bad("good-token-0123456789 commands=purge\n", "list delete");
+}
+
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -119,6 +132,7 @@ int main(void)
         cmocka_unit_test(test_find),
         cmocka_unit_test(test_unlimited_token),
         cmocka_unit_test(test_limited_tokens),
+        cmocka_unit_test(test_purge_needs_the_delete_right),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_load_missing_file),
     };

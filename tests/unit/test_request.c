@@ -170,6 +170,7 @@ static void test_command_names(void **state)
         {"schedules", CMD_SCHEDULES, 1}, {"jobs", CMD_JOBS, 1},
         {"reschedule", CMD_RESCHEDULE, 0},
         {"pause", CMD_PAUSE, 0}, {"resume", CMD_RESUME, 0},
+        {"purge", CMD_PURGE, 0},
     };
     assert_int_equal(sizeof all / sizeof all[0], CMD_COUNT);
     for (size_t i = 0; i < CMD_COUNT; i++) {
@@ -1236,6 +1237,25 @@ static void test_jobs(void **state)
     BAD_POST("/jobs", "{\"topic\":\"order\",\"state\":\"ready\",\"count\":1}", "'count'");
 }
 
+static void test_purge(void **state)
+{
+    (void)state;
+    OK_POST("/purge", "{\"topic\":\"order\"}");
+    assert_int_equal(req.cmd, CMD_PURGE);
+    assert_string_equal(req.topics[0], "order");
+    assert_null(req.state); /* every state */
+    OK_POST("/purge", "{\"topic\":\"order\",\"state\":\"buried\"}");
+    assert_string_equal(req.state, "buried");
+    BAD_POST("/purge", "{}", "'topic'", "required");
+    BAD_POST("/purge", "{\"state\":\"ready\"}", "'topic'", "required");
+    BAD_POST("/purge", "{\"topic\":\"order\",\"state\":\"done\"}", "'state'",
+             "delay, ready, reserved, buried");
+    BAD_POST("/purge", "{\"topic\":\"order\",\"state\":\"\"}", "'state'");
+    BAD_POST("/purge", "{\"topic\":\"order\",\"state\":null}", "'state'", "string");
+    BAD_POST("/purge", "{\"topic\":\"order\",\"limit\":5}", "'limit'");
+    BAD_GET("/purge", "topic=order", "'purge'", "POST");
+}
+
 static void test_pause(void **state)
 {
     (void)state;
@@ -1374,6 +1394,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_command_names),
         T(test_schedule),
+        T(test_purge),
         T(test_pause),
         T(test_topic_valid),
         T(test_id_valid),

@@ -551,6 +551,33 @@ final class ClientTest extends DelayqTestCase
         $this->client->reschedule($id, ['delay' => 1]);
     }
 
+    public function testPurge(): void
+    {
+        $topic = self::unique('purge');
+        $other = self::unique('purgeother');
+        $delayed = [];
+        for ($i = 0; $i < 3; $i++) {
+            $delayed[] = $this->client->add($topic, $i, ['delay' => 600]);
+        }
+        $ready = $this->client->add($topic, 'now');
+        $kept = $this->client->add($other, 'x', ['delay' => 600]);
+        $this->assertSame(3, $this->client->purge($topic, 'delay'));
+        $this->assertSame('ready', $this->client->get($ready)['state']);
+        $this->assertSame(1, $this->client->purge($topic));
+        $this->assertSame(0, $this->client->purge($topic));
+        $this->assertSame(4, $this->client->stats($topic)['topics'][$topic]['deleted']);
+        $this->assertSame('delay', $this->client->get($kept)['state']);
+        try {
+            $this->client->purge($topic, 'done');
+            $this->fail('a bad state was accepted');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString("'state'", $e->getMessage());
+        }
+        $this->client->delete($kept);
+        $this->expectException(NotFoundException::class);
+        $this->client->get($delayed[0]);
+    }
+
     public function testPauseResume(): void
     {
         $topic = self::unique('pause');

@@ -462,6 +462,17 @@ class Client:
         long-polls get them at once. Idempotent."""
         self._call("resume", {"topic": topic})
 
+    def purge(self, topic: str, state: Optional[str] = None) -> int:
+        """Deletes all of the topic's jobs in `state` ("delay", "ready",
+        "reserved" or "buried"), or in every state when None, as delete
+        does; returns how many. The server works in short steps, so a big
+        topic holds nobody up; jobs added while it runs are kept, and
+        schedules stay. Needs a token that may delete."""
+        fields: Dict[str, Any] = {"topic": topic}
+        if state is not None:
+            fields["state"] = state
+        return int(self._call("purge", fields)["purged"])
+
     # ------------------------------------------------------------ periodic jobs
 
     def schedule(self, id: str, topic: str, body: Any, cron: Optional[str] = None,

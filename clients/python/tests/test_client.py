@@ -380,6 +380,24 @@ class Commands(Base):
                 c.reschedule(id, **bad)
         c.delete(id)
 
+    def test_purge(self):
+        c = self.client
+        t, other = unique("purge"), unique("purgeother")
+        delayed = [c.add(t, i, delay=600) for i in range(3)]
+        ready = [c.add(t, i) for i in range(2)]
+        kept = c.add(other, "x", delay=600)
+        self.assertEqual(c.purge(t, "delay"), 3)
+        with self.assertRaises(NotFound):
+            c.get(delayed[0])
+        self.assertEqual(c.get(ready[0]).state, "ready")
+        self.assertEqual(c.purge(t), 2)
+        self.assertEqual(c.purge(t), 0)
+        self.assertEqual(c.stats(t)["topics"][t]["deleted"], 5)
+        self.assertEqual(c.get(kept).state, "delay")
+        with self.assertRaises(BadRequest):
+            c.purge(t, "done")
+        c.delete(kept)
+
     def test_pause_resume(self):
         c = self.client
         t = unique("pause")

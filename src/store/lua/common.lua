@@ -184,6 +184,63 @@ local function state_index(topic, state)
     if state == 'reserved' then return reserved_index(topic) end
     return nil
 end
+-- The sets that list a topic's jobs of a state (a name `jobs` and `purge`
+-- take), in the state's order: delay by due time, reserved by TTR
+-- deadline, ready by sequence (the ready set merged with the ready push
+-- jobs, whose scores share the shard's sequence), buried by sequence.
+local function state_sets(topic, state)
+    if state == 'delay' then return {delay_index(topic)} end
+    if state == 'reserved' then return {reserved_index(topic)} end
+    if state == 'ready' then return {ready_key(topic), push_index(topic)} end
+    return {buried_key(topic)}
+end
+
+-- a <= b in byte order (Lua's own comparison follows the locale).
+local function bytes_le(a, b)
+    local n = math.min(#a, #b)
+    for i = 1, n do
+        local x, y = string.byte(a, i), string.byte(b, i)
+        if x ~= y then return x < y end
+    end
+    return #a <= #b
+end
+
+-- Up to `want` members of each of the sorted sets `keys` after a position,
+-- merged into one list of {id, score} in (score, id) order; their first
+-- `want` are the first `want` of the union. The position is a (score, id)
+-- pair ('' score: from the start): members with a higher score, or the
+-- same score and a greater id (byte order, as a sorted set orders equal
+-- scores). It is found by rank in O(log^2 n): two ZCOUNTs give the ranks
+-- that hold the position's score, a binary search by id among them the
+-- first rank after it. So a page costs the same whatever the set's size,
+-- also when thousands of members share a score, and stays right when the
+-- member at the position has gone since.
+local function entries_after(keys, after_score, after_id, want)
+    local entries = {}
+    for _, key in ipairs(keys) do
+        local start = 0
+        if after_score ~= '' then
+            local lo = redis.call('ZCOUNT', key, '-inf', '(' .. after_score)
+            local hi = lo + redis.call('ZCOUNT', key, after_score, after_score)
+            while lo < hi do
+                local mid = math.floor((lo + hi) / 2)
+                local x = redis.call('ZRANGE', key, mid, mid)[1]
+                if bytes_le(x, after_id) then lo = mid + 1 else hi = mid end
+            end
+            start = lo
+        end
+        local m = redis.call('ZRANGE', key, num(start), num(start + want - 1), 'WITHSCORES')
+        for i = 1, #m, 2 do entries[#entries + 1] = {m[i], tonumber(m[i + 1])} end
+    end
+    if #keys > 1 then
+        table.sort(entries, function(a, b)
+            if a[2] ~= b[2] then return a[2] < b[2] end
+            return a[1] ~= b[1] and bytes_le(a[1], b[1])
+        end)
+    end
+    return entries
+end
+
 -- Paused topics (a set, the same in every shard: pause/resume write all).
 local function paused_key() return P .. ':paused' end
 -- Push jobs of a paused topic that push_take met, with their P:push score,

@@ -1,0 +1,39 @@
+-- purge: one bounded step of deleting a topic's jobs in one state in this
+-- shard. delayq-fcgi walks each state's sets (state_sets) in order, a
+-- step at a time, from the position the previous step ended at, and calls
+-- again while `more` is 1; every step is one atomic call that looks at no
+-- more than `limit` jobs, so Redis is never held for long whatever the
+-- topic's size.
+-- A job goes exactly as `delete` removes it (remove_job: its bucket and
+-- index entries, its topic's gauges, `deleted`, the push sets and hold),
+-- and only when it was created at or before `since`, the shard's time at
+-- the purge's first step: jobs added while a purge runs are kept. A job
+-- that changes state while it runs is deleted when the walk meets it
+-- again in its new state.
+-- KEYS: P.
+-- argv: topic state limit since after_score after_id
+-- since is '' on the purge's first step in the shard (the step takes
+-- Redis' time); after_score '' starts at the head of the state.
+-- reply: purged more since after_score after_id
+-- purged: jobs deleted by this step; more: 1 when the state has jobs after
+-- the step's last; since, after_score, after_id: what the next step takes.
+local topic, state, limit = ARGV[ARG.topic], ARGV[ARG.state], tonumber(ARGV[ARG.limit])
+local since = ARGV[ARG.since] == '' and clock() or tonumber(ARGV[ARG.since])
+local after_score, after_id = ARGV[ARG.after_score], ARGV[ARG.after_id]
+local entries = entries_after(state_sets(topic, state), after_score, after_id, limit + 1)
+local looked = math.min(limit, #entries)
+local purged = 0
+for i = 1, looked do
+    local id = entries[i][1]
+    local j = load_job(id, true) -- removing needs only the head
+    -- every member names a job of that state (kept with it)
+    if j and j.c <= since then
+        remove_job(id, j, 'deleted')
+        purged = purged + 1
+    end
+end
+if looked > 0 then
+    after_score, after_id = num(entries[looked][2]), entries[looked][1]
+end
+return reply{purged = purged, more = #entries > limit and 1 or 0, since = since,
+    after_score = after_score, after_id = after_id}
