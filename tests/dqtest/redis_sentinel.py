@@ -120,9 +120,41 @@ class RedisSentinelGroup:
         while time.monotonic() < deadline:
             info = text(r("INFO", "replication"))
             if "master_link_status:up" in info:
-                return r
+                break
             time.sleep(0.05)
-        raise RuntimeError("the added replica did not sync:\n" + info)
+        else:
+            raise RuntimeError("the added replica did not sync:\n" + info)
+        self._wait_sentinels_know(r, deadline)
+        return r
+
+    def _wait_sentinels_know(self, replica, deadline):
+        """Until every live sentinel lists replica as a healthy replica.
+        Sentinels learn of replicas from the primary's INFO, every 10 s: a
+        failover before that can neither promote the new replica nor point
+        it at the new primary (it would go on replicating the old one), as
+        an operator who adds a replica must wait for too."""
+        want = (replica.host, str(replica.port))
+        while time.monotonic() < deadline:
+            if all(self._sentinel_lists(s, want) for s in self.sentinels if s.running()):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("the sentinels did not learn of the replica %s:%s" % want)
+
+    @staticmethod
+    def _sentinel_lists(sentinel, want):
+        try:
+            c = Resp(sentinel.port, host=sentinel.host, timeout=2)
+            try:
+                rows = c("SENTINEL", "REPLICAS", MASTER_NAME)
+            finally:
+                c.close()
+        except (OSError, ConnectionError, RedisError):
+            return False
+        for row in rows:
+            f = {text(k): text(v) for k, v in zip(row[::2], row[1::2])}
+            if (f.get("ip"), f.get("port")) == want:
+                return f.get("flags") == "slave" and f.get("master-link-status") == "ok"
+        return False
 
     def primary(self):
         port = self.primary_port()
