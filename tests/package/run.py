@@ -22,11 +22,12 @@ usage: tests/package/run.py
                       DIR instead of building them
 """
 
+import atexit
 import glob
 import json
+import grp
 import os
 import pwd
-import grp
 import shutil
 import socket
 import subprocess
@@ -40,7 +41,8 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 sys.path.insert(0, HERE)
 
-from dqtest import Http, RedisServer, free_port, stop_process, tail, track  # noqa: E402
+from dqtest import (Http, RedisServer, free_port, kill_started, stop_process, tail,  # noqa: E402
+                    track)
 from dqtest.deployment import stop_on_sigterm  # noqa: E402
 from dqtest.receiver import Receiver  # noqa: E402
 import units  # noqa: E402
@@ -210,6 +212,8 @@ class DebianPackageTest(unittest.TestCase):
             raise AssertionError("%s is already known to dpkg (%s): this test installs and "
                                  "purges it, so it runs only where it is absent" %
                                  (PACKAGE, package_state()))
+        if os.path.lexists(os.path.dirname(SOCKET)):
+            raise AssertionError("%s exists: a delayq runs here already" % os.path.dirname(SOCKET))
         cls.had_user = user_exists(USER)
         cls.had_group = group_exists(USER)
         cls.scratch = tempfile.mkdtemp(prefix="delayq-deb-")
@@ -220,14 +224,20 @@ class DebianPackageTest(unittest.TestCase):
             cls.deb_dir = cls.scratch
         cls.deb = one(os.path.join(cls.deb_dir, "%s_*.deb" % PACKAGE))
         cls.changes = one(os.path.join(cls.deb_dir, "%s_*.changes" % PACKAGE))
+        # At the class's end, and at exit (a SIGTERM from `timeout` exits
+        # through atexit, dqtest.stop_on_sigterm) whatever failed.
         cls.addClassCleanup(cls.leave_machine_clean)
+        atexit.register(cls.leave_machine_clean)
         log("apt-get install -y %s" % cls.deb)
         run(["apt-get", "install", "-y", os.path.abspath(cls.deb)], env=APT_ENV, timeout=600)
 
     @classmethod
     def leave_machine_clean(cls):
-        """Whatever happened: the package purged, and the user and group
-        gone again if this test made them."""
+        """Whatever happened: every process the test started stopped, the
+        package purged, and the user and group gone again if this test made
+        them. Safe to run twice."""
+        kill_started()
+        subprocess.run(["rm", "-rf", "--one-file-system", os.path.dirname(SOCKET)])
         if package_state() is not None:
             subprocess.run(["apt-get", "purge", "-y", PACKAGE], env=APT_ENV,
                            stdout=subprocess.DEVNULL)
