@@ -984,32 +984,31 @@ void store_stats_free(store_stats *st)
 /* Pause / resume, lag                                                       */
 /* ------------------------------------------------------------------------ */
 
-#define RESUME_CHUNK 1000 /* held push jobs moved back per call */
+/* An operation done in steps in every shard (a resume, a purge): each
+ * round sends the next step of every shard still going, together, and
+ * reads them; `call` adds shard k's step to the batch, `done` reads its
+ * reply and says whether the shard goes on. The first failure ends it
+ * (in err). going[k]: which shards take part, cleared as they finish. */
+typedef struct {
+    void (*call)(dq_store *s, int shard, void *op);
+    int (*done)(int shard, const store_reply *r, void *op);
+    void *op;
+} shard_steps;
 
-static void pause_call(dq_store *s, int shard, const char *topic, int pause)
+static dq_status step_every_shard(dq_store *s, unsigned char *going, const shard_steps *steps,
+                                  store_error *err)
 {
-    store_batch_call(s, SCRIPT_PAUSE, shard);
-    store_val a[PAUSE_NARGS] = {[PAUSE_ARG_OP] = store_str(pause ? "pause" : "resume"),
-                                [PAUSE_ARG_TOPIC] = store_str(topic),
-                                [PAUSE_ARG_LIMIT] = store_int(RESUME_CHUNK)};
-    store_args(s, a, PAUSE_NARGS);
-}
-
-dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *err)
-{
-    clear_error(err);
-    int shards = store_shards(s);
-    int *todo = util_xcalloc((size_t)shards, sizeof *todo);
+    int shards = store_shards(s), left = 0;
     for (int k = 0; k < shards; k++)
-        todo[k] = 1;
+        left += going[k] != 0;
+    int *shard_of = util_xcalloc((size_t)shards, sizeof *shard_of);
     dq_status result = DQ_OK;
-    for (int left = shards; left > 0 && result == DQ_OK;) {
+    while (left > 0 && result == DQ_OK) {
         store_batch_begin(s);
-        int *shard_of = util_xcalloc((size_t)left, sizeof *shard_of);
         size_t n = 0;
         for (int k = 0; k < shards; k++) {
-            if (todo[k]) {
-                pause_call(s, k, topic, pause);
+            if (going[k]) {
+                steps->call(s, k, steps->op);
                 shard_of[n++] = k;
             }
         }
@@ -1019,18 +1018,56 @@ dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *er
             store_reply *r = NULL;
             char detail[sizeof err->detail];
             dq_status st = store_batch_result(s, i, &r, detail, sizeof detail);
-            if (st != DQ_OK && result == DQ_OK) {
+            int k = shard_of[i];
+            if (st == DQ_OK) {
+                going[k] = (unsigned char)steps->done(k, r, steps->op);
+                left += going[k];
+            } else if (result == DQ_OK) {
                 result = st;
                 snprintf(err->detail, sizeof err->detail, "%s", detail);
             }
-            /* A resume calls again while the shard still holds jobs back. */
-            todo[shard_of[i]] = st == DQ_OK && reply_int(r) > 0;
-            left += todo[shard_of[i]];
             store_reply_free(r);
         }
-        free(shard_of);
     }
-    free(todo);
+    free(shard_of);
+    return result;
+}
+
+#define RESUME_CHUNK 1000 /* held push jobs moved back per call */
+
+typedef struct {
+    const char *topic;
+    int pause;
+} pause_op;
+
+static void pause_call(dq_store *s, int shard, void *op)
+{
+    const pause_op *p = op;
+    store_batch_call(s, SCRIPT_PAUSE, shard);
+    store_val a[PAUSE_NARGS] = {[PAUSE_ARG_OP] = store_str(p->pause ? "pause" : "resume"),
+                                [PAUSE_ARG_TOPIC] = store_str(p->topic),
+                                [PAUSE_ARG_LIMIT] = store_int(RESUME_CHUNK)};
+    store_args(s, a, PAUSE_NARGS);
+}
+
+/* A resume calls again while the shard still holds jobs back. */
+static int pause_done(int shard, const store_reply *r, void *op)
+{
+    (void)shard;
+    (void)op;
+    return reply_int(r) > 0;
+}
+
+dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *err)
+{
+    clear_error(err);
+    int shards = store_shards(s);
+    unsigned char *going = util_xmalloc((size_t)shards);
+    memset(going, 1, (size_t)shards);
+    pause_op op = {topic, pause};
+    shard_steps steps = {pause_call, pause_done, &op};
+    dq_status result = step_every_shard(s, going, &steps, err);
+    free(going);
     return result;
 }
 
@@ -1040,18 +1077,26 @@ dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *er
 
 /* Where one shard's walk over a state stands (purge.lua's position). */
 typedef struct {
-    int walking;    /* the state has jobs after the position */
     int64_t since;  /* the shard's time at the purge's first step; -1 before it */
     char score[24]; /* "" at the head of the state */
     char id[DQ_ID_MAX + 1];
 } purge_walk;
 
-static void purge_call(dq_store *s, int shard, const char *topic, const char *state,
-                       const purge_walk *w)
+/* One walk over a state in every shard: the shards' positions, and what
+ * the walk deleted. */
+typedef struct {
+    const char *topic, *state;
+    purge_walk *w;
+    int64_t *purged;
+} purge_op;
+
+static void purge_call(dq_store *s, int shard, void *op)
 {
+    const purge_op *p = op;
+    const purge_walk *w = &p->w[shard];
     store_batch_call(s, SCRIPT_PURGE, shard);
-    store_val a[PURGE_NARGS] = {[PURGE_ARG_TOPIC] = store_str(topic),
-                                [PURGE_ARG_STATE] = store_str(state),
+    store_val a[PURGE_NARGS] = {[PURGE_ARG_TOPIC] = store_str(p->topic),
+                                [PURGE_ARG_STATE] = store_str(p->state),
                                 [PURGE_ARG_LIMIT] = store_int(STORE_PURGE_STEP),
                                 [PURGE_ARG_SINCE] = w->since < 0 ? store_str("")
                                                                  : store_int(w->since),
@@ -1060,16 +1105,20 @@ static void purge_call(dq_store *s, int shard, const char *topic, const char *st
     store_args(s, a, PURGE_NARGS);
 }
 
-/* Reads a step's reply into its shard's walk; returns the jobs it deleted. */
-static int64_t purge_step_done(purge_walk *w, const store_reply *r)
+/* Reads a step's reply into its shard's walk and counts what it deleted;
+ * the shard goes on while its walk has jobs after its position. */
+static int purge_done(int shard, const store_reply *r, void *op)
 {
-    w->walking = reply_int(reply_at(r, PURGE_REPLY_MORE)) == 1;
+    const purge_op *p = op;
+    purge_walk *w = &p->w[shard];
+    int more = reply_int(reply_at(r, PURGE_REPLY_MORE)) == 1;
     w->since = reply_int(reply_at(r, PURGE_REPLY_SINCE));
     const char *score = reply_str(reply_at(r, PURGE_REPLY_AFTER_SCORE), NULL);
     const char *id = reply_str(reply_at(r, PURGE_REPLY_AFTER_ID), NULL);
     snprintf(w->score, sizeof w->score, "%s", score ? score : "");
     snprintf(w->id, sizeof w->id, "%s", id ? id : "");
-    return reply_int(reply_at(r, PURGE_REPLY_PURGED));
+    *p->purged += reply_int(reply_at(r, PURGE_REPLY_PURGED));
+    return more;
 }
 
 /* One walk over a state in every shard, from its head. Adds what it deleted
@@ -1077,39 +1126,16 @@ static int64_t purge_step_done(purge_walk *w, const store_reply *r)
 static dq_status purge_state(dq_store *s, const char *topic, const char *state, purge_walk *w,
                              int64_t *purged, store_error *err)
 {
-    int shards = store_shards(s), left = shards;
+    int shards = store_shards(s);
+    unsigned char *going = util_xmalloc((size_t)shards);
     for (int k = 0; k < shards; k++) {
-        w[k].walking = 1;
+        going[k] = 1;
         w[k].score[0] = w[k].id[0] = '\0';
     }
-    int *shard_of = util_xcalloc((size_t)shards, sizeof *shard_of);
-    dq_status result = DQ_OK;
-    while (left > 0 && result == DQ_OK) {
-        store_batch_begin(s);
-        size_t n = 0;
-        for (int k = 0; k < shards; k++) {
-            if (w[k].walking) {
-                purge_call(s, k, topic, state, &w[k]);
-                shard_of[n++] = k;
-            }
-        }
-        store_batch_run(s);
-        left = 0;
-        for (size_t i = 0; i < n; i++) {
-            store_reply *r = NULL;
-            char detail[sizeof err->detail];
-            dq_status st = store_batch_result(s, i, &r, detail, sizeof detail);
-            if (st == DQ_OK) {
-                *purged += purge_step_done(&w[shard_of[i]], r);
-                left += w[shard_of[i]].walking;
-            } else if (result == DQ_OK) {
-                result = st;
-                snprintf(err->detail, sizeof err->detail, "%s", detail);
-            }
-            store_reply_free(r);
-        }
-    }
-    free(shard_of);
+    purge_op op = {topic, state, w, purged};
+    shard_steps steps = {purge_call, purge_done, &op};
+    dq_status result = step_every_shard(s, going, &steps, err);
+    free(going);
     return result;
 }
 
