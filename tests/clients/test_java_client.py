@@ -151,16 +151,8 @@ def sigterm_worker(classpath, env, client):
 
 def main():
     check_tools()
-    if not (os.path.exists(os.path.join(dqtest.BUILD_DIR, "delayq-fcgi")) and
-            os.path.exists(os.path.join(dqtest.BUILD_DIR, "delayq-push"))):
-        print("delayq binaries not found in %s" % dqtest.BUILD_DIR, file=sys.stderr)
-        sys.exit(99)
-
-    def on_term(*_):
-        dqtest.stop_leftovers()
-        os._exit(143)
-
-    signal.signal(signal.SIGTERM, on_term)
+    dqtest.require_build()
+    dqtest.stop_on_sigterm()
 
     tmp = tempfile.mkdtemp(prefix="delayq-java-")
     tokens = os.path.join(tmp, "tokens")
