@@ -8,10 +8,13 @@ DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
     libfcgi-dev libhiredis-dev libjson-c-dev libcmocka-dev libcurl4-openssl-dev libssl-dev
     nginx redis-server curl python3)
 # What the tests need beyond that: the PHP client's runtime and PHPUnit;
-# node and chromium for the dashboard's browser test (tests/ui); iproute2
-# and iptables for the nemesis' partitions (tests/faults/nemesis.py).
+# node and chromium for the dashboard's browser test (tests/ui); man-db for
+# the installed man pages' check; iproute2 and iptables for the nemesis'
+# partitions (tests/faults/nemesis.py). Without them `make check` skips
+# those tests (tests/dqtest/tools.py); scripts/test and .ci/run install them
+# and allow no skip.
 # shellcheck disable=SC2034
-DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer nodejs chromium iproute2 iptables)
+DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer nodejs chromium man-db iproute2 iptables)
 
 # The browser test's npm packages, from tests/ui/package-lock.json
 # (playwright-core only; it downloads no browser: the test drives Debian's
