@@ -11,12 +11,15 @@ DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
 # Debian's Laravel and Symfony Messenger (with sqlite for Laravel's
 # failed_jobs table) for the framework integrations' tests; a JDK for the
 # Java client (clients/java); node and chromium for the dashboard's
-# browser test (tests/ui); iproute2 and iptables for the nemesis'
-# partitions (tests/faults/nemesis.py).
+# browser test (tests/ui); man-db for the installed man pages' check;
+# iproute2 and iptables for the nemesis' partitions
+# (tests/faults/nemesis.py). Without them `make check` skips those tests
+# (tests/dqtest/tools.py); scripts/test and .ci/run install them and allow
+# no skip.
 # shellcheck disable=SC2034
 DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer
     php-laravel-framework php-symfony-messenger php-sqlite3 openjdk-17-jdk-headless nodejs chromium
-    iproute2 iptables)
+    man-db iproute2 iptables)
 
 # The browser test's npm packages, from tests/ui/package-lock.json
 # (playwright-core only; it downloads no browser: the test drives Debian's

@@ -7,7 +7,8 @@ stock returned, the paid one stays paid, both close-order jobs are finished.
 The example and the client are copied to a temp dir; when composer is
 installed the example is installed there with `composer install` (path
 repository, no network) and runs on Composer's autoloader, else on
-clients/php/autoload.php. php-cli is required: without it this test fails.
+clients/php/autoload.php. Needs php-cli with curl: without them it skips
+(exit 77), or fails under DQTEST_REQUIRE_ALL=1 (dqtest.tools).
 
 Run: DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. python3 tests/clients/test_example_php.py
 """
@@ -26,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
 
 import dqtest
-from dqtest import DeploymentTestCase
+from dqtest import DeploymentTestCase, tools
 
 PHP = shutil.which("php")
 COMPOSER = shutil.which("composer")
@@ -158,8 +159,8 @@ class CloseUnpaidOrder(DeploymentTestCase):
 
 
 if __name__ == "__main__":
-    if not PHP:
-        print("test_example_php: FAIL: php is not installed (the example needs php-cli >= 7.4 "
-              "with curl; on Debian: apt-get install php-cli php-curl)", file=sys.stderr)
-        sys.exit(1)
+    needs = tools.Needs("test_example_php")
+    needs.program("php", "php-cli")
+    needs.php_extension(PHP, "curl", "php-curl")
+    needs.settle()
     dqtest.main()

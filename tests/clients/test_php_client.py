@@ -5,8 +5,8 @@ DELAYQ_TOKEN and DELAYQ_TEST_REDIS (its Redis' host:port) set, then stops
 the deployment's Redis and runs the suite's redis-down group (every command
 a 503 UnavailableException).
 
-php-cli (>= 7.4, with curl and json) and phpunit are required: without them
-this test fails, it does not skip.
+Needs php-cli (>= 7.4, with curl and json) and phpunit: without them it
+skips (exit 77), or fails under DQTEST_REQUIRE_ALL=1 (dqtest.tools).
 
 Run: DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. python3 tests/clients/test_php_client.py
 """
@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
 
 import dqtest
+from dqtest import tools
 
 TOKEN = "php-client-test-token-0123456789"
 PHPUNIT_TIMEOUT = 300
@@ -33,20 +34,19 @@ def fail(msg):
 
 
 def check_tools():
-    """(php, phpunit) paths; fails with a clear message when one is missing."""
-    php = shutil.which("php")
-    if not php:
-        fail("php is not installed (the PHP client needs php-cli >= 7.4 with curl and json; "
-             "on Debian: apt-get install php-cli php-curl phpunit)")
-    phpunit = shutil.which("phpunit")
-    if not phpunit:
-        fail("phpunit is not installed (on Debian: apt-get install phpunit)")
-    r = subprocess.run([php, "-r", 'echo PHP_VERSION_ID >= 70400 ? "" : "php >= 7.4 needed, this is " . PHP_VERSION;'
-                        ' foreach (["curl", "json"] as $e) { if (!extension_loaded($e)) { echo " missing ext-$e"; } }'],
+    """(php, phpunit) paths: skips (dqtest.tools) when one is missing, fails
+    when php is too old."""
+    needs = tools.Needs("test_php_client")
+    php = needs.program("php", "php-cli")
+    phpunit = needs.program("phpunit", "phpunit")
+    needs.php_extension(php, "curl", "php-curl")
+    needs.php_extension(php, "json", "php-cli")
+    needs.settle()
+    r = subprocess.run([php, "-r", 'echo PHP_VERSION_ID >= 70400 ? "" : "php >= 7.4 needed, this is " . PHP_VERSION;'],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = r.stdout.decode("utf-8", "replace").strip()
     if r.returncode != 0 or out:
-        fail("%s: %s (on Debian: apt-get install php-curl)" % (php, out or "exit %d" % r.returncode))
+        fail("%s: %s" % (php, out or "exit %d" % r.returncode))
     return php, phpunit
 
 

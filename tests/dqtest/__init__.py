@@ -14,7 +14,9 @@ puts tests/ on PYTHONPATH; by hand: PYTHONPATH=tests python3 tests/...).
 - ledger: a load with a client-side ledger of acknowledged jobs;
 - receiver: a real HTTP receiver for callbacks;
 - invariants: the consistency check of a deployment's Redis state;
-- load: load shapes tests and benchmarks share.
+- load: load shapes tests and benchmarks share;
+- tools: the optional tools a test needs (a SKIP naming the Debian package
+  when one is missing, a failure under DQTEST_REQUIRE_ALL=1).
 """
 
 from .deployment import (BUILD_DIR, KEEP, SANITIZED, SANITIZER_MARKS, SLOW, SRC_DIR, VALGRIND,

@@ -7,12 +7,20 @@
 //   DQ_ARTIFACTS  directory for screenshots
 //   DQ_CLOSED_PORT a loopback port nothing listens on (a failing callback)
 //   CHROMIUM      the browser (default /usr/bin/chromium)
+//   DQ_NPM_PREFIX where `npm ci --prefix` put node_modules/playwright-core
+//                 (default this folder; a dist tree has none of its own)
 // Exits non-zero on the first failed check.
 
-import { chromium } from "playwright-core";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+// playwright-core is CommonJS, so it is required from the prefix's
+// node_modules, wherever that is.
+const prefix = process.env.DQ_NPM_PREFIX || path.dirname(fileURLToPath(import.meta.url));
+const { chromium } = createRequire(path.join(prefix, "package.json"))("playwright-core");
 
 const URL_ = process.env.DQ_URL;
 const ADMIN = process.env.DQ_ADMIN;
