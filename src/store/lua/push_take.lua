@@ -12,7 +12,7 @@
 -- limit + 1000 entries of P:push are looked at per call.
 -- KEYS: P.
 -- argv: limit grace_ms
--- reply job: id topic body url attempt timeout_ms
+-- reply job: id topic body url attempt timeout_ms key
 -- Returns a list of `job`.
 local want, grace = tonumber(ARGV[ARG.limit]), tonumber(ARGV[ARG.grace_ms])
 local now = now_ms()
@@ -56,7 +56,7 @@ while #out < want and looked < budget do
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
             out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
-                attempt = j.n, timeout_ms = j.to}
+                attempt = j.n, timeout_ms = j.to, key = j.g or false}
         end
     end
 end
