@@ -663,9 +663,19 @@ static dq_response handle_pause(call_ctx *c)
 static dq_response handle_policy(call_ctx *c)
 {
     const char *topic = c->req->topics[0];
+    const dq_policy_spec *spec = &c->req->policy;
+    int shards = store_shards(c->h->store);
+    /* Each shard enforces its share of a topic-wide concurrency (common.lua,
+     * shard_share): below one job per shard, some shard's jobs would wait
+     * for ever. */
+    if (spec->op[DQ_POLICY_CONCURRENCY] == DQ_POLICY_SET && spec->value[DQ_POLICY_CONCURRENCY] < shards)
+        return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'concurrency' must be at least %d on this deployment of "
+                                   "%d shards: each shard allows its share of it",
+                                   shards, shards));
     store_policy p;
     store_error err;
-    dq_status st = store_policy_set(c->h->store, topic, &c->req->policy, &p, &err);
+    dq_status st = store_policy_set(c->h->store, topic, spec, &p, &err);
     if (st != DQ_OK)
         return store_failure(c, st, &err);
     buf_puts(c->out, "{\"success\":true,\"topic\":");

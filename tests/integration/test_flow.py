@@ -8,6 +8,8 @@ by name, kept in every shard. Runs with the deployment's shard count (one
 Redis, or a Cluster under DQTEST_REDIS=cluster) and once with four
 shards."""
 
+import threading
+import time
 import urllib.parse
 import zlib
 
@@ -203,7 +205,7 @@ class PolicyBase(DeploymentTestCase):
     def test_list_pages_by_name(self):
         names = sorted(unique("pl") for _ in range(5))
         for i, t in enumerate(names):
-            self.policy(t, concurrency=i + 1)
+            self.policy(t, concurrency=i + 10)
         seen, cursor = [], None
         while True:
             page = self.policies("?limit=2" + ("&cursor=" + cursor if cursor else ""))
@@ -275,6 +277,123 @@ class PolicyFourShards(PolicyBase):
         self.policy(t, concurrency=None, key_period=None)
         for k in range(self.c.shards):
             self.assertEqual(self.c.redis("EXISTS", "%s:pol:%s" % (self.c.tag(k), t)), 0)
+
+
+class ConcurrencyBase(DeploymentTestCase):
+    """A topic's `concurrency` enforced by pop, atomically in its Redis
+    function: reserved jobs never exceed it (each shard allows its share);
+    the rest stay ready (throttled); a finish frees room at once and wakes
+    a waiting long-poll (the recheck is set to 30 s, so only a wake-up can
+    answer it in time); a limit changed under load applies to the next
+    pop."""
+    DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000)
+
+    def limit(self):
+        return max(3, self.c.shards)
+
+    def policy(self, topic, **fields):
+        st, r = self.c.req("policy", topic=topic, **fields)
+        self.assertOk(st, r)
+        return r["policy"]
+
+    def use(self, topic):
+        st, r = self.c.get("/policies?topic=" + topic)
+        self.assertOk(st, r)
+        return r["policies"][topic]
+
+    def pop_all(self, topic, rounds=None):
+        """Pops until pops give nothing (each shard asked): the ids taken."""
+        got = []
+        for _ in range(rounds or 4 * self.c.shards + 2):
+            st, r = self.c.req("pop", topic=topic, count=100)
+            self.assertOk(st, r)
+            got += [j["id"] for j in r["jobs"]]
+        return got
+
+    def test_never_more_reserved_than_the_limit(self):
+        t, c = unique("cc"), self.limit()
+        self.policy(t, concurrency=c)
+        ids = [self.add(t, body=i, id="%s-%d" % (t, i)) for i in range(4 * c)]
+        taken = self.pop_all(t)
+        self.assertLessEqual(len(taken), c)
+        if self.c.shards == 1:
+            self.assertEqual(len(taken), c, "one shard: the whole limit is used")
+        st, s = self.c.req("stats", topic=t)
+        self.assertEqual(s["topics"][t]["reserved"], len(taken))
+        self.assertEqual(s["topics"][t]["ready"], 4 * c - len(taken), "held back, still ready")
+        use = self.use(t)
+        self.assertEqual(use["reserved"], len(taken))
+        if self.c.shards == 1:
+            self.assertEqual(use["throttled"], 4 * c - len(taken))
+        for jid in taken:
+            st, g = self.c.req("get", id=jid)
+            self.assertEqual(g["state"], "reserved")
+        # A finish frees room for one more, not two.
+        self.c.req("finish", id=taken[0])
+        more = self.pop_all(t)
+        self.assertLessEqual(len(more), 1)
+        if self.c.shards == 1:
+            self.assertEqual(len(more), 1)
+        # Raised under load: the next pops take up to the new limit.
+        self.policy(t, concurrency=c + 2)
+        more2 = self.pop_all(t)
+        self.assertLessEqual(len(taken) - 1 + len(more) + len(more2), c + 2)
+        if self.c.shards == 1:
+            self.assertEqual(len(more2), 2)
+        # Removed: everything left comes out.
+        self.policy(t, concurrency=None)
+        rest = self.pop_all(t)
+        self.assertEqual(sorted(set(taken + more + more2 + rest)), sorted(ids))
+        self.c.req("delete", ids=ids)
+
+    def test_a_finish_wakes_a_waiting_long_poll(self):
+        t = unique("cw")
+        c = self.limit()
+        self.policy(t, concurrency=c)
+        jid0 = self.add(t, body=0, id=t + "@0")  # one shard: the shard of t
+        ids = [self.add(t, body=i, id="%s@%d" % (t, i)) for i in range(1, c + 2)]
+        st, r = self.c.req("pop", topic=t, count=100)
+        self.assertOk(st, r)
+        held = self.pop_all(t)
+        taken = [j["id"] for j in r["jobs"]] + held
+        self.assertLessEqual(len(taken), c)
+        result = {}
+
+        def wait():
+            conn = self.c.new_http()
+            t0 = time.monotonic()
+            try:
+                result["answer"] = self.c.req("pop", topic=t, timeout=20, conn=conn)
+            finally:
+                conn.close()
+            result["took"] = time.monotonic() - t0
+
+        th = threading.Thread(target=wait)
+        th.start()
+        time.sleep(0.5)
+        self.assertNotIn("answer", result, "the long-poll waits while the limit is used")
+        st, f = self.c.req("finish", id=taken[0])
+        self.assertOk(st, f)
+        th.join(25)
+        st, r = result["answer"]
+        self.assertOk(st, r)
+        self.assertIsNotNone(r["id"], "woken with a job")
+        self.assertLess(result["took"], 3.0, "woken by the finish, not by a 30 s recheck")
+        self.c.req("delete", ids=[jid0] + ids)
+
+    def test_concurrency_below_the_shard_count(self):
+        t = unique("cs")
+        st, r = self.c.req("policy", topic=t, concurrency=self.c.shards)
+        self.assertOk(st, r)
+        if self.c.shards > 1:
+            st, r = self.c.req("policy", topic=t, concurrency=self.c.shards - 1)
+            self.assertError(st, r, 400, "bad_request")
+            self.assertIn("field 'concurrency' must be at least %d" % self.c.shards, r["error"])
+        self.policy(t, concurrency=None)
+
+
+class ConcurrencyFourShards(ConcurrencyBase):
+    DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000, shards=4)
 
 
 class KeyPush(DeploymentTestCase):

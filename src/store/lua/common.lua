@@ -230,6 +230,7 @@ local bucket_heads  -- bucket key -> earliest due known (false: empty)
 local push_ready    -- push jobs made ready in this call
 local allow_prefixes -- nil: every topic; else the token's topic prefixes
 local paused_cache  -- topic -> paused (read once per call)
+local policy_cache  -- topic -> its policy in this shard (read once per call)
 local call_now      -- Redis' time, read once per call by clock()
 
 local function begin(keys)
@@ -241,6 +242,7 @@ local function begin(keys)
     push_ready = 0
     allow_prefixes = nil
     paused_cache = {}
+    policy_cache = {}
     call_now = nil
 end
 
@@ -577,6 +579,50 @@ local function read_policy(topic)
     return pol
 end
 
+-- The topic's policy, read once per call.
+local function policy_of(topic)
+    local pol = policy_cache[topic]
+    if not pol then
+        pol = read_policy(topic)
+        policy_cache[topic] = pol
+    end
+    return pol
+end
+
+-- This shard's place: its index and the deployment's shard count, read
+-- once per library load (they never change while the data exists).
+local shard_place = {}
+local function shard_index_count()
+    local place = shard_place[P]
+    if not place then
+        local k = tonumber(string.match(P, ':(%d+)}$') or '0')
+        place = {k, tonumber(redis.call('GET', P .. ':shards') or '1')}
+        shard_place[P] = place
+    end
+    return place[1], place[2]
+end
+
+-- This shard's share of a topic-wide limit: the shards split it, shard k
+-- getting floor(limit / shards), plus one for the first limit mod shards
+-- of them, so the shares add up to the limit exactly (the policy command
+-- refuses a concurrency below the shard count, which would leave a shard
+-- none).
+local function shard_share(limit)
+    local k, shards = shard_index_count()
+    return math.floor(limit / shards) + (k < limit % shards and 1 or 0)
+end
+
+-- How many more jobs of the topic this shard may reserve now under its
+-- `concurrency` (nil: no such limit): its share less the jobs reserved,
+-- counting this call's changes, which flush() has not written yet.
+local function concurrency_room(topic)
+    local limit = policy_of(topic).concurrency
+    if not limit then return nil end
+    local reserved = tonumber(redis.call('HGET', stats_key(topic), 'reserved') or '0')
+    local pending = counters[topic] and counters[topic].reserved or 0
+    return math.max(0, shard_share(limit) - reserved - pending)
+end
+
 -- A policy as the replies give it: every field, false where unset.
 local function policy_view(pol)
     local v = {}
@@ -747,5 +793,19 @@ local function flush()
     end
     if push_ready > 0 then
         redis.call('SPUBLISH', P .. ':pushwake', num(push_ready))
+    end
+    -- A topic whose reserved jobs went down under a concurrency limit may
+    -- have ready jobs that pop held back: its long-polls are told as for
+    -- jobs made ready, so they take them now rather than at their recheck.
+    for _, topic in ipairs(topic_order) do
+        local freed = -(counters[topic].reserved or 0)
+        if freed > 0 and not ready_topics[topic] and not paused(topic) and
+            policy_of(topic).concurrency then
+            local head = redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES')
+            if head[2] then
+                redis.call('SPUBLISH', P .. ':ready', num(freed) .. ':' .. topic .. '\0' ..
+                    head[2] .. '@' .. num(clock()))
+            end
+        end
     end
 end

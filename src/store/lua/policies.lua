@@ -10,8 +10,9 @@
 -- last page. An `entry` per topic that has a policy in this shard follows
 -- (policy fields false where unset): reserved counts the topic's jobs
 -- reserved by pops plus callbacks in flight (the shard's `reserved`
--- gauge); throttled its ready jobs held back by a limit, which stays 0
--- until limits are enforced by pop and push_take.
+-- gauge); throttled its ready jobs (those pop could take) that its
+-- `concurrency` holds back now: those beyond the room the shard's share
+-- leaves.
 local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
 local topics, next_cursor = {}, false
 if topic ~= '' then
@@ -31,7 +32,11 @@ for _, t in ipairs(topics) do
         local e = policy_view(pol)
         e.topic = t
         e.reserved = tonumber(redis.call('HGET', stats_key(t), 'reserved') or '0')
+        local room = concurrency_room(t)
         e.throttled = 0
+        if room then
+            e.throttled = math.max(0, redis.call('ZCARD', ready_key(t)) - room)
+        end
         reply_entry(e, out)
     end
 end

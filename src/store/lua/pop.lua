@@ -1,6 +1,7 @@
 -- pop: finishes the jobs a consumer is done with (finish-and-pop), then
 -- reserves up to `count` ready jobs, taking from the topics in order (a
--- paused topic gives none).
+-- paused topic gives none, and a topic under a `concurrency` limit no more
+-- than this shard's share of it allows: its other jobs stay ready).
 -- KEYS: P.
 -- argv: allow count nfinish
 -- reply: finished
@@ -17,8 +18,11 @@ local out = {}
 for ti = NARGS + 1 + nfinish, #ARGV do
     local topic = ARGV[ti]
     local taken = {}
-    if not paused(topic) then
-        taken = redis.call('ZPOPMIN', ready_key(topic), num(want - #out))
+    local n = want - #out
+    local room = concurrency_room(topic)
+    if room and room < n then n = room end
+    if n > 0 and not paused(topic) then
+        taken = redis.call('ZPOPMIN', ready_key(topic), num(n))
     end
     for i = 1, #taken, 2 do
         local id = taken[i]
