@@ -396,6 +396,73 @@ class ConcurrencyFourShards(ConcurrencyBase):
     DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000, shards=4)
 
 
+class PushConcurrency(DeploymentTestCase):
+    """delayq-push honours `concurrency`: a ledger of the callbacks in
+    flight at the receiver (each answered after 0.8 s) never holds more
+    than the limit, and every job is delivered; the held jobs go once a
+    callback's outcome frees room."""
+    DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback")
+    HOLD_S = 0.8
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ledger = {"now": 0, "most": 0}
+        cls.lock = threading.Lock()
+
+        def answer(req):
+            with cls.lock:
+                cls.ledger["now"] += 1
+                cls.ledger["most"] = max(cls.ledger["most"], cls.ledger["now"])
+            time.sleep(cls.HOLD_S)
+            with cls.lock:
+                cls.ledger["now"] -= 1
+            return (200, {}, b"")
+
+        cls.rx = Receiver(answer).start()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.rx.stop()
+
+    def test_callbacks_in_flight_never_exceed_the_limit(self):
+        t, path = unique("pc"), "/" + unique("slow")
+        c = max(2, self.c.shards)
+        st, r = self.c.req("policy", topic=t, concurrency=c)
+        self.assertOk(st, r)
+        n = 3 * c
+        ids = [self.add(t, body=i, url=self.rx.url(path)) for i in range(n)]
+        qs = self.rx.wait_for(lambda qs: len([q for q in qs if q.path == path]) >= n,
+                              (n * self.HOLD_S + 15) * SLOW, path)
+        self.assertLessEqual(self.ledger["most"], c, "callbacks in flight at once")
+        if self.c.shards == 1:
+            self.assertEqual(self.ledger["most"], c, "the limit is used")
+        self.assertEqual(len({q.headers["webhook-id"] for q in qs if q.path == path}), n)
+        deadline = time.monotonic() + 10 * SLOW
+        while time.monotonic() < deadline:
+            st, s = self.c.req("stats", topic=t)
+            if s["topics"].get(t, {}).get("finished") == n:
+                break
+            time.sleep(0.1)
+        self.assertEqual(s["topics"][t]["finished"], n, ids)
+        self.c.req("policy", topic=t, concurrency=None)
+
+    def test_removing_the_limit_frees_held_callbacks(self):
+        t, path = unique("pr"), "/" + unique("held")
+        c = self.c.shards
+        self.c.req("policy", topic=t, concurrency=c)
+        n = 4 * c
+        for i in range(n):
+            self.add(t, body=i, id="%s@%d" % (t, i), url=self.rx.url(path))
+        time.sleep(0.3)  # the first ones are in flight, the rest held
+        st, r = self.c.req("policy", topic=t, concurrency=None)
+        self.assertOk(st, r)
+        qs = self.rx.wait_for(lambda qs: len([q for q in qs if q.path == path]) >= n,
+                              (2 * self.HOLD_S + 10) * SLOW, path)
+        self.assertEqual(len([q for q in qs if q.path == path]), n)
+
+
 class KeyPush(DeploymentTestCase):
     """delayq-push sends a job's key as the delayq-key header."""
     DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback")

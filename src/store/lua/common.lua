@@ -795,16 +795,25 @@ local function flush()
         redis.call('SPUBLISH', P .. ':pushwake', num(push_ready))
     end
     -- A topic whose reserved jobs went down under a concurrency limit may
-    -- have ready jobs that pop held back: its long-polls are told as for
-    -- jobs made ready, so they take them now rather than at their recheck.
+    -- have ready jobs that pop or push_take held back: its long-polls are
+    -- told as for jobs made ready, and the pushers are woken, so they take
+    -- them now rather than at their recheck.
     for _, topic in ipairs(topic_order) do
         local freed = -(counters[topic].reserved or 0)
-        if freed > 0 and not ready_topics[topic] and not paused(topic) and
-            policy_of(topic).concurrency then
-            local head = redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES')
+        if freed > 0 and not paused(topic) and policy_of(topic).concurrency then
+            -- (A topic that got ready jobs in this call was told above.)
+            local head = not ready_topics[topic] and
+                redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES') or {}
             if head[2] then
                 redis.call('SPUBLISH', P .. ':ready', num(freed) .. ':' .. topic .. '\0' ..
                     head[2] .. '@' .. num(clock()))
+            end
+            -- Push jobs push_take held back for the limit: as many as the
+            -- room freed go back to P:push, oldest first, and the pushers
+            -- are woken (push_take holds them again if others took the room).
+            local back = unhold_oldest(topic, freed)
+            if back > 0 then
+                redis.call('SPUBLISH', P .. ':pushwake', num(back))
             end
         end
     end

@@ -10,9 +10,9 @@
 -- last page. An `entry` per topic that has a policy in this shard follows
 -- (policy fields false where unset): reserved counts the topic's jobs
 -- reserved by pops plus callbacks in flight (the shard's `reserved`
--- gauge); throttled its ready jobs (those pop could take) that its
--- `concurrency` holds back now: those beyond the room the shard's share
--- leaves.
+-- gauge); throttled its ready jobs that its `concurrency` holds back
+-- now: those pop could take beyond the room the shard's share leaves, and
+-- the push jobs push_take holds for it.
 local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
 local topics, next_cursor = {}, false
 if topic ~= '' then
@@ -36,6 +36,9 @@ for _, t in ipairs(topics) do
         e.throttled = 0
         if room then
             e.throttled = math.max(0, redis.call('ZCARD', ready_key(t)) - room)
+            if not paused(t) then -- push jobs held for the limit
+                e.throttled = e.throttled + redis.call('ZCARD', hold_key(t))
+            end
         end
         reply_entry(e, out)
     end

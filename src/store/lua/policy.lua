@@ -21,6 +21,14 @@ for _, f in ipairs(POLICY_FIELDS) do
         redis.call('HSET', key, f, v)
     end
 end
+-- Push jobs held back for the old limit go back to P:push (1000 at
+-- most here; push_take moves the rest as it meets them), so a limit
+-- raised or removed frees them now; push_take holds them again if the
+-- new limit has no room. A paused topic's wait for its resume.
+if not paused(topic) then
+    local back = unhold_oldest(topic, 1000)
+    if back > 0 then redis.call('SPUBLISH', P .. ':pushwake', num(back)) end
+end
 local pol = read_policy(topic)
 if next(pol) then
     redis.call('ZADD', policies_key(), '0', topic)
