@@ -785,10 +785,18 @@ static dq_response handle_metrics(call_ctx *c)
         store_stats_free(&st);
         return store_failure(c, s, &err);
     }
+    store_policies ps;
+    s = store_policies_read(c->h->store, NULL, NULL, limit > 0 ? limit : 1, &ps, &err);
+    if (s != DQ_OK) {
+        store_lag_free(&lag);
+        store_stats_free(&st);
+        return store_failure(c, s, &err);
+    }
     prometheus_figures f = {&st, limit > 0 ? st.n : 0, &lag, &layout, store_shards(c->h->store),
-                            0, 0};
+                            0, 0, limit > 0 ? &ps : NULL};
     f.masters_used = store_cluster_spread(c->h->store, &f.masters);
     prometheus_render(c->out, &f);
+    store_policies_free(&ps);
     store_lag_free(&lag);
     store_stats_free(&st);
     metrics_render_requests(c->out);

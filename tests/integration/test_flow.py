@@ -328,6 +328,13 @@ class ConcurrencyBase(DeploymentTestCase):
         for jid in taken:
             st, g = self.c.req("get", id=jid)
             self.assertEqual(g["state"], "reserved")
+        st, _, data = self.c.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        text = data.decode()
+        label = '{topic="%s"}' % t
+        self.assertIn("delayq_topic_concurrency_limit%s %d\n" % (label, c), text)
+        self.assertIn("delayq_topic_reserved%s %d\n" % (label, len(taken)), text)
+        self.assertIn("delayq_topic_throttled%s %d\n" % (label, use["throttled"]), text)
         # A finish frees room for one more, not two.
         self.c.req("finish", id=taken[0])
         more = self.pop_all(t)
