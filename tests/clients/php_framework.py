@@ -10,23 +10,25 @@ import subprocess
 import tempfile
 import time
 
-from dqtest import SLOW, DeploymentTestCase
+from dqtest import SLOW, DeploymentTestCase, tools
 from dqtest.httpconn import parse_body
 
 TOKEN = "php-framework-test-token-0123456789"
 
 
-def require_php(autoloaders, packages):
-    """The php binary; raises AssertionError (a failure, not a skip) naming
-    the Debian packages to install when php or one of the autoloaders is
-    missing."""
-    php = shutil.which("php")
-    hint = "on Debian: apt-get install php-cli php-curl " + " ".join(packages)
-    if not php:
-        raise AssertionError("php is not installed (%s)" % hint)
-    for path in autoloaders:
-        if not os.path.exists(path):
-            raise AssertionError("%s is missing (%s)" % (path, hint))
+def require_php(test, autoloaders, extensions=()):
+    """The php binary, once php with its curl extension, each extension
+    (name -> Debian package) and each framework autoloader (path -> Debian
+    package) are there; else it exits as dqtest.tools says: a skip, or a
+    failure under DQTEST_REQUIRE_ALL=1."""
+    needs = tools.Needs(test)
+    php = needs.program("php", "php-cli")
+    needs.php_extension(php, "curl", "php-curl")
+    for ext, package in extensions:
+        needs.php_extension(php, ext, package)
+    for path, package in autoloaders:
+        needs.path(path, package)
+    needs.settle()
     return php
 
 

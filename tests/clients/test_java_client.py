@@ -9,8 +9,9 @@ SIGTERM while a job is in hand (the job must end and be finished, the
 process exit promptly), then stops Redis and checks that every command is
 a 503 UnavailableException.
 
-A JDK (javac, jar, java >= 17) and make are required: without them this
-test fails, it does not skip (on Debian: apt-get install openjdk-17-jdk-headless).
+A JDK (javac, jar, java >= 17) and make are needed: without them this test
+skips (exit 77) naming the Debian package, or fails under
+DQTEST_REQUIRE_ALL=1 (scripts/test, CI); a JDK older than 17 fails.
 
 Run: DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. PYTHONPATH=tests:clients/python \
      python3 tests/clients/test_java_client.py
@@ -29,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
 
 import dqtest
+from dqtest import tools
 import delayq
 
 TOKEN = "java-client-test-token-0123456789"
@@ -48,10 +50,11 @@ def fail(msg):
 
 
 def check_tools():
-    for tool in ("javac", "jar", "java", "make"):
-        if not shutil.which(tool):
-            fail("%s is not installed (the Java client needs a JDK >= 17 and make; on Debian: "
-                 "apt-get install openjdk-17-jdk-headless make)" % tool)
+    needs = tools.Needs("test_java_client")
+    for tool in ("javac", "jar", "java"):
+        needs.program(tool, "openjdk-17-jdk-headless")
+    needs.program("make", "make")
+    needs.settle()
     r = subprocess.run(["javac", "-version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = r.stdout.decode("utf-8", "replace").strip()
     try:

@@ -42,8 +42,9 @@ class LaravelQueue(PhpFrameworkTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.php = require_php(["/usr/share/php/Illuminate/autoload.php"],
-                              ["php-laravel-framework", "php-sqlite3"])
+        cls.php = require_php("test_laravel",
+                              [("/usr/share/php/Illuminate/autoload.php", "php-laravel-framework")],
+                              [("pdo_sqlite", "php-sqlite3")])
         super().setUpClass()
         storage = os.path.join(cls.tmp, "storage")
         for d in ("logs", "framework/cache"):

@@ -36,9 +36,11 @@ class SymfonyMessenger(PhpFrameworkTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.php = require_php(["/usr/share/php/Symfony/Component/Messenger/autoload.php",
-                               "/usr/share/php/Symfony/Component/EventDispatcher/autoload.php"],
-                              ["php-symfony-messenger"])
+        cls.php = require_php(
+            "test_symfony",
+            [("/usr/share/php/Symfony/Component/Messenger/autoload.php", "php-symfony-messenger"),
+             ("/usr/share/php/Symfony/Component/EventDispatcher/autoload.php",
+              "php-symfony-event-dispatcher")])
         super().setUpClass()
         cls.log = os.path.join(cls.tmp, "messages.log")
 

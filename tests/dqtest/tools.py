@@ -48,6 +48,13 @@ class Needs:
         self._lack(what or path, "Debian package %s" % package)
         return None
 
+    def path(self, path, package, what=None):
+        """path when it exists, else None (recorded)."""
+        if os.path.exists(path):
+            return path
+        self._lack(what or path, "Debian package %s" % package)
+        return None
+
     def php_extension(self, php, ext, package):
         """Whether php (a path, or None when php itself is missing) loads ext."""
         if not php:
