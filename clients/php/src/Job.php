@@ -21,20 +21,17 @@ final class Job
     private $attempts;
     /** @var float */
     private $ttr;
-    /** @var string|null */
-    private $key;
 
     /**
      * @param mixed $value the job body, decoded: a string stays a string
      */
-    public function __construct(string $id, string $topic, $value, int $attempts, float $ttr, ?string $key = null)
+    public function __construct(string $id, string $topic, $value, int $attempts, float $ttr)
     {
         $this->id = $id;
         $this->topic = $topic;
         $this->value = $value;
         $this->attempts = $attempts;
         $this->ttr = $ttr;
-        $this->key = $key;
     }
 
     /**
@@ -60,8 +57,7 @@ final class Job
             (string) $answer['topic'],
             array_key_exists('value', $answer) ? $answer['value'] : null,
             (int) $answer['attempts'],
-            (float) $answer['ttr'],
-            isset($answer['key']) ? (string) $answer['key'] : null
+            (float) $answer['ttr']
         );
     }
 
@@ -99,29 +95,17 @@ final class Job
         return $this->ttr;
     }
 
-    /** The job's grouping key, or null for a job added without one. */
-    public function getKey(): ?string
-    {
-        return $this->key;
-    }
-
     /**
-     * The pop answer's fields; 'key' only for a job that has one.
-     *
-     * @return array{id:string,topic:string,value:mixed,attempts:int,ttr:float,key?:string}
+     * @return array{id:string,topic:string,value:mixed,attempts:int,ttr:float}
      */
     public function toArray(): array
     {
-        $out = [
+        return [
             'id' => $this->id,
             'topic' => $this->topic,
             'value' => $this->value,
             'attempts' => $this->attempts,
             'ttr' => $this->ttr,
         ];
-        if ($this->key !== null) {
-            $out['key'] = $this->key;
-        }
-        return $out;
     }
 }
