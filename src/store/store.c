@@ -117,6 +117,7 @@ struct dq_store {
     char sub_suffix[32];
     int subscribed;
     uint64_t sub_gen; /* sentinel: the generation of the primary subscribed to */
+    uint64_t failover_mark; /* sentinel: taken before a round's writes went out */
 };
 
 /* Monotonic ms of the latest successful connect by any thread. */
@@ -386,10 +387,8 @@ dq_status store_run(dq_store *s, store_reply **reply, char *detail, size_t detai
 
 static void node_disconnect(store_node *n)
 {
-    if (n->ctx) {
-        redisFree(n->ctx);
-        n->ctx = NULL;
-    }
+    conn_abandon(n->ctx);
+    n->ctx = NULL;
 }
 
 /* Something failed on the way to a node of a cluster: a failover or a
@@ -422,7 +421,7 @@ static int node_index(dq_store *s, const char *host, int port)
     store_node *n = &s->nodes[i];
     node_disconnect(n);
     if (n->sub)
-        redisFree(n->sub);
+        conn_abandon(n->sub);
     memset(n, 0, sizeof *n);
     snprintf(n->host, sizeof n->host, "%s", host);
     n->port = port;
@@ -595,7 +594,7 @@ static int fetch_map_from(dq_store *s, const char *host, int port)
         log_warn("slot map from %s:%d: %s", host, port,
                  r && r->type == REDIS_REPLY_ERROR ? r->str : r ? err : c->errstr);
     freeReplyObject(r);
-    redisFree(c);
+    conn_abandon(c);
     return rc;
 }
 
@@ -952,6 +951,9 @@ static void read_round(dq_store *s)
             snprintf(why, sizeof why, "%lld of %d replicas confirmed the write in %d ms",
                      confirmed, waits, s->cfg->redis_wait_timeout_ms);
             unconfirmed_writes(s, i, k, why);
+        } else if (s->mode == MODE_SENTINEL && !sentinel_confirms(s->failover_mark)) {
+            unconfirmed_writes(s, i, k, "the sentinels were failing the primary over: the "
+                                        "replicas that confirmed the write may be re-synced");
         }
     }
 }
@@ -1023,6 +1025,8 @@ void store_batch_run(dq_store *s)
                     finish_call(c, DQ_UNAVAILABLE, "Redis is unreachable");
             }
         }
+        if (s->mode == MODE_SENTINEL)
+            s->failover_mark = sentinel_failover_mark();
         send_round(s);
         write_round(s);
         read_round(s);
@@ -1151,7 +1155,7 @@ void store_free(dq_store *s)
     for (int i = 0; i < s->nnodes; i++) {
         node_disconnect(&s->nodes[i]);
         if (s->nodes[i].sub)
-            redisFree(s->nodes[i].sub);
+            conn_abandon(s->nodes[i].sub);
     }
     slots_map_free(s->map);
     free(s->tags);
@@ -1173,7 +1177,7 @@ static void sub_close_all(dq_store *s)
 {
     for (int i = 0; i < s->nnodes; i++) {
         if (s->nodes[i].sub) {
-            redisFree(s->nodes[i].sub);
+            conn_abandon(s->nodes[i].sub);
             s->nodes[i].sub = NULL;
         }
     }

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "store/store_errors.h"
 
@@ -11,6 +12,17 @@ static struct timeval ms_to_tv(int ms)
 {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     return tv;
+}
+
+void conn_abandon(redisContext *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0) {
+        struct linger discard = {.l_onoff = 1, .l_linger = 0};
+        (void)setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &discard, sizeof discard);
+    }
+    redisFree(c);
 }
 
 const char *conn_where(const conn_spec *spec, char *buf, size_t n)
@@ -34,8 +46,7 @@ redisContext *conn_open(const conn_spec *spec, char *err, size_t errlen, int *au
     if (!c || c->err) {
         snprintf(err, errlen, "Redis at %s is unreachable (%s)", conn_where(spec, at, sizeof at),
                  c ? c->errstr : "out of memory");
-        if (c)
-            redisFree(c);
+        conn_abandon(c);
         return NULL;
     }
     if (spec->timeout_ms > 0)
@@ -87,6 +98,6 @@ lost:
              c->errstr);
 fail:
     freeReplyObject(r);
-    redisFree(c);
+    conn_abandon(c);
     return NULL;
 }

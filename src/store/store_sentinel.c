@@ -21,6 +21,10 @@
  * up when the PING gets no answer in as long again (a sentinel cut off by a
  * partition sends no EOF). */
 #define WATCH_PING_MS 2000
+/* How long writes go unconfirmed after the sentinels agreed the primary
+ * was down, unless +switch-master ends the doubt sooner: longer than a
+ * failover takes once it has started. */
+#define FAILOVER_DOUBT_MS 15000
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char primary_host[256];
@@ -28,6 +32,10 @@ static int primary_port; /* 0: not known */
 static uint64_t generation = 1;
 static int first_sentinel; /* the one that answered last: asked first */
 static int event_fd = -1;
+/* Failover doubt: failover_mark grows with each failover event; writes
+ * are unconfirmed until failover_doubt_until (monotonic ms, 0: none). */
+static uint64_t failover_mark = 1;
+static int64_t failover_doubt_until;
 
 static conn_spec sentinel_spec(const dq_config *cfg, const dq_addr *a)
 {
@@ -84,7 +92,7 @@ static int ask_sentinels(const dq_config *cfg, char *host, size_t hostlen, int *
                      r && r->type == REDIS_REPLY_ERROR ? r->str : "");
         }
         freeReplyObject(r);
-        redisFree(c);
+        conn_abandon(c);
         if (ok)
             return 0;
     }
@@ -172,6 +180,25 @@ uint64_t sentinel_generation(void)
     return g;
 }
 
+uint64_t sentinel_failover_mark(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t m = failover_mark;
+    pthread_mutex_unlock(&lock);
+    return m;
+}
+
+int sentinel_confirms(uint64_t mark)
+{
+    int64_t now = util_mono_ms();
+    pthread_mutex_lock(&lock);
+    int ok = mark == failover_mark && (!failover_doubt_until || now >= failover_doubt_until);
+    if (failover_doubt_until && now >= failover_doubt_until)
+        failover_doubt_until = 0; /* no failover came of it */
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
 int sentinel_event_fd(void)
 {
     return event_fd;
@@ -201,16 +228,57 @@ static void on_switch(const char *payload)
         return;
     log_info("sentinels: failover of '%s' from %s:%d to %s:%d", name, oldip, oldport, newip,
              newport);
+    pthread_mutex_lock(&lock);
+    failover_mark++; /* a write confirmed on the old primary may be lost */
+    failover_doubt_until = 0;
+    pthread_mutex_unlock(&lock);
     record(newip, newport);
+}
+
+/* "+odown" or "+try-failover" with "master <name> <ip> <port> ...": the
+ * sentinels agreed the primary is down (busy, paused, cut off) and will
+ * fail it over. Until the replicas are re-pointed, those still following
+ * the old primary confirm what it applies, and the new primary never sees
+ * it. Confirmations are not trusted (store.c answers such writes as
+ * unknown outcomes) until +switch-master, or FAILOVER_DOUBT_MS if none
+ * comes. (+sdown alone is one sentinel's view: a sentinel cut off from a
+ * healthy primary would stop every confirmation.) */
+static void on_down_event(const char *payload)
+{
+    char kind[16], name[128], ip[256];
+    int port;
+    if (sscanf(payload, "%15s %127s %255s %d", kind, name, ip, &port) != 4 ||
+        strcmp(kind, "master") != 0 || strcmp(name, watch_cfg->redis_sentinel_master) != 0)
+        return;
+    pthread_mutex_lock(&lock);
+    /* A sentinel late to agree on a primary already replaced says nothing
+     * about the new one. */
+    if (primary_port != 0 && (port != primary_port || strcmp(ip, primary_host) != 0)) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    int was = failover_doubt_until != 0;
+    failover_mark++;
+    failover_doubt_until = util_mono_ms() + FAILOVER_DOUBT_MS;
+    pthread_mutex_unlock(&lock);
+    if (!was)
+        log_warn("sentinels: the primary is down in their view (%s): writes confirmed by "
+                 "replicas count as unknown outcomes until the failover ends", payload);
 }
 
 /* Subscribed to one sentinel until its connection drops. */
 static void watch_one(redisContext *c)
 {
-    redisReply *r = redisCommand(c, "SUBSCRIBE +switch-master");
+    redisReply *r = redisCommand(c, "SUBSCRIBE +switch-master +odown +try-failover");
     if (!r)
         return;
     freeReplyObject(r);
+    for (int more = 2; more > 0; more--) { /* a confirmation per channel */
+        void *v = NULL;
+        if (redisGetReply(c, &v) != REDIS_OK)
+            return;
+        freeReplyObject(v);
+    }
     /* A failover that happened before we subscribed: ask once more now. */
     char host[256], err[300];
     int port;
@@ -245,33 +313,37 @@ static void watch_one(redisContext *c)
         if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
             m->element[0]->type == REDIS_REPLY_STRING &&
             strcmp(m->element[0]->str, "message") == 0 &&
-            m->element[2]->type == REDIS_REPLY_STRING)
-            on_switch(m->element[2]->str);
+            m->element[1]->type == REDIS_REPLY_STRING &&
+            m->element[2]->type == REDIS_REPLY_STRING) {
+            if (strcmp(m->element[1]->str, "+switch-master") == 0)
+                on_switch(m->element[2]->str);
+            else
+                on_down_event(m->element[2]->str);
+        }
         freeReplyObject(m);
     }
 }
 
+/* One watcher per sentinel: a failover is decided by whichever sentinels
+ * saw the primary down (+odown, +try-failover), and the others announce
+ * nothing until +switch-master, when the window in which a confirmed
+ * write can be lost is already over. */
 static void *watch_main(void *arg)
 {
-    (void)arg;
-    dq_addr addrs[CONFIG_MAX_ADDRS];
-    char err[300];
-    int n = config_addr_list("redis_sentinels", watch_cfg->redis_sentinels, addrs,
-                             CONFIG_MAX_ADDRS, err, sizeof err);
+    dq_addr *addr = arg;
     int backoff_ms = 100;
-    for (int i = 0;; i = (i + 1) % (n > 0 ? n : 1)) {
-        if (n <= 0)
-            return NULL;
-        conn_spec spec = sentinel_spec(watch_cfg, &addrs[i]);
+    for (;;) {
+        char err[300];
+        conn_spec spec = sentinel_spec(watch_cfg, addr);
         int refused;
         redisContext *c = conn_open(&spec, err, sizeof err, &refused);
         if (c) {
             backoff_ms = 100;
             watch_one(c);
-            redisFree(c);
-            log_warn("sentinel watcher: lost %s; trying the next sentinel", addrs[i].host);
+            conn_abandon(c);
+            log_warn("sentinel watcher: lost %s; reconnecting", addr->host);
             /* Messages may have been missed: the next ask settles it. */
-        } else if (i == n - 1) {
+        } else {
             log_debug("sentinel watcher: %s", err);
             usleep((useconds_t)backoff_ms * 1000);
             backoff_ms = backoff_ms < 2000 ? backoff_ms * 2 : 2000;
@@ -282,13 +354,19 @@ static void *watch_main(void *arg)
 
 int sentinel_watch_start(const dq_config *cfg)
 {
+    static dq_addr addrs[CONFIG_MAX_ADDRS];
+    char err[300];
     watch_cfg = cfg;
+    int n = config_addr_list("redis_sentinels", cfg->redis_sentinels, addrs, CONFIG_MAX_ADDRS,
+                             err, sizeof err);
     event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (event_fd < 0)
+    if (n <= 0 || event_fd < 0)
         return -1;
-    pthread_t t;
-    if (pthread_create(&t, NULL, watch_main, NULL) != 0)
-        return -1;
-    pthread_detach(t);
+    for (int i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, watch_main, &addrs[i]) != 0)
+            return -1;
+        pthread_detach(t);
+    }
     return 0;
 }

@@ -26,7 +26,16 @@ void sentinel_forget(uint64_t gen);
 void sentinel_doubt(uint64_t gen);
 /* The current generation (a store connected at an older one reconnects). */
 uint64_t sentinel_generation(void);
-/* Starts the +switch-master watcher thread (once per process). */
+/* Replicas' confirmations of writes (WAIT) during a failover: take a mark
+ * before sending writes; sentinel_confirms(mark) after their WAIT says
+ * whether the confirmation holds: the sentinels did not agree the primary
+ * was down (+odown, +try-failover) or fail it over since the mark, and no
+ * such doubt is still open. A write confirmed on a primary that is being
+ * replaced can be lost with the replicas that confirmed it. */
+uint64_t sentinel_failover_mark(void);
+int sentinel_confirms(uint64_t mark);
+/* Starts a watcher thread per sentinel (once per process): +switch-master,
+ * and their views of the primary's health for sentinel_confirms. */
 int sentinel_watch_start(const dq_config *cfg);
 /* An fd that becomes readable when the primary changed (for subscribers,
  * which must subscribe again on the new primary); -1 before the watcher

@@ -597,11 +597,19 @@ class Nemesis:
         return self.verdict()
 
     def left_behind(self, inv):
-        """Jobs still in Redis after the drain. A callback job the receiver
-        got, waiting for its next try because a reservation of it ran out
-        (its pusher was killed, or its finish did not reach Redis), is
-        at-least-once delivery doing its work; any other is a violation."""
-        pushed_again = []
+        """Jobs still in Redis after the drain. Two are delayq keeping its
+        word; any other is a violation:
+        - a callback job the receiver got, waiting for its next try because
+          its outcome did not reach Redis (its pusher was killed, or Redis
+          was cut off): at-least-once delivery at work. One still reserved
+          may be an attempt whose outcome is on its way (the receiver notes
+          a callback before it answers): it must be done with, or waiting
+          for its next try, once its reservation has run out;
+        - a job delivered and finished, then created again, never delivered,
+          by an attempt of its add that was answered with an unknown outcome
+          (504) and ran late (PROTOCOL: a retried add may create a job
+          twice)."""
+        pushed_again, late_adds, in_flight = [], [], {}
         for shard in range(self.d.shards):
             host, port = self.obs._node_for(shard)
             r = Resp(port, host=host, timeout=5)
@@ -611,17 +619,36 @@ class Nemesis:
                     jid = dqtest.text(key)[len(prefix) + 3:]
                     j = job_keys.read(r, prefix, jid)
                     j.pop("body", None)
-                    if (jid in self.load.push_ids and jid in self.load.deliveries and
-                            j.get("s") == "delay" and int(j.get("n", 0)) >= 1):
+                    delivered = jid in self.load.deliveries
+                    pushed = jid in self.load.push_ids and delivered and int(j.get("n", 0)) >= 1
+                    if pushed and j.get("s") == "delay":
                         pushed_again.append(jid)
+                    elif pushed and j.get("s") == "reserved":
+                        in_flight[jid] = int(j["d"]) / 1000.0
+                    elif (jid in self.load.uncertain and jid in self.load.finished and
+                          int(j.get("n", 0)) == 0):
+                        late_adds.append(jid)
                     else:
                         self.v.add("left_behind", "%s still in Redis after the drain: %s" % (
                             jid, j))
             finally:
                 r.close()
+        if in_flight:
+            # the reservation's end plus the timer's lag behind it
+            time.sleep(min(15.0, max(0.0, max(in_flight.values()) - time.time()) + 2.0))
+            for jid, ends in sorted(in_flight.items()):
+                j = self.where(jid)
+                if isinstance(j, dict) and j.get("s") == "reserved":
+                    self.v.add("left_behind", "%s still reserved %.1f s after its reservation "
+                               "ran out: %s" % (jid, time.time() - ends, j))
+                elif isinstance(j, dict):
+                    pushed_again.append(jid)
         if pushed_again:
-            print("callback jobs delivered and scheduled again after a reservation ran out "
-                  "(at least once): %s" % pushed_again)
+            print("callback jobs delivered and scheduled again after their outcome did not "
+                  "reach Redis (at least once): %s" % pushed_again)
+        if late_adds:
+            print("jobs finished, then created again by a late attempt of an add answered "
+                  "with an unknown outcome: %s" % late_adds)
 
     def where(self, jid):
         """What the node serving jid's shard holds for it (no body)."""

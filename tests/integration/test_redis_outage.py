@@ -207,6 +207,8 @@ class RedisProxy:
         self.lsock = None
         self.deaf = []
         self.silent = set()
+        self.clients = set()
+        self.ends = {"reset": 0, "closed": 0}  # how delayq's connections ended
         self.stop_ev = threading.Event()
         self.lock = threading.Lock()
         self._listen(128)
@@ -228,6 +230,7 @@ class RedisProxy:
             if x is None:
                 continue
             self.peer.pop(x, None)
+            self.clients.discard(x)
             try:
                 self.sel.unregister(x)
             except (KeyError, ValueError):
@@ -256,12 +259,16 @@ class RedisProxy:
                         else:
                             self.peer[cl] = None
                         self.sel.register(cl, selectors.EVENT_READ)
+                        self.clients.add(cl)
                         continue
                     try:
                         data = s.recv(65536)
+                        end = "closed"
                     except OSError:
-                        data = b""
+                        data, end = b"", "reset"
                     if not data:
+                        if s in self.clients:
+                            self.ends[end] += 1
                         self._drop(s)
                         continue
                     p = self.peer.get(s)
@@ -394,6 +401,7 @@ class BlackHoleTest(ProxiedTestCase):
         before = c.snapshot()
         bound = (CONNECT_MS + TIMEOUT_MS) / 1000.0 + MARGIN
 
+        ends_before = dict(self.proxy.ends)
         self.proxy.blackhole()
         seen = []
         written = []
@@ -423,6 +431,13 @@ class BlackHoleTest(ProxiedTestCase):
                                  "whose send went out: %s; warm-up %s" % (seen, warm_status))
         self.assertGreater(max(d for n, s, d in seen), TIMEOUT_MS / 1000.0 * 0.9,
                            "no request waited for the reply timeout: was the proxy in the way?")
+        # A connection given up on is reset, which discards what the kernel
+        # still holds for it: a write answered 504 cannot be retransmitted
+        # into Redis after a partition heals.
+        ends = {k: self.proxy.ends[k] - ends_before[k] for k in ends_before}
+        print("connections delayq gave up on during the black hole: %s" % ends)
+        self.assertGreater(ends["reset"], 0, ends)
+        self.assertEqual(ends["closed"], 0, "closed with a FIN after their queued bytes: %s" % ends)
 
         # connect timeout: a listener that never completes the handshake
         self.proxy.make_deaf()

@@ -7,7 +7,7 @@ by jobs made ready on the new primary, timers move due jobs there."""
 
 import time
 
-from dqtest import SLOW, DeploymentTestCase, main, unique
+from dqtest import SLOW, DeploymentTestCase, main, text, unique
 from dqtest.ledger import LedgerLoad
 
 
@@ -46,6 +46,53 @@ class SentinelFailover(DeploymentTestCase):
         self.assertEqual(load.lost(), [])
         self.assertEqual(load.duplicates(), [])
         self.assertGreater(len(load.acked), 50, "the load ran")
+
+
+class SentinelStalledPrimary(DeploymentTestCase):
+    DEPLOYMENT_KW = dict(redis_mode="sentinel", workers=2, threads=8, n_timers=2,
+                         timer_lease_ms=2000, redis_wait_replicas=1, redis_wait_timeout_ms=500)
+
+    @property
+    def group(self):
+        return self.c.redis_server
+
+    def test_writes_confirmed_while_failing_over_are_not_acknowledged(self):
+        """A primary that stops answering the sentinels for longer than
+        down-after-milliseconds (CLIENT PAUSE WRITE also holds their PING,
+        queued behind a PUBLISH) is failed over while it still holds writes.
+        Here it wakes the moment a replica is promoted, as a busy primary
+        may: it applies the writes it held, and the other replica, not yet
+        re-pointed, confirms them (redis_wait_replicas = 1) just before it is
+        re-synced from the new primary, which never had them. delayq answers
+        writes confirmed after the sentinels agreed the primary was down as
+        unknown outcomes (504), so none of them is acknowledged and lost."""
+        t = unique("sp")
+        load = LedgerLoad(self.c, t, producers=2, consumers=2, rate=100).start()
+        time.sleep(2.0)
+        old = self.group.primary()
+        others = [r for r in self.group.servers if r is not old]
+        t0 = time.monotonic()
+        old("CLIENT", "PAUSE", 20000, "WRITE")
+        promoted = None
+        while promoted is None:
+            self.assertLess(time.monotonic() - t0, 30 * SLOW, "no replica was promoted")
+            promoted = next((r for r in others if text(r("ROLE")[0]) == "master"), None)
+            time.sleep(0.01)
+        old("CLIENT", "UNPAUSE")
+        woke = time.monotonic() - t0
+        deadline = time.monotonic() + 40 * SLOW
+        while not load.every_producer_acked_after(t0 + woke + 1.0):
+            self.assertLess(time.monotonic(), deadline, "adds never came back")
+            time.sleep(0.2)
+        load.stop()
+        print("CLIENT PAUSE WRITE of the primary until a replica was promoted, %.1f s: %s" %
+              (woke, load.summary()))
+        self.assertEqual(self.group.wait_failover(old, 30), promoted)
+        self.assertEqual(load.lost(), [])
+        self.assertEqual(load.duplicates(), [])
+        self.assertGreater(len(load.acked), 50, "the load ran")
+        with open(self.c.fcgi_log()) as f:
+            self.assertIn("the primary is down in their view", f.read())
 
 
 class SentinelNoWait(DeploymentTestCase):
