@@ -4,6 +4,7 @@
 #define DQ_CLI_ARGS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Flags that become (or supply) a protocol field, named after it. */
 typedef enum {
@@ -28,6 +29,14 @@ typedef enum {
     CLI_F_LIMIT,
     CLI_F_CURSOR,
     CLI_F_FINISH,
+    CLI_F_KEY,
+    CLI_F_CONCURRENCY,
+    CLI_F_RATE,
+    CLI_F_PERIOD,
+    CLI_F_KEY_CONCURRENCY,
+    CLI_F_KEY_RATE,
+    CLI_F_KEY_PERIOD,
+    CLI_F_KEEP,
     CLI_F_BODY,
     CLI_F_BODY_STRING,
     CLI_F_BODY_FILE,
@@ -35,7 +44,9 @@ typedef enum {
     CLI_F_COUNT_OF
 } cli_field;
 
-#define CLI_BIT(f) (1u << (f))
+/* A set of flags: more than 32, so 64 bits. */
+typedef uint64_t cli_flags;
+#define CLI_BIT(f) ((cli_flags)1 << (f))
 #define CLI_BODY_FLAGS                                                                      \
     (CLI_BIT(CLI_F_BODY) | CLI_BIT(CLI_F_BODY_STRING) | CLI_BIT(CLI_F_BODY_FILE) |          \
      CLI_BIT(CLI_F_BODY_STRING_FILE))
@@ -44,7 +55,7 @@ typedef struct {
     const char *command;              /* first word that is not a flag, or NULL */
     const char *help_command;          /* "help CMD": the CMD, else NULL */
     const char *value[CLI_F_COUNT_OF]; /* NULL unless given; point into argv */
-    unsigned given;                    /* CLI_BIT(f) for each field flag given */
+    cli_flags given;                   /* CLI_BIT(f) for each field flag given */
     const char *url;                   /* --url, else NULL */
     const char *token;                 /* --token, else NULL */
     int json;                          /* --json */

@@ -58,14 +58,15 @@ static int exit_for(const char *code, long http)
 
 typedef enum {
     OUT_ADD, OUT_POP, OUT_REMOVE, OUT_GET, OUT_ID, OUT_TOUCH, OUT_RELEASE, OUT_KICK, OUT_STATS,
-    OUT_HEALTH, OUT_SCHEDULES, OUT_JOBS, OUT_RESCHEDULE, OUT_PAUSE, OUT_METRICS, OUT_PURGE
+    OUT_HEALTH, OUT_SCHEDULES, OUT_JOBS, OUT_RESCHEDULE, OUT_PAUSE, OUT_METRICS, OUT_PURGE,
+    OUT_POLICY, OUT_POLICIES
 } out_kind;
 
 typedef struct {
     const char *name;
     int get;           /* sent as GET with no body (health only) */
-    unsigned withheld; /* flags of fields the server takes that this CLI does not offer */
-    unsigned required; /* fields that must be given (a body: any body flag) */
+    cli_flags withheld; /* flags of fields the server takes that this CLI does not offer */
+    cli_flags required; /* fields that must be given (a body: any body flag) */
     out_kind out;
     const char *verb; /* past tense, for "finished ID" */
     const char *summary;
@@ -78,6 +79,7 @@ static const cli_command commands[] = {
     {"add", 0, 0, B(TOPIC) | CLI_BODY_FLAGS, OUT_ADD, NULL, "add a job; prints its id",
      "  --topic T             topic of the job (required)\n"
      "  --id ID               job id (default: the server makes one)\n"
+     "  --key KEY             grouping key (a merchant or user id) that flow limits count by\n"
      "  --delay SECONDS       ready after this many seconds (fractions allowed; default 0)\n"
      "  --at UNIX_SECONDS     ready at this time instead (not with --delay)\n"
      "  --ttr SECONDS         time to finish once popped (default 60)\n"
@@ -158,6 +160,20 @@ static const cli_command commands[] = {
      "delete all of a topic's jobs in one state, or in every state; prints how many",
      "  --topic T             the topic (required)\n"
      "  --state S             delay, ready, reserved or buried (default: every state)\n"},
+    {"policy", 0, 0, B(TOPIC), OUT_POLICY, NULL,
+     "set a topic's flow limits (omitted: kept; none: removed); prints the policy",
+     "  --topic T             the topic (required)\n"
+     "  --concurrency N       most jobs of the topic reserved or in flight at once\n"
+     "  --rate N              most deliveries (pops, callbacks) per --period\n"
+     "  --period SECONDS      the window of --rate (0.001..86400; default 1)\n"
+     "  --key-concurrency N   the same per key; 1 makes each key serial\n"
+     "  --key-rate N          most deliveries per key per --key-period\n"
+     "  --key-period SECONDS  the window of --key-rate (default 1)\n"
+     "  --keep SECONDS        the history window (stored; history is not kept yet)\n"
+     "  (each takes 'none' to remove that limit)\n"},
+    {"policies", 0, B(LIMIT) | B(CURSOR), 0, OUT_POLICIES, NULL,
+     "topics' flow limits and their use (reserved, throttled), as a table",
+     "  --topic T             only this topic (default: every topic with a policy)\n"},
     {"metrics", 1, 0, 0, OUT_METRICS, NULL,
      "print the Prometheus metrics of the backend that answers", ""},
 };
@@ -192,12 +208,20 @@ static const cli_command commands[] = {
 #define CLI_SENDS_PREVIEW B(PREVIEW)
 #define CLI_SENDS_STATE B(STATE)
 #define CLI_SENDS_FINISH B(FINISH)
+#define CLI_SENDS_KEY B(KEY)
+#define CLI_SENDS_CONCURRENCY B(CONCURRENCY)
+#define CLI_SENDS_RATE B(RATE)
+#define CLI_SENDS_PERIOD B(PERIOD)
+#define CLI_SENDS_KEY_CONCURRENCY B(KEY_CONCURRENCY)
+#define CLI_SENDS_KEY_RATE B(KEY_RATE)
+#define CLI_SENDS_KEY_PERIOD B(KEY_PERIOD)
+#define CLI_SENDS_KEEP B(KEEP)
 
 /* Each command's flags: those that send a field its row in the server's
  * command table gives it. */
 static const struct {
     const char *name;
-    unsigned flags;
+    cli_flags flags;
 } wire_commands[] = {
 #define FB(f) CLI_SENDS_##f
 #define DQ_COMMAND(e, name, flags, fields, parser, handler) {name, fields},
@@ -211,7 +235,7 @@ static const struct {
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 /* The flags c takes: its fields' flags, less those this CLI withholds. */
-static unsigned command_flags(const cli_command *c)
+static cli_flags command_flags(const cli_command *c)
 {
     for (size_t i = 0; i < sizeof wire_commands / sizeof wire_commands[0]; i++) {
         if (strcmp(wire_commands[i].name, c->name) == 0)
@@ -272,13 +296,13 @@ static int check_flags(const cli_command *c, const cli_args *a, char *err, size_
             return -1;
         }
     }
-    unsigned bodies = a->given & CLI_BODY_FLAGS;
+    cli_flags bodies = a->given & CLI_BODY_FLAGS;
     if (bodies & (bodies - 1)) {
         snprintf(err, errlen, "give one of --body, --body-string, --body-file, --body-string-file");
         return -1;
     }
     for (int f = 0; f < CLI_F_COUNT_OF; f++) {
-        unsigned bit = CLI_BIT(f);
+        cli_flags bit = CLI_BIT(f);
         if (!(c->required & bit) || (a->given & bit))
             continue;
         if ((bit & CLI_BODY_FLAGS) && bodies)
@@ -384,6 +408,12 @@ static int print_human(const cli_command *c, const cli_json *answer)
         cli_out_purge(stdout, ans);
         break;
     case OUT_METRICS: /* printed as text by run() */
+        break;
+    case OUT_POLICY:
+        cli_out_policy(stdout, ans);
+        break;
+    case OUT_POLICIES:
+        cli_out_policies(stdout, ans);
         break;
     }
     return EXIT_OK;

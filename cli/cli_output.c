@@ -78,10 +78,19 @@ static void print_value(FILE *out, const cli_json *answer, long index)
     fprintf(out, "%-9s %.*s\n", "value", (int)(v ? n : 4), v ? v : "null");
 }
 
+/* A job's grouping key, for the jobs that have one. */
+static void print_key(FILE *out, json_object *job)
+{
+    const char *key = field_str(job, "key", NULL);
+    if (key)
+        kv(out, "key", key);
+}
+
 static void print_job(FILE *out, json_object *job, const cli_json *answer, long index)
 {
     kv(out, "id", field_str(job, "id", "?"));
     kv(out, "topic", field_str(job, "topic", "?"));
+    print_key(out, job);
     kv(out, "attempts", json_text(field(job, "attempts")));
     kv(out, "ttr", json_text(field(job, "ttr")));
     print_value(out, answer, index);
@@ -117,6 +126,7 @@ void cli_out_get(FILE *out, const cli_json *answer)
     kv(out, "id", field_str(ans, "id", "?"));
     kv(out, "topic", field_str(ans, "topic", "?"));
     kv(out, "state", field_str(ans, "state", "?"));
+    print_key(out, ans);
     kv(out, "attempts", json_text(field(ans, "attempts")));
     kv(out, "retries", retries ? json_text(retries) : "unlimited");
     kv(out, "ttr", json_text(field(ans, "ttr")));
@@ -212,6 +222,42 @@ void cli_out_jobs(FILE *out, const cli_json *answer)
                 json_text(field(job, "attempts")), (int)(v ? vn : 4), v ? v : "null");
     }
     const char *cursor = field_str(answer->tree, "cursor", NULL);
+    if (cursor)
+        fprintf(out, "cursor %s\n", cursor);
+}
+
+static const char *const policy_names[] = {"concurrency", "rate", "period", "key_concurrency",
+                                           "key_rate", "key_period", "keep"};
+
+void cli_out_policy(FILE *out, json_object *ans)
+{
+    json_object *pol = field(ans, "policy");
+    kv(out, "topic", field_str(ans, "topic", "?"));
+    for (size_t i = 0; i < sizeof policy_names / sizeof policy_names[0]; i++) {
+        json_object *v = field(pol, policy_names[i]);
+        kv(out, policy_names[i], v ? json_text(v) : "-");
+    }
+}
+
+void cli_out_policies(FILE *out, json_object *ans)
+{
+    json_object *all = field(ans, "policies");
+    if (!json_object_is_type(all, json_type_object) || json_object_object_length(all) == 0)
+        fprintf(out, "no policy\n");
+    else {
+        json_object_object_foreach(all, topic, pol)
+        {
+            fprintf(out, "%s", topic);
+            for (size_t i = 0; i < sizeof policy_names / sizeof policy_names[0]; i++) {
+                json_object *v = field(pol, policy_names[i]);
+                if (v)
+                    fprintf(out, "  %s %s", policy_names[i], json_text(v));
+            }
+            fprintf(out, "  reserved %s  throttled %s\n", json_text(field(pol, "reserved")),
+                    json_text(field(pol, "throttled")));
+        }
+    }
+    const char *cursor = field_str(ans, "cursor", NULL);
     if (cursor)
         fprintf(out, "cursor %s\n", cursor);
 }

@@ -26,6 +26,10 @@ void cli_out_touch(FILE *out, json_object *ans);
 void cli_out_release(FILE *out, json_object *ans);
 /* "paused T" or "resumed T". */
 void cli_out_pause(FILE *out, json_object *ans);
+/* policy: the topic's policy, one "name value" line per field ("-": unset). */
+void cli_out_policy(FILE *out, json_object *ans);
+/* policies: one line per topic: its set limits, reserved and throttled. */
+void cli_out_policies(FILE *out, json_object *ans);
 void cli_out_kick(FILE *out, json_object *ans);
 /* "purged N jobs of T". */
 void cli_out_purge(FILE *out, json_object *ans);

@@ -27,6 +27,14 @@ static const char *const field_names[CLI_F_COUNT_OF] = {
     [CLI_F_PREVIEW] = "preview", [CLI_F_BODY] = "body",
     [CLI_F_STATE] = "state",     [CLI_F_LIMIT] = "limit",
     [CLI_F_CURSOR] = "cursor",  [CLI_F_FINISH] = "finish",
+    [CLI_F_KEY] = "key",
+    [CLI_F_CONCURRENCY] = "concurrency",
+    [CLI_F_RATE] = "rate",
+    [CLI_F_PERIOD] = "period",
+    [CLI_F_KEY_CONCURRENCY] = "key_concurrency",
+    [CLI_F_KEY_RATE] = "key_rate",
+    [CLI_F_KEY_PERIOD] = "key_period",
+    [CLI_F_KEEP] = "keep",
     [CLI_F_BODY_STRING] = "body", [CLI_F_BODY_FILE] = "body",
     [CLI_F_BODY_STRING_FILE] = "body",
 };
@@ -66,6 +74,10 @@ static int put_number(dq_buf *out, cli_field f, const char *s, char *err, size_t
         json_number_double(s + start, end - start, &d) < 0) {
         snprintf(err, errlen, "--%s needs a number of %s, not '%s'", cli_field_flag(f),
                  f == CLI_F_RETRIES || f == CLI_F_COUNT || f == CLI_F_PREVIEW ? "times"
+                 : f == CLI_F_CONCURRENCY || f == CLI_F_KEY_CONCURRENCY    ? "jobs (or none)"
+                 : f == CLI_F_RATE || f == CLI_F_KEY_RATE                  ? "deliveries (or none)"
+                 : f == CLI_F_PERIOD || f == CLI_F_KEY_PERIOD || f == CLI_F_KEEP
+                     ? "seconds (or none)"
                  : f == CLI_F_LIMIT                                      ? "jobs"
                                                                          : "seconds", s);
         return -1;
@@ -214,6 +226,7 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
         case CLI_F_TZ:
         case CLI_F_STATE:
         case CLI_F_CURSOR:
+        case CLI_F_KEY:
             rc = put_string(out, f, a->value[f], strlen(a->value[f]), err, errlen);
             break;
         case CLI_F_BACKOFF:
@@ -242,6 +255,21 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
         case CLI_F_PREVIEW:
         case CLI_F_LIMIT:
             rc = put_number(out, f, a->value[f], err, errlen);
+            break;
+        case CLI_F_CONCURRENCY:
+        case CLI_F_RATE:
+        case CLI_F_PERIOD:
+        case CLI_F_KEY_CONCURRENCY:
+        case CLI_F_KEY_RATE:
+        case CLI_F_KEY_PERIOD:
+        case CLI_F_KEEP:
+            /* "none" removes the limit (null); else a number. */
+            if (strcmp(a->value[f], "none") == 0) {
+                buf_puts(out, "null");
+                rc = 0;
+            } else {
+                rc = put_number(out, f, a->value[f], err, errlen);
+            }
             break;
         default:
             rc = put_body(out, a, f, err, errlen);

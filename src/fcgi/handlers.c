@@ -71,6 +71,21 @@ static dq_response at_too_far_answer(call_ctx *c, long i)
                                "field 'at' must be at most ten years from now"));
 }
 
+/* A job with a key lives in its key's shard and is found by its id alone,
+ * so an id of the client's choosing must name that shard (store.h,
+ * store_key_shard). */
+static dq_response key_shard_answer(call_ctx *c, long i)
+{
+    char where[32] = "";
+    if (i >= 0)
+        snprintf(where, sizeof where, "jobs[%ld].", i);
+    return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                               "field '%sid' must name the shard of field '%skey' on a deployment "
+                               "of %d shards: leave 'id' out (the server makes one there) or use "
+                               "'<key>@<digits>'",
+                               where, where, store_shards(c->h->store)));
+}
+
 /* The result entry of an item whose shard's call failed. */
 static void item_failure(dq_buf *out, size_t i, const char *id, dq_status st, const char *done)
 {
@@ -156,9 +171,20 @@ static dq_response handle_add(call_ctx *c)
     store_item *items = util_xcalloc(req->njobs, sizeof *items);
     for (size_t i = 0; i < req->njobs; i++) {
         ids[i] = req->jobs[i].id;
+        int fits = 1;
         if (!ids[i]) {
-            util_random_hex(generated[i], GENERATED_ID_BYTES);
+            fits = store_key_id(c->h->store, req->jobs[i].key, generated[i], GENERATED_ID_BYTES) == 0;
             ids[i] = generated[i];
+        } else {
+            fits = store_id_fits_key(c->h->store, ids[i], req->jobs[i].key);
+        }
+        if (!fits) {
+            free(generated);
+            free(ids);
+            free(items);
+            if (!req->jobs[i].id)
+                return answer(reply_errorf(c->out, DQ_INTERNAL, "no id could be made for the job"));
+            return key_shard_answer(c, req->batch ? (long)i : -1);
         }
     }
     store_error err;
@@ -652,6 +678,66 @@ static dq_response handle_purge(call_ctx *c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* policy / policies                                                         */
+/* ------------------------------------------------------------------------ */
+
+static dq_response handle_policy(call_ctx *c)
+{
+    const char *topic = c->req->topics[0];
+    const dq_policy_spec *spec = &c->req->policy;
+    int shards = store_shards(c->h->store);
+    /* Each shard enforces its share of a topic-wide concurrency (common.lua,
+     * shard_share): below one job per shard, some shard's jobs would wait
+     * for ever. */
+    if (spec->op[DQ_POLICY_CONCURRENCY] == DQ_POLICY_SET && spec->value[DQ_POLICY_CONCURRENCY] < shards)
+        return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'concurrency' must be at least %d on this deployment of "
+                                   "%d shards: each shard allows its share of it",
+                                   shards, shards));
+    store_policy p;
+    store_error err;
+    dq_status st = store_policy_set(c->h->store, topic, spec, &p, &err);
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    buf_puts(c->out, "{\"success\":true,\"topic\":");
+    buf_put_json_string(c->out, topic, strlen(topic));
+    buf_puts(c->out, ",\"policy\":{");
+    reply_policy_fields(c->out, &p);
+    buf_puts(c->out, "}}");
+    return answer(DQ_OK);
+}
+
+static dq_response handle_policies(call_ctx *c)
+{
+    const dq_request *req = c->req;
+    store_policies ps;
+    store_error err;
+    dq_status st = store_policies_read(c->h->store, req->ntopics ? req->topics[0] : NULL,
+                                       req->cursor, req->limit, &ps, &err);
+    if (st != DQ_OK)
+        return store_failure(c, st, &err);
+    buf_puts(c->out, "{\"success\":true,\"policies\":{");
+    for (size_t i = 0; i < ps.n; i++) {
+        const store_policy *p = &ps.policies[i];
+        if (i)
+            buf_putc(c->out, ',');
+        buf_put_json_string(c->out, p->topic, p->topic_len);
+        buf_puts(c->out, ":{");
+        reply_policy_fields(c->out, p);
+        buf_printf(c->out, ",\"reserved\":%lld,\"throttled\":%lld}", (long long)p->reserved,
+                   (long long)p->throttled);
+    }
+    buf_puts(c->out, "},\"cursor\":");
+    if (ps.next_cursor)
+        buf_put_json_string(c->out, ps.next_cursor, strlen(ps.next_cursor));
+    else
+        buf_puts(c->out, "null");
+    buf_putc(c->out, '}');
+    store_policies_free(&ps);
+    return answer(DQ_OK);
+}
+
+/* ------------------------------------------------------------------------ */
 /* stats / metrics / health                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -720,10 +806,18 @@ static dq_response handle_metrics(call_ctx *c)
         store_stats_free(&st);
         return store_failure(c, s, &err);
     }
+    store_policies ps;
+    s = store_policies_read(c->h->store, NULL, NULL, limit > 0 ? limit : 1, &ps, &err);
+    if (s != DQ_OK) {
+        store_lag_free(&lag);
+        store_stats_free(&st);
+        return store_failure(c, s, &err);
+    }
     prometheus_figures f = {&st, limit > 0 ? st.n : 0, &lag, &layout, store_shards(c->h->store),
-                            0, 0};
+                            0, 0, limit > 0 ? &ps : NULL};
     f.masters_used = store_cluster_spread(c->h->store, &f.masters);
     prometheus_render(c->out, &f);
+    store_policies_free(&ps);
     store_lag_free(&lag);
     store_stats_free(&st);
     metrics_render_requests(c->out);

@@ -155,6 +155,33 @@ static void put_job_counters(dq_buf *out, const store_stats *st, size_t shown)
     }
 }
 
+/* Flow control, per topic with a policy: its concurrency limit (when it
+ * has one), its jobs reserved against it and its ready jobs held back now. */
+static void put_flow_metrics(dq_buf *out, const store_policies *ps)
+{
+    static const struct {
+        const char *name, *help;
+    } series[] = {
+        {"delayq_topic_concurrency_limit", "The topic's concurrency limit (policy)."},
+        {"delayq_topic_reserved", "Jobs of a topic with a policy reserved by pops plus callbacks "
+                                  "in flight, counted against its limits."},
+        {"delayq_topic_throttled", "Ready jobs of the topic held back by its limits now."},
+    };
+    for (size_t s = 0; s < sizeof series / sizeof series[0]; s++) {
+        buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", series[s].name, series[s].help,
+                   series[s].name);
+        for (size_t i = 0; ps && i < ps->n; i++) {
+            const store_policy *p = &ps->policies[i];
+            int64_t v = s == 0 ? p->value[DQ_POLICY_CONCURRENCY] : s == 1 ? p->reserved : p->throttled;
+            if (v < 0)
+                continue; /* no such limit */
+            buf_printf(out, "%s{topic=\"", series[s].name);
+            put_label(out, p->topic, p->topic_len);
+            buf_printf(out, "\"} %lld\n", (long long)v);
+        }
+    }
+}
+
 void prometheus_render(dq_buf *out, const prometheus_figures *f)
 {
     put_deployment_gauges(out, f->st, f->shown);
@@ -163,4 +190,5 @@ void prometheus_render(dq_buf *out, const prometheus_figures *f)
     put_job_counters(out, f->st, f->shown);
     put_alert_metrics(out, f->st, f->shown, f->lag);
     put_layout_metrics(out, f->layout);
+    put_flow_metrics(out, f->policies);
 }

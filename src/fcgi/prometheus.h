@@ -16,6 +16,7 @@ typedef struct {
     const store_layout_info *layout; /* zeroed when Redis did not say */
     int shards;                      /* the deployment's */
     int masters, masters_used;       /* of a Redis Cluster; 0 without one */
+    const store_policies *policies;  /* the first metrics_max_topics topics with a policy */
 } prometheus_figures;
 
 /* Appends every series but the request counters (metrics_render_requests). */

@@ -66,6 +66,10 @@ static void job_head(dq_buf *out, const store_job *j)
     reply_key_string(out, "id", j->id, j->id_len);
     buf_putc(out, ',');
     reply_key_string(out, "topic", j->topic, j->topic_len);
+    if (j->key) {
+        buf_putc(out, ',');
+        reply_key_string(out, "key", j->key, j->key_len);
+    }
 }
 
 /* A body is stored as the JSON text the producer sent: written as it is. */
@@ -103,6 +107,27 @@ void reply_int_or_null(dq_buf *out, const char *key, int64_t v)
         buf_puts(out, "null");
     else
         buf_put_i64(out, v);
+}
+
+void reply_policy_fields(dq_buf *out, const store_policy *p)
+{
+    static const struct {
+        const char *name;
+        int seconds;
+    } fields[DQ_POLICY_NFIELDS] = {
+#define POLICY_NAME(e, name, min, max, unit) [DQ_POLICY_##e] = {name, unit == 1000},
+        DQ_POLICY_FIELDS(POLICY_NAME)
+#undef POLICY_NAME
+    };
+    for (int f = 0; f < DQ_POLICY_NFIELDS; f++) {
+        buf_printf(out, "%s\"%s\":", f ? "," : "", fields[f].name);
+        if (p->value[f] < 0)
+            buf_puts(out, "null");
+        else if (fields[f].seconds)
+            buf_put_seconds(out, p->value[f]);
+        else
+            buf_put_i64(out, p->value[f]);
+    }
 }
 
 /* backoff (seconds), callback and last_attempt, for the jobs that have them. */

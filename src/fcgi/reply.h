@@ -36,6 +36,9 @@ void reply_results_end(dq_buf *out);
 
 /* ,"key":v, or ,"key":null when v < 0 (a value not set). */
 void reply_int_or_null(dq_buf *out, const char *key, int64_t v);
+/* A policy's fields, `"concurrency":50,...,"keep":null` (null where unset;
+ * periods and keep in seconds), without braces. */
+void reply_policy_fields(dq_buf *out, const store_policy *p);
 
 /* "key":"<s>" with s escaped. */
 void reply_key_string(dq_buf *out, const char *key, const char *s, size_t n);

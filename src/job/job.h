@@ -16,6 +16,8 @@
  * library as "local <NAME> = <value>", so it is defined here only. */
 #define DQ_TOPIC_MAX 128 /* lua */
 #define DQ_ID_MAX 256
+/* A job's grouping key (flow control): the name rules of ids, shorter. */
+#define DQ_KEY_MAX 128
 #define DQ_BATCH_MAX 1000
 /* A schedule's fires are jobs named "<schedule id>@<Unix seconds>"
  * (store_fire_id; fire_job_id in src/store/lua/common.lua), so a schedule
@@ -40,7 +42,40 @@ typedef struct {
     size_t backoff_len;
     const char *url;     /* callback URL, NULL for a pull job */
     int64_t cb_timeout_ms;
+    const char *key; /* grouping key, NULL for none; picks the job's shard */
 } dq_job_spec;
+
+/* A topic's flow-control policy (the `policy` command), field by field in
+ * this order: DQ_POLICY_FIELDS(X) calls X(enum, wire name, min, max, unit)
+ * once per field, unit 1 for a count, 1000 for seconds (kept in ms). The
+ * Redis functions name them in the same order (policy.lua). */
+#define DQ_POLICY_FIELDS(X)                                               \
+    X(CONCURRENCY, "concurrency", 1, 1000000, 1)                          \
+    X(RATE, "rate", 1, 1000000, 1)                                        \
+    X(PERIOD, "period", 1, 86400000, 1000)                                \
+    X(KEY_CONCURRENCY, "key_concurrency", 1, 1000000, 1)                  \
+    X(KEY_RATE, "key_rate", 1, 1000000, 1)                                \
+    X(KEY_PERIOD, "key_period", 1, 86400000, 1000)                        \
+    X(KEEP, "keep", 0, 2592000000LL, 1000)
+
+typedef enum {
+#define DQ_POLICY_ENUM(e, name, min, max, unit) DQ_POLICY_##e,
+    DQ_POLICY_FIELDS(DQ_POLICY_ENUM)
+#undef DQ_POLICY_ENUM
+    DQ_POLICY_NFIELDS
+} dq_policy_field;
+
+/* What a `policy` command does to each field. */
+typedef enum {
+    DQ_POLICY_KEEP_VALUE = 0, /* omitted: keeps its current value */
+    DQ_POLICY_REMOVE,         /* null: removes that limit */
+    DQ_POLICY_SET,            /* a value (counts as they are, seconds in ms) */
+} dq_policy_op;
+
+typedef struct {
+    dq_policy_op op[DQ_POLICY_NFIELDS];
+    int64_t value[DQ_POLICY_NFIELDS];
+} dq_policy_spec;
 
 /* A schedule (periodic job). Strings point into the request body. */
 typedef struct {

@@ -29,13 +29,16 @@ static const char *const field_names[NFIELDS] = {
 #undef DQ_FIELD
 };
 
+/* A set of fields as bits: more than 32 fields, so 64 bits. */
+typedef uint64_t field_bits;
+#define FIELD_BIT(id) ((field_bits)1 << (id))
 /* A command's fields as a set of bits (commands.def's FB). */
-#define FB(f) (1u << F_##f)
+#define FB(f) FIELD_BIT(F_##f)
 
 static const struct {
     const char *name;
     int flags;
-    unsigned fields;
+    field_bits fields;
 } commands[CMD_COUNT] = {
 #define DQ_COMMAND(e, name, flags, fields, parser, handler) [CMD_##e] = {name, flags, fields},
 #include "protocol/commands.def"
@@ -168,8 +171,8 @@ typedef struct {
     uint32_t tok[NFIELDS];
     char *qval[NFIELDS]; /* query form: decoded, NUL-terminated values */
     size_t qlen[NFIELDS];
-    unsigned present, taken;
-    unsigned allowed; /* the command's fields (commands.def); others are never taken */
+    field_bits present, taken;
+    field_bits allowed; /* the command's fields (commands.def); others are never taken */
 } fieldset;
 
 /* Validation context: where we are (for "jobs[3].ttr") and the error. */
@@ -215,7 +218,7 @@ static int invalid_field_name(vctx *v, const char *what, const char *name, size_
 static int fields_from_object(vctx *v, fieldset *f, char *text, const json_doc *doc, size_t obj)
 {
     memset(f, 0, sizeof *f);
-    f->allowed = ~0u; /* narrowed once the command is known */
+    f->allowed = ~(field_bits)0; /* narrowed once the command is known */
     f->text = text;
     f->doc = doc;
     const json_tok *t = doc->toks;
@@ -236,7 +239,7 @@ static int fields_from_object(vctx *v, fieldset *f, char *text, const json_doc *
                 return invalid_field_name(v, "unknown field", name, n, "");
             return invalid_field_name(v, "unknown field", text + k->start, raw, "");
         }
-        f->present |= 1u << id;
+        f->present |= FIELD_BIT(id);
         f->tok[id] = (uint32_t)key + 1;
     }
     return 0;
@@ -245,11 +248,11 @@ static int fields_from_object(vctx *v, fieldset *f, char *text, const json_doc *
 /* Refuses a field that is present but was not read by the command. */
 static int fields_all_taken(vctx *v, const fieldset *f)
 {
-    unsigned left = f->present & ~f->taken;
+    field_bits left = f->present & ~f->taken;
     if (!left)
         return 0;
     for (int id = 0; id < NFIELDS; id++) {
-        if (left & (1u << id)) {
+        if (left & (FIELD_BIT(id))) {
             char tail[64];
             snprintf(tail, sizeof tail, " is not a field of %s", v->cmd);
             return invalid_field_name(v, "field", field_names[id], strlen(field_names[id]), tail);
@@ -264,7 +267,7 @@ static int take(fieldset *f, field_id id)
 {
     if (!((f->allowed >> id) & 1))
         return 0;
-    f->taken |= 1u << id;
+    f->taken |= FIELD_BIT(id);
     return (f->present >> id) & 1;
 }
 
@@ -401,6 +404,16 @@ static int id_field(vctx *v, fieldset *f, int required, const char **id)
     return check_name(v, "id", *id, n, DQ_ID_MAX) < 0 ? -1 : 1;
 }
 
+/* The optional grouping key: the name rules of ids, at most DQ_KEY_MAX. */
+static int key_field(vctx *v, fieldset *f, const char **key)
+{
+    size_t n = 0;
+    int r = string_field(v, f, F_KEY, 0, key, &n);
+    if (r <= 0)
+        return r;
+    return check_name(v, "key", *key, n, DQ_KEY_MAX) < 0 ? -1 : 1;
+}
+
 static void *alloc_array(size_t n, size_t size)
 {
     void *p = util_xcalloc(n, size);
@@ -467,6 +480,9 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
         return -1;
     job->id = NULL;
     if (id_field(v, f, 0, &job->id) < 0)
+        return -1;
+    job->key = NULL;
+    if (key_field(v, f, &job->key) < 0)
         return -1;
 
     if (due_fields(v, f, &job->delay_ms, &job->at_ms) < 0)
@@ -805,9 +821,9 @@ static int one_topic(vctx *v, fieldset *f, int required, dq_request *req)
  * ("id" or "ids", as finish takes them). */
 static int parse_kick(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
-    int by_id = (f->present & (1u << F_ID)) || (f->present & (1u << F_IDS));
+    int by_id = (f->present & FIELD_BIT(F_ID)) || (f->present & FIELD_BIT(F_IDS));
     if (by_id) {
-        if (f->present & ((1u << F_TOPIC) | (1u << F_COUNT)))
+        if (f->present & (FIELD_BIT(F_TOPIC) | FIELD_BIT(F_COUNT)))
             return invalid(v, DQ_BAD_REQUEST, "fields 'id'/'ids' name the jobs to kick; they "
                                               "cannot be given with 'topic' or 'count'");
         return parse_remove(v, f, lim, req);
@@ -901,10 +917,56 @@ static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *r
         return -1;
     if (req->cursor && check_name(v, "cursor", req->cursor, n, DQ_TOPIC_MAX) < 0)
         return -1;
-    if (req->ntopics && (req->cursor || (f->present & (1u << F_LIMIT))))
+    if (req->ntopics && (req->cursor || (f->present & FIELD_BIT(F_LIMIT))))
         return invalid(v, DQ_BAD_REQUEST, "fields 'cursor' and 'limit' page the list of all topics; "
                                        "they cannot be given with 'topic'");
     req->limit = (int)limit;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Policies                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Each policy field's protocol field and range (job.h's table). */
+static const struct {
+    field_id field;
+    int64_t min, max, unit;
+} policy_fields[DQ_POLICY_NFIELDS] = {
+#define DQ_POLICY_ROW(e, name, min, max, unit) [DQ_POLICY_##e] = {F_##e, min, max, unit},
+    DQ_POLICY_FIELDS(DQ_POLICY_ROW)
+#undef DQ_POLICY_ROW
+};
+
+/* policy: a topic, and per field nothing (keep it), null (remove it) or a
+ * value in its range: counts are integers, periods and keep seconds. */
+static int parse_policy(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
+{
+    (void)lim;
+    if (one_topic(v, f, 1, req) < 0)
+        return -1;
+    for (int i = 0; i < DQ_POLICY_NFIELDS; i++) {
+        field_id id = policy_fields[i].field;
+        int64_t min = policy_fields[i].min, max = policy_fields[i].max, unit = policy_fields[i].unit;
+        req->policy.op[i] = DQ_POLICY_KEEP_VALUE;
+        req->policy.value[i] = 0;
+        if (!((f->present >> id) & 1))
+            continue;
+        if (f->doc && tok_of(f, id)->type == JSON_NULL) {
+            take(f, id);
+            req->policy.op[i] = DQ_POLICY_REMOVE;
+            continue;
+        }
+        int r = unit == 1 ? int_field(v, f, id, min, max, &req->policy.value[i])
+                          : seconds_field(v, f, id, (double)min / unit, (double)max / unit,
+                                          &req->policy.value[i]);
+        if (r < 0)
+            return -1;
+        if (req->policy.value[i] < min) /* a fraction of a ms rounded to 0 */
+            return invalid(v, DQ_BAD_REQUEST, "field '%s' must be at least %.15g seconds",
+                           field_names[id], (double)min / unit);
+        req->policy.op[i] = DQ_POLICY_SET;
+    }
     return 0;
 }
 
@@ -1059,7 +1121,7 @@ static long url_decode(char *s, size_t n)
 static int fields_from_query(vctx *v, fieldset *f, const char *query, dq_request *req)
 {
     memset(f, 0, sizeof *f);
-    f->allowed = ~0u; /* narrowed once the command is known */
+    f->allowed = ~(field_bits)0; /* narrowed once the command is known */
     if (!query || !*query)
         return 0;
     size_t qlen = strlen(query);
@@ -1084,9 +1146,9 @@ static int fields_from_query(vctx *v, fieldset *f, const char *query, dq_request
             field_id id = field_from_name(p, (size_t)kl);
             if (id == NFIELDS)
                 return invalid_field_name(v, "unknown query parameter", p, (size_t)kl, "");
-            if (f->present & (1u << id))
+            if (f->present & (FIELD_BIT(id)))
                 return invalid(v, DQ_BAD_REQUEST, "query parameter '%s' is repeated", field_names[id]);
-            f->present |= 1u << id;
+            f->present |= FIELD_BIT(id);
             f->qval[id] = val;
             f->qlen[id] = (size_t)vl;
         }

@@ -70,6 +70,7 @@ typedef struct {
     const char *cursor; /* stats: list topics after this one; jobs: "<score>:<id>";
                            NULL from the start */
     dq_schedule_spec schedule; /* schedule (also sets topics[0] for auth_check) */
+    dq_policy_spec policy;     /* policy (its topic is topics[0]) */
 
     /* Owned storage the pointers above point into (besides the body). */
     void *arrays;

@@ -196,6 +196,8 @@ static int start(pusher *p, const store_job *j)
     d->headers = header(d->headers, "webhook-timestamp: %" PRId64, now_s);
     d->headers = header(d->headers, "delayq-topic: %s", topic);
     d->headers = header(d->headers, "delayq-attempt: %" PRId64, d->attempt);
+    if (j->key) /* a key is at most DQ_KEY_MAX bytes of name characters */
+        d->headers = header(d->headers, "delayq-key: %.*s", (int)j->key_len, j->key);
     if (p->keys) {
         size_t n = webhook_signature_size(p->keys);
         char *sig = util_xmalloc(n);

@@ -238,6 +238,29 @@ int store_bucket_of(const dq_store *s, const char *id, size_t n)
     return (int)(util_crc32(id, n) / (uint32_t)s->shards % (uint32_t)s->cfg->buckets);
 }
 
+int store_key_shard(const dq_store *s, const char *key, size_t n)
+{
+    return (int)(util_crc32(key, n) % (uint32_t)s->shards);
+}
+
+int store_id_fits_key(const dq_store *s, const char *id, const char *key)
+{
+    return !key || store_shard_of(s, id, strlen(id)) == store_key_shard(s, key, strlen(key));
+}
+
+/* A random id falls into a given shard once in `shards` tries: drawing
+ * until one does costs a few crc32s and keeps every id-based operation
+ * as it is. */
+int store_key_id(const dq_store *s, const char *key, char *out, size_t nbytes)
+{
+    for (int tries = 0; tries < 1 << 16; tries++) {
+        util_random_hex(out, nbytes);
+        if (store_id_fits_key(s, out, key))
+            return 0;
+    }
+    return -1; /* only with a random source that repeats itself */
+}
+
 /* ------------------------------------------------------------------------ */
 /* Building a batch                                                          */
 /* ------------------------------------------------------------------------ */

@@ -49,6 +49,17 @@ const char *store_tag(const dq_store *s, int shard);
 /* A job's shard and its bucket within the shard follow from its id. */
 int store_shard_of(const dq_store *s, const char *id, size_t n);
 int store_bucket_of(const dq_store *s, const char *id, size_t n);
+/* The shard of a grouping key: a job with a key lives there, so that one
+ * atomic call sees every job of the key (per-key flow limits). Its id must
+ * name that shard (store_shard_of), since finish, get and the rest find a
+ * job by its id alone: store_key_id makes such an id; a client's id names
+ * it when it is "<key>@<digits>" (the rule of a schedule's fires), or by
+ * chance. */
+int store_key_shard(const dq_store *s, const char *key, size_t n);
+int store_id_fits_key(const dq_store *s, const char *id, const char *key);
+/* Writes a random id of 2 * nbytes hex digits (NUL-ended) into out, one
+ * in the shard of key when key is not NULL; -1 when none was found. */
+int store_key_id(const dq_store *s, const char *key, char *out, size_t nbytes);
 /* The id of a schedule's fire: "<schedule id>@<fire in Unix seconds>"
  * (DQ_FIRE_SEP), which lives in the schedule's shard. Writes it to out
  * (NUL-ended) and returns its length, or 0 when it does not fit. */

@@ -349,14 +349,14 @@ static store_job *next_job(store_jobs *j)
 
 void store_jobs_copy(store_jobs *j, const store_job *job)
 {
-    char *p = util_xmalloc(job->id_len + job->topic_len + job->body_len + 3);
+    char *p = util_xmalloc(job->id_len + job->topic_len + job->body_len + job->key_len + 4);
     j->copies = util_xrealloc(j->copies, (j->ncopies + 1) * sizeof *j->copies);
     j->copies[j->ncopies++] = p;
     store_job *to = next_job(j);
     *to = *job;
-    const char **field[] = {&to->id, &to->topic, &to->body};
-    const size_t len[] = {job->id_len, job->topic_len, job->body_len};
-    for (int f = 0; f < 3; f++) {
+    const char **field[] = {&to->id, &to->topic, &to->body, &to->key};
+    const size_t len[] = {job->id_len, job->topic_len, job->body_len, job->key_len};
+    for (int f = 0; f < 4; f++) {
         if (!*field[f])
             continue;
         memcpy(p, *field[f], len[f]);
@@ -438,7 +438,8 @@ static void add_job_args(dq_store *s, const dq_job_spec *job, const char *id)
         [ADD_JOB_BACKOFF] = store_text(job->backoff ? job->backoff : "",
                                        job->backoff ? job->backoff_len : 0),
         [ADD_JOB_URL] = store_str(job->url ? job->url : ""),
-        [ADD_JOB_TIMEOUT_MS] = store_int(job->cb_timeout_ms)};
+        [ADD_JOB_TIMEOUT_MS] = store_int(job->cb_timeout_ms),
+        [ADD_JOB_KEY] = store_str(job->key ? job->key : "")};
     store_args(s, f, ADD_JOB_NFIELDS);
 }
 
@@ -474,6 +475,7 @@ static void read_popped(const store_reply *e, store_job *j)
     j->body = reply_str(reply_at(e, POP_JOB_BODY), &j->body_len);
     j->attempts = reply_int(reply_at(e, POP_JOB_ATTEMPTS));
     j->ttr_ms = reply_int(reply_at(e, POP_JOB_TTR_MS));
+    j->key = reply_str(reply_at(e, POP_JOB_KEY), &j->key_len);
     j->state = "reserved";
 }
 
@@ -622,6 +624,7 @@ static void read_job_view(const store_reply *r, store_job *j)
     j->last_at = reply_int(reply_at(r, JOB_VIEW_LAST_AT));
     j->last_status = reply_int(reply_at(r, JOB_VIEW_LAST_STATUS));
     j->last_error = reply_str(reply_at(r, JOB_VIEW_LAST_ERROR), &j->last_error_len);
+    j->key = reply_str(reply_at(r, JOB_VIEW_KEY), &j->key_len);
 }
 
 /* Listing order: by score, then by id in byte order (as a sorted set
@@ -721,6 +724,7 @@ static void read_taken(const store_reply *e, store_job *j)
     j->topic = reply_str(reply_at(e, PUSH_TAKE_JOB_TOPIC), &j->topic_len);
     j->body = reply_str(reply_at(e, PUSH_TAKE_JOB_BODY), &j->body_len);
     j->url = reply_str(reply_at(e, PUSH_TAKE_JOB_URL), &j->url_len);
+    j->key = reply_str(reply_at(e, PUSH_TAKE_JOB_KEY), &j->key_len);
     j->attempts = reply_int(reply_at(e, PUSH_TAKE_JOB_ATTEMPT));
     j->cb_timeout_ms = reply_int(reply_at(e, PUSH_TAKE_JOB_TIMEOUT_MS));
     j->state = "reserved";
@@ -978,6 +982,133 @@ void store_stats_free(store_stats *st)
     free(st->topics);
     free_kept_replies(st->replies, st->nreplies);
     memset(st, 0, sizeof *st);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Policies                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Where each policy field goes in policy.lua's arguments and comes back in
+ * its reply and in policies.lua's entries. */
+static const int policy_arg[DQ_POLICY_NFIELDS] = {
+    [DQ_POLICY_CONCURRENCY] = POLICY_ARG_CONCURRENCY, [DQ_POLICY_RATE] = POLICY_ARG_RATE,
+    [DQ_POLICY_PERIOD] = POLICY_ARG_PERIOD_MS, [DQ_POLICY_KEY_CONCURRENCY] = POLICY_ARG_KEY_CONCURRENCY,
+    [DQ_POLICY_KEY_RATE] = POLICY_ARG_KEY_RATE, [DQ_POLICY_KEY_PERIOD] = POLICY_ARG_KEY_PERIOD_MS,
+    [DQ_POLICY_KEEP] = POLICY_ARG_KEEP_MS};
+static const int policy_reply[DQ_POLICY_NFIELDS] = {
+    [DQ_POLICY_CONCURRENCY] = POLICY_REPLY_CONCURRENCY, [DQ_POLICY_RATE] = POLICY_REPLY_RATE,
+    [DQ_POLICY_PERIOD] = POLICY_REPLY_PERIOD_MS,
+    [DQ_POLICY_KEY_CONCURRENCY] = POLICY_REPLY_KEY_CONCURRENCY,
+    [DQ_POLICY_KEY_RATE] = POLICY_REPLY_KEY_RATE, [DQ_POLICY_KEY_PERIOD] = POLICY_REPLY_KEY_PERIOD_MS,
+    [DQ_POLICY_KEEP] = POLICY_REPLY_KEEP_MS};
+static const int policy_entry[DQ_POLICY_NFIELDS] = {
+    [DQ_POLICY_CONCURRENCY] = POLICIES_ENTRY_CONCURRENCY, [DQ_POLICY_RATE] = POLICIES_ENTRY_RATE,
+    [DQ_POLICY_PERIOD] = POLICIES_ENTRY_PERIOD_MS,
+    [DQ_POLICY_KEY_CONCURRENCY] = POLICIES_ENTRY_KEY_CONCURRENCY,
+    [DQ_POLICY_KEY_RATE] = POLICIES_ENTRY_KEY_RATE,
+    [DQ_POLICY_KEY_PERIOD] = POLICIES_ENTRY_KEY_PERIOD_MS, [DQ_POLICY_KEEP] = POLICIES_ENTRY_KEEP_MS};
+
+dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec *spec,
+                           store_policy *out, store_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->topic = topic;
+    out->topic_len = strlen(topic);
+    clear_error(err);
+    store_val a[POLICY_NARGS] = {[POLICY_ARG_TOPIC] = store_str(topic)};
+    for (int i = 0; i < DQ_POLICY_NFIELDS; i++) {
+        a[policy_arg[i]] = spec->op[i] == DQ_POLICY_SET      ? store_int(spec->value[i])
+                           : spec->op[i] == DQ_POLICY_REMOVE ? store_str("null")
+                                                             : store_str("");
+    }
+    store_batch_every_shard(s, SCRIPT_POLICY, a, POLICY_NARGS, NULL, 0);
+    dq_status result = DQ_OK;
+    for (int k = 0; k < store_shards(s); k++) {
+        store_reply *r = NULL;
+        char detail[sizeof err->detail];
+        dq_status st = store_batch_result(s, (size_t)k, &r, detail, sizeof detail);
+        if (st != DQ_OK && result == DQ_OK) {
+            result = st;
+            snprintf(err->detail, sizeof err->detail, "%s", detail);
+        }
+        if (st == DQ_OK && k == 0) {
+            for (int i = 0; i < DQ_POLICY_NFIELDS; i++)
+                out->value[i] = reply_int(reply_at(r, (size_t)policy_reply[i]));
+        }
+        store_reply_free(r);
+    }
+    return result;
+}
+
+static int policy_cmp(const void *a, const void *b)
+{
+    const store_policy *x = a, *y = b;
+    return name_cmp(x->topic, x->topic_len, y->topic, y->topic_len);
+}
+
+/* Each shard answers its first `limit` topics after the cursor, as for
+ * stats; a topic's policy is the first shard's (every shard has a copy),
+ * its use the sum of the shards'. */
+dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor, int limit,
+                              store_policies *out, store_error *err)
+{
+    memset(out, 0, sizeof *out);
+    clear_error(err);
+    int shards = store_shards(s);
+    store_val a[POLICIES_NARGS] = {[POLICIES_ARG_TOPIC] = store_str(topic ? topic : ""),
+                                   [POLICIES_ARG_CURSOR] = store_str(cursor ? cursor : ""),
+                                   [POLICIES_ARG_LIMIT] = store_int(limit)};
+    store_batch_every_shard(s, SCRIPT_POLICIES, a, POLICIES_NARGS, NULL, 0);
+    size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
+    out->policies = util_xcalloc(cap, sizeof *out->policies);
+    int more = 0;
+    for (int k = 0; k < shards; k++) {
+        dq_status st;
+        const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
+        if (!r) {
+            store_policies_free(out);
+            return st; /* a use missing a shard would be wrong, not partial */
+        }
+        more |= !reply_is_nil(reply_at(r, POLICIES_REPLY_NEXT_CURSOR));
+        for (size_t i = POLICIES_REPLY_NFIELDS; i + POLICIES_ENTRY_NFIELDS <= reply_len(r) && out->n < cap;
+             i += POLICIES_ENTRY_NFIELDS) {
+            store_policy *p = &out->policies[out->n];
+            p->topic = reply_str(reply_at(r, i + POLICIES_ENTRY_TOPIC), &p->topic_len);
+            if (!p->topic)
+                continue;
+            for (int f = 0; f < DQ_POLICY_NFIELDS; f++)
+                p->value[f] = reply_int(reply_at(r, i + (size_t)policy_entry[f]));
+            p->reserved = reply_int(reply_at(r, i + POLICIES_ENTRY_RESERVED));
+            p->throttled = reply_int(reply_at(r, i + POLICIES_ENTRY_THROTTLED));
+            out->n++;
+        }
+    }
+    qsort(out->policies, out->n, sizeof *out->policies, policy_cmp);
+    size_t kept = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        store_policy *p = &out->policies[i];
+        if (kept && policy_cmp(&out->policies[kept - 1], p) == 0) {
+            out->policies[kept - 1].reserved += p->reserved;
+            out->policies[kept - 1].throttled += p->throttled;
+        } else {
+            out->policies[kept++] = *p;
+        }
+    }
+    out->n = kept;
+    if (!topic && limit > 0 && out->n > (size_t)limit) {
+        out->n = (size_t)limit;
+        more = 1;
+    }
+    if (more && out->n > 0)
+        out->next_cursor = out->policies[out->n - 1].topic; /* NUL-terminated by hiredis */
+    return DQ_OK;
+}
+
+void store_policies_free(store_policies *p)
+{
+    free(p->policies);
+    free_kept_replies(p->replies, p->nreplies);
+    memset(p, 0, sizeof *p);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -46,6 +46,8 @@ typedef struct {
     int64_t attempts; /* deliveries so far */
     int64_t retries;  /* -1: unlimited */
     int64_t created;  /* Unix ms */
+    const char *key;  /* grouping key, NULL for none (pop, push_take, get, jobs) */
+    size_t key_len;
     int shard;
     int64_t pos; /* jobs: its score in the set it is listed from */
     /* get only; NULL / -1 where the job has none */
@@ -215,6 +217,36 @@ dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *er
 #define STORE_PURGE_STEP 100
 dq_status store_purge(dq_store *s, const char *topic, const char *state, int64_t *purged,
                       store_error *err);
+
+/* A topic's flow-control policy and its use. */
+typedef struct {
+    const char *topic; /* NUL-terminated */
+    size_t topic_len;
+    int64_t value[DQ_POLICY_NFIELDS]; /* counts, periods and keep in ms; -1: unset */
+    int64_t reserved;  /* jobs reserved by pops plus callbacks in flight, every shard */
+    int64_t throttled; /* ready jobs held back by a limit, every shard */
+} store_policy;
+
+typedef struct {
+    store_policy *policies;
+    size_t n;
+    const char *next_cursor; /* NULL: the last page */
+    store_reply **replies;
+    size_t nreplies;
+} store_policies;
+
+/* Applies a `policy` command to the topic's policy in every shard, in one
+ * pipelined round (each shard keeps a copy, which its pops read in their
+ * own atomic call), and reads back the policy as it stands (shard 0's).
+ * DQ_OK only if every shard answered; the command is idempotent, so a
+ * failed one is repeated as a whole. out->topic is the caller's topic. */
+dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec *spec,
+                           store_policy *out, store_error *err);
+/* The policies of one topic (topic != NULL), or a page of the topics that
+ * have one, after cursor (NULL: from the start), by name. */
+dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor, int limit,
+                              store_policies *out, store_error *err);
+void store_policies_free(store_policies *p);
 
 /* How far behind the timers are, per shard (see src/store/lua/lag.lua). */
 typedef struct {

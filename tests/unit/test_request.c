@@ -171,6 +171,7 @@ static void test_command_names(void **state)
         {"reschedule", CMD_RESCHEDULE, 0},
         {"pause", CMD_PAUSE, 0}, {"resume", CMD_RESUME, 0},
         {"purge", CMD_PURGE, 0},
+        {"policy", CMD_POLICY, 0}, {"policies", CMD_POLICIES, 1},
     };
     assert_int_equal(sizeof all / sizeof all[0], CMD_COUNT);
     for (size_t i = 0; i < CMD_COUNT; i++) {
@@ -867,6 +868,96 @@ static void test_add_batch_errors(void **state)
         "jobs[1]", "jobs[1].body'");
 }
 
+/* The grouping key: optional, the name rules of ids, at most 128 bytes,
+ * refused with the field's name and its rule (in a batch, with the job's
+ * place); a job without one has NULL. */
+static void test_add_key(void **state)
+{
+    (void)state;
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1}");
+    assert_null(req.jobs[0].key);
+    OK_POST("/add", "{\"topic\":\"t\",\"key\":\"merchant-42/eu:a@b_c.d\",\"body\":1}");
+    assert_string_equal(req.jobs[0].key, "merchant-42/eu:a@b_c.d");
+    OK_POST("/add", "{\"topic\":\"t\",\"key\":\"m\\u0031\",\"body\":1}");
+    assert_string_equal(req.jobs[0].key, "m1");
+
+    const char *rule = "1 to 128 characters of A-Z a-z 0-9 _ . : @ / -";
+    BAD_POST("/add", "{\"topic\":\"t\",\"key\":\"\",\"body\":1}", "field 'key' must be", rule);
+    BAD_POST("/add", "{\"topic\":\"t\",\"key\":\"a b\",\"body\":1}", "field 'key' must be", rule);
+    BAD_POST("/add", "{\"topic\":\"t\",\"key\":\"caf\xc3\xa9\",\"body\":1}", "'key'", rule);
+    BAD_POST("/add", "{\"topic\":\"t\",\"key\":\"a\\u0000b\",\"body\":1}", "'key'", rule);
+    BAD_POST("/add", "{\"topic\":\"t\",\"key\":7,\"body\":1}", "field 'key' must be a string");
+    BAD_POST("/add", "{\"topic\":\"t\",\"key\":null,\"body\":1}", "'key'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"key\":[\"a\"],\"body\":1}", "'key'");
+
+    char *k = rep('k', 128);
+    char *b = fmt("{\"topic\":\"t\",\"key\":\"%s\",\"body\":1}", k);
+    OK_POST("/add", b);
+    assert_int_equal(strlen(req.jobs[0].key), 128);
+    free(b);
+    b = fmt("{\"topic\":\"t\",\"key\":\"%sk\",\"body\":1}", k);
+    BAD_POST("/add", b, "field 'key' must be", rule);
+    free(b);
+    free(k);
+
+    OK_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"key\":\"k1\",\"body\":1},{\"topic\":\"a\",\"body\":2}]}");
+    assert_string_equal(req.jobs[0].key, "k1");
+    assert_null(req.jobs[1].key);
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1},{\"topic\":\"a\",\"key\":\"x y\",\"body\":1}]}",
+             "field 'jobs[1].key' must be", rule);
+    /* Only add takes a key. */
+    BAD_POST("/pop", "{\"topic\":\"t\",\"key\":\"k\"}", "'key'", "is not a field of pop");
+    BAD_POST("/schedule", "{\"id\":\"s\",\"topic\":\"t\",\"every\":60,\"key\":\"k\",\"body\":1}",
+             "'key'", "is not a field of schedule");
+}
+
+/* policy: per field omitted (kept), null (removed) or a value in range;
+ * seconds kept in ms; a bad value names its field. */
+static void test_policy(void **state)
+{
+    (void)state;
+    OK_POST("/policy", "{\"topic\":\"n\",\"concurrency\":50,\"rate\":100,\"period\":1,"
+                       "\"key_concurrency\":1,\"key_rate\":5,\"key_period\":0.5,\"keep\":86400}");
+    assert_string_equal(req.topics[0], "n");
+    const int64_t want[DQ_POLICY_NFIELDS] = {50, 100, 1000, 1, 5, 500, 86400000};
+    for (int i = 0; i < DQ_POLICY_NFIELDS; i++) {
+        assert_int_equal(req.policy.op[i], DQ_POLICY_SET);
+        assert_int_equal(req.policy.value[i], want[i]);
+    }
+    OK_POST("/policy", "{\"topic\":\"n\",\"rate\":null,\"keep\":0}");
+    assert_int_equal(req.policy.op[DQ_POLICY_RATE], DQ_POLICY_REMOVE);
+    assert_int_equal(req.policy.op[DQ_POLICY_KEEP], DQ_POLICY_SET);
+    assert_int_equal(req.policy.value[DQ_POLICY_KEEP], 0);
+    assert_int_equal(req.policy.op[DQ_POLICY_CONCURRENCY], DQ_POLICY_KEEP_VALUE);
+    assert_int_equal(req.policy.op[DQ_POLICY_PERIOD], DQ_POLICY_KEEP_VALUE);
+    OK_POST("/policy", "{\"topic\":\"n\"}");
+    for (int i = 0; i < DQ_POLICY_NFIELDS; i++)
+        assert_int_equal(req.policy.op[i], DQ_POLICY_KEEP_VALUE);
+
+    BAD_POST("/policy", "{\"rate\":1}", "'topic'", "required");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"concurrency\":-1}", "field 'concurrency' must be an integer from 1 to 1000000");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"key_concurrency\":0}", "field 'key_concurrency' must be an integer from 1");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"rate\":1000001}", "field 'rate'", "1000000");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"key_rate\":2.5}", "field 'key_rate' must be an integer");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"rate\":\"5\"}", "field 'rate' must be an integer");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"period\":0}", "field 'period' must be between 0.001 and 86400 seconds");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"key_period\":86400.5}", "field 'key_period'", "86400");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"period\":0.0004}", "field 'period' must be");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"keep\":-1}", "field 'keep' must be between 0 and 2592000 seconds");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"keep\":true}", "field 'keep'");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"burst\":1}", "unknown field 'burst'");
+    BAD_POST("/policy", "{\"topic\":\"n\",\"id\":\"x\"}", "'id'", "is not a field of policy");
+    BAD_POST("/add", "{\"topic\":\"n\",\"rate\":1,\"body\":1}", "'rate'", "is not a field of add");
+
+    OK_GET("/policies", NULL);
+    assert_int_equal(req.ntopics, 0);
+    OK_GET("/policies", "topic=n");
+    assert_string_equal(req.topics[0], "n");
+    OK_GET("/policies", "limit=2&cursor=a");
+    assert_int_equal(req.limit, 2);
+    BAD_POST("/policies", "{\"topic\":\"n\",\"rate\":1}", "'rate'", "is not a field of policies");
+}
+
 /* ------------------------------------------------------------------------ */
 /* pop                                                                       */
 /* ------------------------------------------------------------------------ */
@@ -1203,7 +1294,7 @@ static void test_reschedule(void **state)
     BAD_POST("/reschedule", "{\"id\":\"j1\",\"delay\":-1}", "'delay'");
     BAD_POST("/reschedule", "{\"delay\":1}", "'id'", "required");
     BAD_GET("/reschedule", "id=j1&delay=1", "needs POST",
-            "(get, stats, health, metrics, schedules, jobs)");
+            "(get, stats, health, metrics, schedules, jobs, policies)");
 }
 
 static void test_jobs(void **state)
@@ -1421,6 +1512,8 @@ int main(void)
         T(test_add_body_too_large),
         T(test_add_batch),
         T(test_add_batch_errors),
+        T(test_add_key),
+        T(test_policy),
         T(test_pop_topic),
         T(test_pop_topics_array),
         T(test_pop_finish),

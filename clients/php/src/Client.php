@@ -23,7 +23,7 @@ final class Client
     public const DEFAULT_URL = 'http://127.0.0.1:8080';
 
     /** Fields an add (or one job of addMany) may carry besides topic and body. */
-    private const ADD_OPTIONS = ['id', 'delay', 'at', 'ttr', 'retries', 'backoff', 'callback', 'url'];
+    private const ADD_OPTIONS = ['id', 'delay', 'at', 'ttr', 'retries', 'backoff', 'callback', 'url', 'key'];
 
     private const CLIENT_OPTIONS = ['token', 'timeout', 'connect_timeout', 'assoc', 'user_agent', 'curl_options'];
 
@@ -156,8 +156,10 @@ final class Client
      * Adds one job; returns its id (the one given, or the one the server made).
      *
      * @param mixed $body any JSON-encodable value; a string stays a string
-     * @param array{id?:string,delay?:float|int,at?:float|int,ttr?:float|int,retries?:int,backoff?:string|list<float|int>,callback?:array{url:string,timeout?:float|int},url?:string} $options
+     * @param array{id?:string,delay?:float|int,at?:float|int,ttr?:float|int,retries?:int,backoff?:string|list<float|int>,callback?:array{url:string,timeout?:float|int},url?:string,key?:string} $options
      *   id:      the job id (recommended: topic + business id); a live id is a ConflictException
+     *   key:     a grouping key (a merchant or user id) the topic's per-key flow limits count
+     *            by; with several shards an id given with it must be '<key>@<digits>'
      *   delay:   seconds until the job is ready (fractions allowed; default 0)
      *   at:      absolute Unix time in seconds instead of delay
      *   ttr:     seconds a consumer has to finish it once popped (server default 60)
@@ -416,6 +418,44 @@ final class Client
             $fields['state'] = $state;
         }
         return (int) $this->call('purge', $fields)['purged'];
+    }
+
+    // ------------------------------------------------------------ flow control
+
+    /**
+     * Sets a topic's flow-control policy; returns it as it now stands
+     * (every field, null where unset). $limits takes concurrency, rate,
+     * period (seconds), key_concurrency, key_rate, key_period, keep: a
+     * limit left out keeps its value, null removes it.
+     *
+     * @param array<string,int|float|null> $limits
+     * @return array<string,int|float|null>
+     */
+    public function policy(string $topic, array $limits): array
+    {
+        $answer = $this->call('policy', ['topic' => $topic] + $limits);
+        return $answer['policy'];
+    }
+
+    /**
+     * The policies of one topic, or of every topic that has one (all
+     * pages): [topic => [limits..., 'reserved' => n, 'throttled' => n]].
+     *
+     * @return array<string,array<string,int|float|null>>
+     */
+    public function policies(?string $topic = null): array
+    {
+        if ($topic !== null) {
+            return $this->call('policies', ['topic' => $topic])['policies'];
+        }
+        $out = [];
+        $cursor = null;
+        do {
+            $answer = $this->call('policies', $cursor === null ? [] : ['cursor' => $cursor]);
+            $out += $answer['policies'];
+            $cursor = $answer['cursor'] ?? null;
+        } while ($cursor !== null);
+        return $out;
     }
 
     // ------------------------------------------------------------ periodic jobs

@@ -21,17 +21,20 @@ final class Job
     private $attempts;
     /** @var float */
     private $ttr;
+    /** @var string|null */
+    private $key;
 
     /**
      * @param mixed $value the job body, decoded: a string stays a string
      */
-    public function __construct(string $id, string $topic, $value, int $attempts, float $ttr)
+    public function __construct(string $id, string $topic, $value, int $attempts, float $ttr, ?string $key = null)
     {
         $this->id = $id;
         $this->topic = $topic;
         $this->value = $value;
         $this->attempts = $attempts;
         $this->ttr = $ttr;
+        $this->key = $key;
     }
 
     /**
@@ -57,7 +60,8 @@ final class Job
             (string) $answer['topic'],
             array_key_exists('value', $answer) ? $answer['value'] : null,
             (int) $answer['attempts'],
-            (float) $answer['ttr']
+            (float) $answer['ttr'],
+            isset($answer['key']) ? (string) $answer['key'] : null
         );
     }
 
@@ -95,17 +99,29 @@ final class Job
         return $this->ttr;
     }
 
+    /** The job's grouping key, or null for a job added without one. */
+    public function getKey(): ?string
+    {
+        return $this->key;
+    }
+
     /**
-     * @return array{id:string,topic:string,value:mixed,attempts:int,ttr:float}
+     * The pop answer's fields; 'key' only for a job that has one.
+     *
+     * @return array{id:string,topic:string,value:mixed,attempts:int,ttr:float,key?:string}
      */
     public function toArray(): array
     {
-        return [
+        $out = [
             'id' => $this->id,
             'topic' => $this->topic,
             'value' => $this->value,
             'attempts' => $this->attempts,
             'ttr' => $this->ttr,
         ];
+        if ($this->key !== null) {
+            $out['key'] = $this->key;
+        }
+        return $out;
     }
 }

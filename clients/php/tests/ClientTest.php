@@ -40,6 +40,52 @@ final class ClientTest extends DelayqTestCase
         $this->assertSame(0, $stats['reserved']);
     }
 
+    public function testKey(): void
+    {
+        $topic = self::unique('key');
+        $keyed = $this->client->add($topic, 1, ['key' => 'merchant-42']);
+        $plain = $this->client->add($topic, 2);
+        $this->assertSame('merchant-42', $this->client->get($keyed)['key']);
+        $this->assertArrayNotHasKey('key', $this->client->get($plain));
+        $results = $this->client->addMany([['topic' => $topic, 'body' => 3, 'key' => 'm/7']]);
+        $this->assertTrue($results[0]['success']);
+        $first = $this->client->pop($topic);
+        $this->assertSame($keyed, $first->getId());
+        $this->assertSame('merchant-42', $first->getKey());
+        $this->assertSame('merchant-42', $first->toArray()['key']);
+        $second = $this->client->pop($topic);
+        $this->assertNull($second->getKey());
+        $this->assertArrayNotHasKey('key', $second->toArray());
+        $this->assertSame('m/7', $this->client->pop($topic)->getKey());
+        try {
+            $this->client->add($topic, 1, ['key' => 'a b']);
+            $this->fail('a bad key was accepted');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString("'key'", $e->getMessage());
+        }
+    }
+
+    public function testPolicy(): void
+    {
+        $topic = self::unique('pol');
+        $this->assertSame(
+            ['concurrency' => 5, 'rate' => null, 'period' => 0.5, 'key_concurrency' => 1,
+             'key_rate' => null, 'key_period' => null, 'keep' => null],
+            $this->client->policy($topic, ['concurrency' => 5, 'period' => 0.5, 'key_concurrency' => 1])
+        );
+        $this->assertNull($this->client->policy($topic, ['period' => null])['period']);
+        $this->assertSame(5, $this->client->policies($topic)[$topic]['concurrency']);
+        $this->assertArrayHasKey($topic, $this->client->policies());
+        try {
+            $this->client->policy($topic, ['rate' => 0]);
+            $this->fail('a bad policy was accepted');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString("'rate'", $e->getMessage());
+        }
+        $this->client->policy($topic, ['concurrency' => null, 'key_concurrency' => null]);
+        $this->assertSame([], $this->client->policies($topic));
+    }
+
     public function testSchedules(): void
     {
         $id = str_replace('-', '_', self::unique('sch'));

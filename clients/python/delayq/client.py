@@ -59,6 +59,8 @@ class Job:
     ttr: float
     """Seconds to finish, delete, touch or release it before it is
     delivered again."""
+    key: Optional[str] = None
+    """The job's grouping key (flow limits count by it), None for none."""
 
     @property
     def value(self) -> Any:
@@ -84,6 +86,8 @@ class JobInfo:
     """The job's redelivery limit; None means unlimited."""
     created: int
     """Unix milliseconds."""
+    key: Optional[str] = None
+    """The job's grouping key, None for none."""
 
     @property
     def value(self) -> Any:
@@ -126,10 +130,12 @@ def _job_fields(topic: str, body: Any, id: Optional[str] = None, delay: Optional
                 at: Optional[When] = None, ttr: Optional[Seconds] = None,
                 retries: Optional[int] = None, backoff: Any = None,
                 callback: Optional[Mapping[str, Any]] = None,
-                url: Optional[str] = None) -> Dict[str, Any]:
+                url: Optional[str] = None, key: Optional[str] = None) -> Dict[str, Any]:
     job: Dict[str, Any] = {"topic": topic, "body": body}
     if id is not None:
         job["id"] = id
+    if key is not None:
+        job["key"] = key
     if delay is not None:
         job["delay"] = _seconds(delay)
     if at is not None:
@@ -155,7 +161,7 @@ def _topic_fields(topics: Topics) -> Dict[str, Any]:
 
 def _job(d: Mapping[str, Any]) -> Job:
     return Job(id=d["id"], topic=d["topic"], body=d.get("value"), attempts=d["attempts"],
-               ttr=d["ttr"])
+               ttr=d["ttr"], key=d.get("key"))
 
 
 def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
@@ -166,7 +172,7 @@ def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
 def _job_info(a: Mapping[str, Any]) -> JobInfo:
     return JobInfo(id=a["id"], topic=a["topic"], state=a["state"], body=a.get("value"),
                    due=a.get("due"), ttr=a["ttr"], attempts=a["attempts"],
-                   retries=a.get("retries"), created=a["created"])
+                   retries=a.get("retries"), created=a["created"], key=a.get("key"))
 
 
 def _finish_field(finish: Ids) -> Union[str, List[str]]:
@@ -260,7 +266,7 @@ class Client:
             delay: Optional[Seconds] = None, at: Optional[When] = None,
             ttr: Optional[Seconds] = None, retries: Optional[int] = None,
             backoff: Any = None, callback: Optional[Mapping[str, Any]] = None,
-            url: Optional[str] = None) -> str:
+            url: Optional[str] = None, key: Optional[str] = None) -> str:
         """Adds a job; returns its id (the server makes one when id is None).
 
         body: a str or any JSON value; pop returns it as given.
@@ -270,9 +276,14 @@ class Client:
         backoff: "stepped" or the seconds to wait after each failed delivery.
         url / callback ({"url": ..., "timeout": s}): delayq POSTs the body
         there when the job is due, instead of handing it to pop.
+        key: a grouping key (a merchant or user id, 1..128 of A-Z a-z 0-9
+        _ . : @ / -) that the topic's per-key flow limits count by. On a
+        deployment of several shards the job lives in its key's shard, so
+        an id given with a key must be "<key>@<digits>" (or be left out).
         Raises Conflict when a live job has this id.
         """
-        fields = _job_fields(topic, body, id, delay, at, ttr, retries, backoff, callback, url)
+        fields = _job_fields(topic, body, id, delay, at, ttr, retries, backoff, callback, url,
+                             key)
         status, data, resent = self._send("POST", "add", self._json(fields), resend=id is not None)
         try:
             answer = self._decode(status, data)
@@ -472,6 +483,38 @@ class Client:
         if state is not None:
             fields["state"] = state
         return int(self._call("purge", fields)["purged"])
+
+    # ------------------------------------------------------------ flow control
+
+    _POLICY_FIELDS = ("concurrency", "rate", "period", "key_concurrency", "key_rate",
+                      "key_period", "keep")
+
+    def policy(self, topic: str, **limits: Any) -> Dict[str, Any]:
+        """Sets a topic's flow-control policy and returns it as it now
+        stands ({field: value or None}). Each keyword is one of concurrency,
+        rate, period (seconds), key_concurrency, key_rate, key_period,
+        keep: a limit left out keeps its value, None removes it."""
+        unknown = set(limits) - set(self._POLICY_FIELDS)
+        if unknown:
+            raise TypeError("policy() got unknown limits: %s" % ", ".join(sorted(unknown)))
+        fields: Dict[str, Any] = {"topic": topic}
+        for name, v in limits.items():
+            fields[name] = _seconds(v) if isinstance(v, timedelta) else v
+        return dict(self._call("policy", fields)["policy"])
+
+    def policies(self, topic: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
+        """{topic: {limits..., "reserved": n, "throttled": n}} for the topic
+        named, or for every topic that has a policy (all pages)."""
+        if topic is not None:
+            return dict(self._call("policies", {"topic": topic})["policies"])
+        out: Dict[str, Dict[str, Any]] = {}
+        cursor = None
+        while True:
+            answer = self._call("policies", {"cursor": cursor} if cursor else {})
+            out.update(answer["policies"])
+            cursor = answer.get("cursor")
+            if not cursor:
+                return out
 
     # ------------------------------------------------------------ periodic jobs
 

@@ -104,6 +104,42 @@ class Commands(Base):
         self.assertEqual(job_keys.read(DEPLOYMENT.redis, "{dq}", id)["bo"], "1500,30000")
         c.delete(id)
 
+    def test_key(self):
+        c = self.client
+        t = unique("key")
+        keyed = c.add(t, {"n": 1}, key="merchant-42")
+        plain = c.add(t, {"n": 2})
+        self.assertEqual(c.get(keyed).key, "merchant-42")
+        self.assertIsNone(c.get(plain).key)
+        results = c.add_many([{"topic": t, "body": 3, "key": "m/7"}])
+        self.assertTrue(results[0].success, results)
+        self.assertEqual(c.get(results[0].id).key, "m/7")
+        jobs = c.pop_many(t, 3)
+        self.assertEqual({j.id: j.key for j in jobs},
+                         {keyed: "merchant-42", plain: None, results[0].id: "m/7"})
+        with self.assertRaises(BadRequest) as cm:
+            c.add(t, 1, key="a b")
+        self.assertIn("'key'", cm.exception.message)
+        c.finish_many([j.id for j in jobs])
+
+    def test_policy(self):
+        c = self.client
+        t = unique("pol")
+        got = c.policy(t, concurrency=5, period=timedelta(milliseconds=500), key_concurrency=1)
+        self.assertEqual(got, {"concurrency": 5, "rate": None, "period": 0.5, "key_concurrency": 1,
+                               "key_rate": None, "key_period": None, "keep": None})
+        self.assertEqual(c.policy(t, period=None)["period"], None)
+        self.assertEqual(c.policies(t)[t]["concurrency"], 5)
+        self.assertIn(t, c.policies())
+        self.assertEqual(c.policies(t)[t]["reserved"], 0)
+        with self.assertRaises(BadRequest) as cm:
+            c.policy(t, rate=0)
+        self.assertIn("'rate'", cm.exception.message)
+        with self.assertRaises(TypeError):
+            c.policy(t, burst=1)
+        c.policy(t, concurrency=None, key_concurrency=None)
+        self.assertEqual(c.policies(t), {})
+
     def test_add_get_and_conflict(self):
         c = self.client
         t, id = unique("add"), unique("add-id")

@@ -1,10 +1,11 @@
 -- add: adds one or more jobs.
 -- KEYS: P (the jobs' shard).
 -- argv: allow buckets shards njobs
--- argv job: id topic body ttr_ms retries delay_ms at_ms bucket backoff url timeout_ms
+-- argv job: id topic body ttr_ms retries delay_ms at_ms bucket backoff url timeout_ms key
 -- njobs groups `job` follow: at_ms -1 for none (else checked against ten
 -- years by the caller), backoff a JSON array of seconds or '', url the
--- callback's or '' for none, timeout_ms the callback's.
+-- callback's or '' for none, timeout_ms the callback's, key the grouping key
+-- or '' for none (the caller put the job in the key's shard).
 -- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
 -- live ('DQ_CONFLICT' alone when the caller may not see that job's topic).
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
@@ -35,6 +36,8 @@ for i = 0, njobs - 1 do
         local backoff, url = ARGV[a + ARG_JOB.backoff], ARGV[a + ARG_JOB.url]
         if backoff ~= '' then f.backoff = backoff end
         if url ~= '' then f.url, f.timeout = url, ARGV[a + ARG_JOB.timeout_ms] end
+        local key = ARGV[a + ARG_JOB.key]
+        if key ~= '' then f.key = key end
         if create_job(id, f, now, seq and seq + nseq) == 'ready' then nseq = nseq + 1 end
         out[#out + 1] = 'ok'
     end

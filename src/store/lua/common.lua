@@ -28,7 +28,7 @@
 -- of bo backoff steps (ms, comma-separated), u callback URL (a push job:
 -- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
 -- the last push attempt's time (ms), HTTP status and error (false where
--- unset); then the body. One key per job costs about 150 bytes less than
+-- unset), g the grouping key; then the body. One key per job costs about 150 bytes less than
 -- the hash and body key that earlier versions wrote (a body over 64 bytes
 -- inside a hash would turn its compact encoding into a hash table); a job
 -- of that older layout is read as it is and written in this one the first
@@ -68,7 +68,10 @@ local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
 local HEAD_BYTES
 local STATE_CODE = {delay = 1, ready = 2, reserved = 3, buried = 4}
 local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
-local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le'}
+-- g, the grouping key, came last: a job written before it reads as one
+-- without a key, and an older library reading a job that has one sees the
+-- fields it knows.
+local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le', 'g'}
 -- The fields an older-layout hash holds as decimal text.
 local NUMERIC_FIELD = {ttr = true, n = true, r = true, kb = true, c = true, k = true, d = true, rt = true,
     to = true, la = true}
@@ -284,6 +287,7 @@ local bucket_heads  -- bucket key -> earliest due known (false: empty)
 local push_ready    -- push jobs made ready in this call
 local allow_prefixes -- nil: every topic; else the token's topic prefixes
 local paused_cache  -- topic -> paused (read once per call)
+local policy_cache  -- topic -> its policy in this shard (read once per call)
 local call_now      -- Redis' time, read once per call by clock()
 
 local function begin(keys)
@@ -295,6 +299,7 @@ local function begin(keys)
     push_ready = 0
     allow_prefixes = nil
     paused_cache = {}
+    policy_cache = {}
     call_now = nil
 end
 
@@ -497,7 +502,7 @@ end
 -- fields of f: topic, body, ttr (ms), retries (-1 unlimited), k (bucket)
 -- and due (ms; due <= now means ready at once, which takes sequence number
 -- seq); optional backoff (JSON array of seconds), url and timeout (ms) of
--- a callback. Counts it. Returns 'ready' or 'delay'. A delayed job's
+-- a callback, key (the grouping key). Counts it. Returns 'ready' or 'delay'. A delayed job's
 -- bucket and index entries are written by flush() (schedule, batched).
 local function create_job(id, f, now, seq)
     local ready = f.due <= now
@@ -506,6 +511,7 @@ local function create_job(id, f, now, seq)
         rt = ready and now or nil, body = f.body, whole = true, push = f.url ~= nil}
     if f.backoff then j.bo = backoff_ms(f.backoff) end
     if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
+    j.g = f.key
     store_job(id, j)
     if ready then
         enqueue_ready(id, f.topic, seq, f.url)
@@ -521,17 +527,22 @@ end
 
 -- What get answers about a job (nil when there is none), false where a
 -- job has none: backoff is its steps in ms, last_at, last_status and
--- last_error its last callback attempt. Also each entry of a `jobs` page.
+-- last_error its last callback attempt, key its grouping key. Also each entry of a `jobs` page.
 -- The job as load_job read it comes second.
--- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error
+-- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error key
 local function job_view(id)
     local j = load_job(id)
     if not j then return nil end
-    local function opt(x) return x == nil and false or x end
+    -- false, not nil, where a job has no such field: a nil would end the
+    -- reply there (Redis stops an array at its first nil).
+    local function opt(x)
+        if x == nil then return false end
+        return x
+    end
     return reply_job_view{state = j.s, topic = j.t, body = job_body(j), due = j.d, ttr_ms = j.ttr,
         attempts = j.n, retries = j.r, created = j.c, backoff = opt(j.bo), url = opt(j.u),
         timeout_ms = opt(j.to), last_at = opt(j.la), last_status = opt(j.ls),
-        last_error = opt(j.le)}, j
+        last_error = opt(j.le), key = opt(j.g)}, j
 end
 
 -- Removes job j (as load_job answered it) whatever its state; kind is the
@@ -607,6 +618,75 @@ local function after_failure(id, j, now, wait)
     bucket_add(id, j.k, due, topic, 'delay')
     move_count(topic, 'reserved', 'delay')
     return 'delay'
+end
+
+-- A topic's flow-control policy: the hash P:pol:<topic>, a copy in every
+-- shard (policy.lua writes them all), with the fields below (counts, and
+-- periods and keep in ms); P:policies lists the topics that have one.
+local POLICY_FIELDS = {'concurrency', 'rate', 'period_ms', 'key_concurrency', 'key_rate',
+    'key_period_ms', 'keep_ms'}
+local function policy_key(topic) return P .. ':pol:' .. topic end
+local function policies_key() return P .. ':policies' end
+
+-- The topic's policy in this shard: {field = number} of the fields set.
+local function read_policy(topic)
+    local h = redis.call('HGETALL', policy_key(topic))
+    local pol = {}
+    for i = 1, #h, 2 do pol[h[i]] = tonumber(h[i + 1]) end
+    return pol
+end
+
+-- The topic's policy, read once per call.
+local function policy_of(topic)
+    local pol = policy_cache[topic]
+    if not pol then
+        pol = read_policy(topic)
+        policy_cache[topic] = pol
+    end
+    return pol
+end
+
+-- This shard's place: its index and the deployment's shard count, read
+-- once per library load (they never change while the data exists).
+local shard_place = {}
+local function shard_index_count()
+    local place = shard_place[P]
+    if not place then
+        local k = tonumber(string.match(P, ':(%d+)}$') or '0')
+        place = {k, tonumber(redis.call('GET', P .. ':shards') or '1')}
+        shard_place[P] = place
+    end
+    return place[1], place[2]
+end
+
+-- This shard's share of a topic-wide limit: the shards split it, shard k
+-- getting floor(limit / shards), plus one for the first limit mod shards
+-- of them, so the shares add up to the limit exactly (the policy command
+-- refuses a concurrency below the shard count, which would leave a shard
+-- none).
+local function shard_share(limit)
+    local k, shards = shard_index_count()
+    return math.floor(limit / shards) + (k < limit % shards and 1 or 0)
+end
+
+-- How many more jobs of the topic this shard may reserve now under its
+-- `concurrency` (nil: no such limit): its share less the jobs reserved,
+-- counting this call's changes, which flush() has not written yet.
+local function concurrency_room(topic)
+    local limit = policy_of(topic).concurrency
+    if not limit then return nil end
+    local reserved = tonumber(redis.call('HGET', stats_key(topic), 'reserved') or '0')
+    local pending = counters[topic] and counters[topic].reserved or 0
+    return math.max(0, shard_share(limit) - reserved - pending)
+end
+
+-- A policy as the replies give it: every field, false where unset.
+local function policy_view(pol)
+    local v = {}
+    for _, f in ipairs(POLICY_FIELDS) do
+        if pol[f] == nil then v[f] = false else v[f] = pol[f] end
+    end
+    return v
 end
 
 -- Schedules (periodic jobs): P:sch:<id> is a schedule's hash (t topic, b
@@ -770,5 +850,28 @@ local function flush()
     end
     if push_ready > 0 then
         redis.call('SPUBLISH', P .. ':pushwake', num(push_ready))
+    end
+    -- A topic whose reserved jobs went down under a concurrency limit may
+    -- have ready jobs that pop or push_take held back: its long-polls are
+    -- told as for jobs made ready, and the pushers are woken, so they take
+    -- them now rather than at their recheck.
+    for _, topic in ipairs(topic_order) do
+        local freed = -(counters[topic].reserved or 0)
+        if freed > 0 and not paused(topic) and policy_of(topic).concurrency then
+            -- (A topic that got ready jobs in this call was told above.)
+            local head = not ready_topics[topic] and
+                redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES') or {}
+            if head[2] then
+                redis.call('SPUBLISH', P .. ':ready', num(freed) .. ':' .. topic .. '\0' ..
+                    head[2] .. '@' .. num(clock()))
+            end
+            -- Push jobs push_take held back for the limit: as many as the
+            -- room freed go back to P:push, oldest first, and the pushers
+            -- are woken (push_take holds them again if others took the room).
+            local back = unhold_oldest(topic, freed)
+            if back > 0 then
+                redis.call('SPUBLISH', P .. ':pushwake', num(back))
+            end
+        end
     end
 end

@@ -1,10 +1,11 @@
 -- pop: finishes the jobs a consumer is done with (finish-and-pop), then
 -- reserves up to `count` ready jobs, taking from the topics in order (a
--- paused topic gives none).
+-- paused topic gives none, and a topic under a `concurrency` limit no more
+-- than this shard's share of it allows: its other jobs stay ready).
 -- KEYS: P.
 -- argv: allow count nfinish
 -- reply: finished
--- reply job: id topic body attempts ttr_ms
+-- reply job: id topic body attempts ttr_ms key
 -- nfinish ids follow the arguments, then the topics. finished holds the
 -- finish items (see remove_ids); a `job` per job taken follows it.
 limit_topics(ARGV[ARG.allow])
@@ -17,8 +18,11 @@ local out = {}
 for ti = NARGS + 1 + nfinish, #ARGV do
     local topic = ARGV[ti]
     local taken = {}
-    if not paused(topic) then
-        taken = redis.call('ZPOPMIN', ready_key(topic), num(want - #out))
+    local n = want - #out
+    local room = concurrency_room(topic)
+    if room and room < n then n = room end
+    if n > 0 and not paused(topic) then
+        taken = redis.call('ZPOPMIN', ready_key(topic), num(n))
     end
     for i = 1, #taken, 2 do
         local id = taken[i]
@@ -30,7 +34,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
         move_count(topic, 'ready', 'reserved')
         count(topic, 'popped', 1)
         out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
-            ttr_ms = j.ttr}
+            ttr_ms = j.ttr, key = j.g or false}
     end
     if #out >= want then break end
 end

@@ -8,11 +8,13 @@
 -- resume under way, or one whose caller died half-way), push_take moves
 -- its oldest back itself (at most 1000 a call in all) and a job of that
 -- topic newer than what stays held goes to the hold too, so the topic's
--- jobs keep their order and never wait on an abandoned hold. At most
--- limit + 1000 entries of P:push are looked at per call.
+-- jobs keep their order and never wait on an abandoned hold. A topic under
+-- a `concurrency` limit with no room left is held back the same way (the
+-- call that frees room wakes the pushers). At most limit + 1000 entries of
+-- P:push are looked at per call.
 -- KEYS: P.
 -- argv: limit grace_ms
--- reply job: id topic body url attempt timeout_ms
+-- reply job: id topic body url attempt timeout_ms key
 -- Returns a list of `job`.
 local want, grace = tonumber(ARGV[ARG.limit]), tonumber(ARGV[ARG.grace_ms])
 local now = now_ms()
@@ -29,6 +31,11 @@ local function unhold(topic)
 end
 local function held_back(topic, score)
     if paused(topic) then return true end
+    -- A topic whose `concurrency` has no room left: its jobs wait in the
+    -- hold like a paused topic's, so they block no other topic; they go
+    -- back (below) once a call finds room again.
+    local room = concurrency_room(topic)
+    if room and room <= 0 then return true end
     local head = hold_head[topic]
     if head == nil then
         head = unhold(topic)
@@ -56,7 +63,7 @@ while #out < want and looked < budget do
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
             out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
-                attempt = j.n, timeout_ms = j.to}
+                attempt = j.n, timeout_ms = j.to, key = j.g or false}
         end
     end
 end

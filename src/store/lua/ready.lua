@@ -3,10 +3,16 @@
 -- the ready messages; this is the exact answer when they run dry).
 -- flags: no-writes
 -- KEYS: P. The arguments are topics (no fixed ones).
--- Returns one count per topic (0 for a paused topic: a pop would take
--- none).
+-- Returns one count per topic: what a pop could take (0 for a paused
+-- topic; at most the room the shard's share of a `concurrency` leaves).
 local out = {}
 for i, topic in ipairs(ARGV) do
-    out[i] = paused(topic) and 0 or redis.call('ZCARD', ready_key(topic))
+    local n = 0
+    if not paused(topic) then
+        n = redis.call('ZCARD', ready_key(topic))
+        local room = concurrency_room(topic)
+        if room and room < n then n = room end
+    end
+    out[i] = n
 end
 return out

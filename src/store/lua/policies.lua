@@ -1,0 +1,46 @@
+-- policies: the policies of one topic, or of one page of the topics that
+-- have one, by name, with their use in this shard.
+-- flags: no-writes
+-- KEYS: P.
+-- argv: topic cursor limit
+-- reply: next_cursor
+-- reply entry: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms reserved throttled
+-- topic is '' for a page of all topics with a policy; cursor lists the
+-- topics after this one ('' from the start); next_cursor is false on the
+-- last page. An `entry` per topic that has a policy in this shard follows
+-- (policy fields false where unset): reserved counts the topic's jobs
+-- reserved by pops plus callbacks in flight (the shard's `reserved`
+-- gauge); throttled its ready jobs that its `concurrency` holds back
+-- now: those pop could take beyond the room the shard's share leaves, and
+-- the push jobs push_take holds for it.
+local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
+local topics, next_cursor = {}, false
+if topic ~= '' then
+    topics = {topic}
+else
+    local from = cursor == '' and '-' or ('(' .. cursor)
+    topics = redis.call('ZRANGEBYLEX', policies_key(), from, '+', 'LIMIT', '0', num(limit + 1))
+    if #topics > limit then
+        topics[#topics] = nil
+        next_cursor = topics[#topics]
+    end
+end
+local out = reply{next_cursor = next_cursor}
+for _, t in ipairs(topics) do
+    local pol = read_policy(t)
+    if next(pol) then
+        local e = policy_view(pol)
+        e.topic = t
+        e.reserved = tonumber(redis.call('HGET', stats_key(t), 'reserved') or '0')
+        local room = concurrency_room(t)
+        e.throttled = 0
+        if room then
+            e.throttled = math.max(0, redis.call('ZCARD', ready_key(t)) - room)
+            if not paused(t) then -- push jobs held for the limit
+                e.throttled = e.throttled + redis.call('ZCARD', hold_key(t))
+            end
+        end
+        reply_entry(e, out)
+    end
+end
+return out

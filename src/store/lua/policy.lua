@@ -1,0 +1,38 @@
+-- policy: sets a topic's flow-control policy in this shard (delayq-fcgi
+-- calls every shard in one round: each shard keeps a copy, so that a pop,
+-- which runs in one shard, reads its topic's limits in its own atomic
+-- call), and answers the policy as it now stands.
+-- KEYS: P.
+-- argv: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms
+-- Each field but topic is '' (keep its value), 'null' (remove that limit)
+-- or its value: counts as they are, periods and keep in ms. The policy is
+-- the hash P:pol:<topic>, with those field names; a topic with a policy is
+-- in P:policies (scored 0, listed by name), and a policy whose last field
+-- is removed is deleted.
+-- reply: concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms
+-- Each false where unset.
+local topic = ARGV[ARG.topic]
+local key = policy_key(topic)
+for _, f in ipairs(POLICY_FIELDS) do
+    local v = ARGV[ARG[f]]
+    if v == 'null' then
+        redis.call('HDEL', key, f)
+    elseif v ~= '' then
+        redis.call('HSET', key, f, v)
+    end
+end
+-- Push jobs held back for the old limit go back to P:push (1000 at
+-- most here; push_take moves the rest as it meets them), so a limit
+-- raised or removed frees them now; push_take holds them again if the
+-- new limit has no room. A paused topic's wait for its resume.
+if not paused(topic) then
+    local back = unhold_oldest(topic, 1000)
+    if back > 0 then redis.call('SPUBLISH', P .. ':pushwake', num(back)) end
+end
+local pol = read_policy(topic)
+if next(pol) then
+    redis.call('ZADD', policies_key(), '0', topic)
+else
+    redis.call('ZREM', policies_key(), topic)
+end
+return reply(policy_view(pol))
