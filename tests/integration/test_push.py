@@ -161,12 +161,12 @@ class PushTest(DeploymentTestCase):
         self.assertEqual((s["topics"][t]["deleted"], s["topics"][t]["finished"]), (1, 0))
 
     def test_retry_after_is_waited_bounded_by_the_last_step(self):
-        t, p1, p2 = unique("p"), "/" + unique("ra"), "/" + unique("rb")
+        t, t2, p1, p2 = unique("p"), unique("p"), "/" + unique("ra"), "/" + unique("rb")
         self.answers.by_path[p1] = lambda q: (
             (429, {"Retry-After": "1"}, b"") if q.headers["delayq-attempt"] == "1" else (200, {}, b""))
         self.answers.by_path[p2] = (503, {"Retry-After": "3600"}, b"")
         j1 = self.add(topic=t, body=1, url=self.rx.url(p1), backoff=[30])
-        j2 = self.add(topic=t, body=2, url=self.rx.url(p2), backoff=[5, 2])
+        j2 = self.add(topic=t2, body=2, url=self.rx.url(p2), backoff=[5, 2])
         qs = self.requests(p1, 2)
         self.assertGreaterEqual(qs[1].at - qs[0].at, 0.95)
         self.assertLess(qs[1].at - qs[0].at, 5, "Retry-After 1 s, not the 30 s step")
