@@ -6,44 +6,45 @@
 #include <string.h>
 
 static const char *const field_flags[CLI_F_COUNT_OF] = {
-    [CLI_F_TOPIC] = "topic",
-    [CLI_F_ID] = "id",
-    [CLI_F_IDS] = "ids",
-    [CLI_F_DELAY] = "delay",
-    [CLI_F_AT] = "at",
-    [CLI_F_TTR] = "ttr",
-    [CLI_F_RETRIES] = "retries",
-    [CLI_F_TIMEOUT] = "timeout",
-    [CLI_F_COUNT] = "count",
-    [CLI_F_URL] = "callback",
-    [CLI_F_BACKOFF] = "backoff",
-    [CLI_F_CRON] = "cron",
-    [CLI_F_EVERY] = "every",
-    [CLI_F_TZ] = "tz",
-    [CLI_F_START] = "start",
-    [CLI_F_END] = "end",
-    [CLI_F_PREVIEW] = "preview",
-    [CLI_F_STATE] = "state",
-    [CLI_F_LIMIT] = "limit",
-    [CLI_F_CURSOR] = "cursor",
-    [CLI_F_FINISH] = "finish",
-    [CLI_F_KEY] = "key",
-    [CLI_F_CONCURRENCY] = "concurrency",
-    [CLI_F_RATE] = "rate",
-    [CLI_F_PERIOD] = "period",
-    [CLI_F_KEY_CONCURRENCY] = "key-concurrency",
-    [CLI_F_KEY_RATE] = "key-rate",
-    [CLI_F_KEY_PERIOD] = "key-period",
-    [CLI_F_KEEP] = "keep",
-    [CLI_F_BODY] = "body",
-    [CLI_F_BODY_STRING] = "body-string",
-    [CLI_F_BODY_FILE] = "body-file",
-    [CLI_F_BODY_STRING_FILE] = "body-string-file",
+#define CLI_FLAG(e, flag, field) [CLI_F_##e] = flag,
+#include "cli_flags.def"
+#undef CLI_FLAG
 };
+
+/* The protocol field each flag fills, and the fields' names on the wire. */
+static const cli_wire_field field_of_flag[CLI_F_COUNT_OF] = {
+#define CLI_FLAG(e, flag, field) [CLI_F_##e] = CLI_WIRE_##field,
+#include "cli_flags.def"
+#undef CLI_FLAG
+};
+
+static const char *const wire_names[CLI_WIRE_COUNT_OF] = {
+#define DQ_FIELD(e, name) [CLI_WIRE_##e] = name,
+#include "protocol/fields.def"
+#undef DQ_FIELD
+};
+
+_Static_assert(CLI_WIRE_COUNT_OF <= 64, "a command's fields are a 64-bit set");
+_Static_assert(CLI_F_COUNT_OF <= 64, "cli_flags is a 64-bit set");
 
 const char *cli_field_flag(cli_field f)
 {
     return (unsigned)f < CLI_F_COUNT_OF ? field_flags[f] : "?";
+}
+
+const char *cli_field_name(cli_field f)
+{
+    return (unsigned)f < CLI_F_COUNT_OF ? wire_names[field_of_flag[f]] : "?";
+}
+
+cli_flags cli_flags_filling(uint64_t fields)
+{
+    cli_flags flags = 0;
+    for (int f = 0; f < CLI_F_COUNT_OF; f++) {
+        if (fields & ((uint64_t)1 << field_of_flag[f]))
+            flags |= CLI_BIT(f);
+    }
+    return flags;
 }
 
 static int field_by_name(const char *name, size_t n)

@@ -6,43 +6,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Flags that become (or supply) a protocol field, named after it. */
+/* Flags that become (or supply) a protocol field, named after it
+ * (cli_flags.def). */
 typedef enum {
-    CLI_F_TOPIC,
-    CLI_F_ID,
-    CLI_F_IDS,
-    CLI_F_DELAY,
-    CLI_F_AT,
-    CLI_F_TTR,
-    CLI_F_RETRIES,
-    CLI_F_TIMEOUT,
-    CLI_F_COUNT,
-    CLI_F_URL,
-    CLI_F_BACKOFF,
-    CLI_F_CRON,
-    CLI_F_EVERY,
-    CLI_F_TZ,
-    CLI_F_START,
-    CLI_F_END,
-    CLI_F_PREVIEW,
-    CLI_F_STATE,
-    CLI_F_LIMIT,
-    CLI_F_CURSOR,
-    CLI_F_FINISH,
-    CLI_F_KEY,
-    CLI_F_CONCURRENCY,
-    CLI_F_RATE,
-    CLI_F_PERIOD,
-    CLI_F_KEY_CONCURRENCY,
-    CLI_F_KEY_RATE,
-    CLI_F_KEY_PERIOD,
-    CLI_F_KEEP,
-    CLI_F_BODY,
-    CLI_F_BODY_STRING,
-    CLI_F_BODY_FILE,
-    CLI_F_BODY_STRING_FILE,
+#define CLI_FLAG(e, flag, field) CLI_F_##e,
+#include "cli_flags.def"
+#undef CLI_FLAG
     CLI_F_COUNT_OF
 } cli_field;
+
+/* The protocol's fields, in src/protocol/fields.def's order. */
+typedef enum {
+#define DQ_FIELD(e, name) CLI_WIRE_##e,
+#include "protocol/fields.def"
+#undef DQ_FIELD
+    CLI_WIRE_COUNT_OF
+} cli_wire_field;
 
 /* A set of flags: more than 32, so 64 bits. */
 typedef uint64_t cli_flags;
@@ -70,5 +49,11 @@ int cli_args_parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 
 /* The flag's name without dashes ("topic", "body-file"). */
 const char *cli_field_flag(cli_field f);
+/* The protocol field flag f fills ("callback" fills "url", every body flag
+ * "body"). */
+const char *cli_field_name(cli_field f);
+/* The flags that fill any of the protocol fields in `fields`, a set of
+ * bits by cli_wire_field (commands.def's fields column). */
+cli_flags cli_flags_filling(uint64_t fields);
 
 #endif

@@ -178,52 +178,13 @@ static const cli_command commands[] = {
      "print the Prometheus metrics of the backend that answers", ""},
 };
 
-/* The flags that send each protocol field (src/protocol/fields.def): every
- * body flag sends "body", --callback sends "url"; 0 for a field no flag
- * sends. */
-#define CLI_SENDS_COMMAND 0
-#define CLI_SENDS_TOPIC B(TOPIC)
-#define CLI_SENDS_TOPICS 0
-#define CLI_SENDS_ID B(ID)
-#define CLI_SENDS_IDS B(IDS)
-#define CLI_SENDS_DELAY B(DELAY)
-#define CLI_SENDS_AT B(AT)
-#define CLI_SENDS_TTR B(TTR)
-#define CLI_SENDS_TTR_UPPER 0
-#define CLI_SENDS_BODY CLI_BODY_FLAGS
-#define CLI_SENDS_RETRIES B(RETRIES)
-#define CLI_SENDS_JOBS 0
-#define CLI_SENDS_TIMEOUT B(TIMEOUT)
-#define CLI_SENDS_COUNT B(COUNT)
-#define CLI_SENDS_CURSOR B(CURSOR)
-#define CLI_SENDS_LIMIT B(LIMIT)
-#define CLI_SENDS_BACKOFF B(BACKOFF)
-#define CLI_SENDS_CALLBACK 0
-#define CLI_SENDS_URL B(URL)
-#define CLI_SENDS_CRON B(CRON)
-#define CLI_SENDS_EVERY B(EVERY)
-#define CLI_SENDS_TZ B(TZ)
-#define CLI_SENDS_START B(START)
-#define CLI_SENDS_END B(END)
-#define CLI_SENDS_PREVIEW B(PREVIEW)
-#define CLI_SENDS_STATE B(STATE)
-#define CLI_SENDS_FINISH B(FINISH)
-#define CLI_SENDS_KEY B(KEY)
-#define CLI_SENDS_CONCURRENCY B(CONCURRENCY)
-#define CLI_SENDS_RATE B(RATE)
-#define CLI_SENDS_PERIOD B(PERIOD)
-#define CLI_SENDS_KEY_CONCURRENCY B(KEY_CONCURRENCY)
-#define CLI_SENDS_KEY_RATE B(KEY_RATE)
-#define CLI_SENDS_KEY_PERIOD B(KEY_PERIOD)
-#define CLI_SENDS_KEEP B(KEEP)
 
-/* Each command's flags: those that send a field its row in the server's
- * command table gives it. */
+/* Each command's fields, from its row in the server's command table. */
 static const struct {
     const char *name;
-    cli_flags flags;
+    uint64_t fields;
 } wire_commands[] = {
-#define FB(f) CLI_SENDS_##f
+#define FB(f) ((uint64_t)1 << CLI_WIRE_##f)
 #define DQ_COMMAND(e, name, flags, fields, parser, handler) {name, fields},
 #include "protocol/commands.def"
 #undef DQ_COMMAND
@@ -234,12 +195,13 @@ static const struct {
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
-/* The flags c takes: its fields' flags, less those this CLI withholds. */
+/* The flags c takes: those that fill its fields, less those this CLI
+ * withholds. */
 static cli_flags command_flags(const cli_command *c)
 {
     for (size_t i = 0; i < sizeof wire_commands / sizeof wire_commands[0]; i++) {
         if (strcmp(wire_commands[i].name, c->name) == 0)
-            return wire_commands[i].flags & ~c->withheld;
+            return cli_flags_filling(wire_commands[i].fields) & ~c->withheld;
     }
     return 0;
 }

@@ -14,30 +14,6 @@
  * 1 MiB; reading a little past that lets the server answer 413 itself. */
 #define CLI_BODY_FILE_MAX (16u * 1024 * 1024)
 
-/* The protocol field each field flag fills (the body flags all fill "body"). */
-static const char *const field_names[CLI_F_COUNT_OF] = {
-    [CLI_F_TOPIC] = "topic",   [CLI_F_ID] = "id",
-    [CLI_F_IDS] = "ids",       [CLI_F_DELAY] = "delay",
-    [CLI_F_AT] = "at",         [CLI_F_TTR] = "ttr",
-    [CLI_F_RETRIES] = "retries", [CLI_F_TIMEOUT] = "timeout",
-    [CLI_F_COUNT] = "count",   [CLI_F_URL] = "url",
-    [CLI_F_BACKOFF] = "backoff", [CLI_F_CRON] = "cron",
-    [CLI_F_EVERY] = "every",   [CLI_F_TZ] = "tz",
-    [CLI_F_START] = "start",   [CLI_F_END] = "end",
-    [CLI_F_PREVIEW] = "preview", [CLI_F_BODY] = "body",
-    [CLI_F_STATE] = "state",     [CLI_F_LIMIT] = "limit",
-    [CLI_F_CURSOR] = "cursor",  [CLI_F_FINISH] = "finish",
-    [CLI_F_KEY] = "key",
-    [CLI_F_CONCURRENCY] = "concurrency",
-    [CLI_F_RATE] = "rate",
-    [CLI_F_PERIOD] = "period",
-    [CLI_F_KEY_CONCURRENCY] = "key_concurrency",
-    [CLI_F_KEY_RATE] = "key_rate",
-    [CLI_F_KEY_PERIOD] = "key_period",
-    [CLI_F_KEEP] = "keep",
-    [CLI_F_BODY_STRING] = "body", [CLI_F_BODY_FILE] = "body",
-    [CLI_F_BODY_STRING_FILE] = "body",
-};
 
 static void put_key(dq_buf *out, const char *key, int *first)
 {
@@ -216,7 +192,7 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
         cli_field f = (cli_field)i;
         if (!(a->given & CLI_BIT(f)))
             continue;
-        put_key(out, field_names[f], &first);
+        put_key(out, cli_field_name(f), &first);
         int rc;
         switch (f) {
         case CLI_F_TOPIC:

@@ -130,23 +130,29 @@ static void put_topic_gauges(dq_buf *out, const store_stats *st, size_t shown)
 /* The stats counters (jobs added, popped, ...), all topics and by topic. */
 static void put_job_counters(dq_buf *out, const store_stats *st, size_t shown)
 {
-    /* The Prometheus name of each stats counter. */
+    /* The Prometheus name of each stats counter, and what it counts. */
     static const struct {
         store_stat field;
-        const char *name;
-    } counters[] = {{STAT_ADDED, "added"},       {STAT_POPPED, "popped"},
-                    {STAT_FINISHED, "finished"}, {STAT_DELETED, "deleted"},
-                    {STAT_REDELIVERED, "redelivered"}, {STAT_BURIES, "buried"},
-                    {STAT_KICKED, "kicked"}};
+        const char *name, *what;
+    } counters[] = {{STAT_ADDED, "added", "Jobs added"},
+                    {STAT_POPPED, "popped", "Jobs popped"},
+                    {STAT_FINISHED, "finished", "Jobs finished"},
+                    {STAT_DELETED, "deleted", "Jobs deleted"},
+                    {STAT_REDELIVERED, "redelivered", "Jobs redelivered"},
+                    {STAT_BURIES, "buried", "Jobs buried"},
+                    {STAT_KICKED, "kicked", "Jobs kicked"},
+                    {STAT_PUSH_FAILED, "push_failed",
+                     "Failed callback attempts (an error answer, a Retry-After, or a "
+                     "reservation that ran out)"}};
     for (size_t k = 0; k < sizeof counters / sizeof counters[0]; k++) {
-        const char *name = counters[k].name;
-        buf_printf(out, "# HELP delayq_deployment_jobs_%s_total Jobs %s, all topics.\n"
+        const char *name = counters[k].name, *what = counters[k].what;
+        buf_printf(out, "# HELP delayq_deployment_jobs_%s_total %s, all topics.\n"
                         "# TYPE delayq_deployment_jobs_%s_total counter\n"
                         "delayq_deployment_jobs_%s_total %lld\n",
-                   name, name, name, name, (long long)st->totals[counters[k].field]);
-        buf_printf(out, "# HELP delayq_jobs_%s_total Jobs %s, by topic.\n"
+                   name, what, name, name, (long long)st->totals[counters[k].field]);
+        buf_printf(out, "# HELP delayq_jobs_%s_total %s, by topic.\n"
                         "# TYPE delayq_jobs_%s_total counter\n",
-                   name, name, name);
+                   name, what, name);
         for (size_t i = 0; i < shown; i++) {
             buf_printf(out, "delayq_jobs_%s_total{topic=\"", name);
             put_label(out, st->topics[i].name, st->topics[i].name_len);

@@ -15,7 +15,7 @@
 
 const char *const store_stat_names[STORE_NSTATS] = {
     "delay",  "ready",   "reserved",    "buried", "added",  "popped",
-    "finished", "deleted", "redelivered", "buries", "kicked"};
+    "finished", "deleted", "redelivered", "buries", "kicked", "push_failed"};
 
 static void clear_error(store_error *err)
 {

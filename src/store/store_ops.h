@@ -170,6 +170,8 @@ typedef enum {
     STAT_REDELIVERED,
     STAT_BURIES,
     STAT_KICKED,
+    STAT_PUSH_FAILED, /* failed callback attempts: an error answer, a Retry-After,
+                       * or a reservation that ran out */
     STORE_NSTATS
 } store_stat;
 #define STORE_NGAUGES 4 /* the first four are states */

@@ -422,7 +422,8 @@ class CliTest(DeploymentTestCase):
         header = lines[0].split()
         self.assertEqual(header[0], "topic")
         self.assertEqual(header[1:], ["delay", "ready", "reserved", "buried", "added", "popped",
-                                      "finished", "deleted", "redelivered", "buries", "kicked"])
+                                      "finished", "deleted", "redelivered", "buries", "kicked",
+                                      "push_failed"])
         # aligned: every line as long as the header, the numbers right-aligned under it
         self.assertEqual({len(line) for line in lines}, {len(lines[0])})
         rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}

@@ -6,9 +6,11 @@ every metric, label and label value the dashboard and the rules use is one
 that /metrics exposes.
 
 The deployment is driven until every series the rules need exists: a
-delayed job moved by a timer (timer lag), a buried job, a paused topic, and
-a request answered 503 unavailable while Redis was stopped. That the rules
-fire on such series is proven by promtool (`make check-alerts`).
+delayed job moved by a timer (timer lag), a buried job, a paused topic, a
+request answered 503 unavailable while Redis was stopped, a callback that
+failed against a local receiver answering 500, and a topic whose policy's
+concurrency holds a ready job back. That the rules fire on such series is
+proven by promtool (`make check-alerts`).
 
 Run: DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. PYTHONPATH=tests python3 tests/integration/test_monitoring.py
 """
@@ -21,6 +23,7 @@ import unittest
 
 import dqtest
 from dqtest import DeploymentTestCase, main, unique
+from dqtest.receiver import Receiver
 
 CONTRIB = os.path.join(dqtest.SRC_DIR, "contrib")
 DASHBOARD = os.path.join(CONTRIB, "grafana", "delayq.json")
@@ -96,13 +99,33 @@ class Dashboard(unittest.TestCase):
             self.assertIn("| `%s` |" % name, ops, "docs/OPERATIONS.md's table of alerts")
 
 
+def sample_value(text, name, topic):
+    """The value of name{topic="<topic>"} on /metrics, or None."""
+    m = re.search(r'^%s\{topic="%s"\} (\S+)$' % (re.escape(name), re.escape(topic)), text, re.M)
+    return float(m.group(1)) if m else None
+
+
 class MetricsUsedExist(DeploymentTestCase):
-    DEPLOYMENT_KW = {"workers": 1, "threads": 8}
+    # A pusher that may call the loopback receiver below.
+    DEPLOYMENT_KW = {"workers": 1, "threads": 8, "n_pushers": 1, "push_allow": "*,loopback"}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rx = Receiver(lambda req: (500, {}, b"down")).start()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.rx.stop()
 
     def test_every_metric_label_and_value_used_is_exposed(self):
         with open(DASHBOARD) as f:
             exprs = dashboard_exprs(json.load(f)) + [rules_text()]
         text = self.scrape_after_every_kind_of_event()
+        # the callback-failure and throttling series carry real events
+        self.assertGreaterEqual(sample_value(text, "delayq_jobs_push_failed_total", self.failing), 1)
+        self.assertEqual(sample_value(text, "delayq_topic_throttled", self.throttled), 1)
         samples = scrape_samples(text)
         used = set()
         for e in exprs:
@@ -145,6 +168,20 @@ class MetricsUsedExist(DeploymentTestCase):
         self.assertOk(st, r)
         self.assertOk(*self.c.req("bury", id=r["id"]))
         self.assertOk(*self.c.req("pause", topic=unique("mon-paused")))
+        # A callback the receiver answers 500: a failed attempt (push_failed);
+        # the 60 s backoff step keeps it from being sent again meanwhile.
+        self.failing = unique("mon-push")
+        self.add(self.failing, "refused", url=self.rx.url("/fail"), backoff=[60])
+        deadline = time.monotonic() + 10 * dqtest.SLOW
+        while self.c.get("/stats?topic=" + self.failing)[1]["topics"][self.failing]["push_failed"] < 1:
+            self.assertLess(time.monotonic(), deadline, "the callback failed once")
+            time.sleep(0.05)
+        # Concurrency 1 with one job reserved: the other ready job is held back.
+        self.throttled = unique("mon-flow")
+        self.assertOk(*self.c.req("policy", topic=self.throttled, concurrency=1))
+        self.add(self.throttled, 1)
+        self.add(self.throttled, 2)
+        self.assertOk(*self.c.req("pop", topic=self.throttled))
         # A timer's lag shows once it is in the live timers again: Redis
         # came back empty, and the timer re-registers when it renews its lease.
         deadline = time.monotonic() + 15 * dqtest.SLOW

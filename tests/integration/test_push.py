@@ -3,8 +3,10 @@ local HTTP receiver, signs them (Standard Webhooks), follows the outcomes
 the protocol lists (2xx, 410, 429/503 with Retry-After, anything else),
 steps through the backoff schedule, buries with retries spent, refuses
 addresses push_allow does not admit when it connects, and a job whose
-pusher was killed comes back after its deadline. Also backoff for pull
-jobs (TTR expiry and release)."""
+pusher was killed comes back after its deadline. stats' push_failed
+counts each failed attempt (an error answer, a Retry-After, a timeout, a
+reservation that ran out) and nothing else. Also backoff for pull jobs (TTR
+expiry and release)."""
 
 import base64
 import hashlib
@@ -68,6 +70,11 @@ class PushTest(DeploymentTestCase):
             time.sleep(0.05)
         self.fail("job %s still there: %r" % (jid, self.c.req("get", id=jid)))
 
+    def push_failed(self, topic):
+        st, s = self.c.req("stats", topic=topic)
+        self.assertOk(st, s)
+        return s["topics"][topic]["push_failed"]
+
     def wait_state(self, jid, state, timeout=5):
         deadline = time.monotonic() + timeout * SLOW
         while time.monotonic() < deadline:
@@ -96,7 +103,7 @@ class PushTest(DeploymentTestCase):
         self.assertTrue(verify(q), q.headers)
         self.wait_gone(jid)
         st, s = self.c.req("stats", topic=t)
-        self.assertEqual(s["topics"][t]["finished"], 1)
+        self.assertEqual((s["topics"][t]["finished"], s["topics"][t]["push_failed"]), (1, 0))
 
     def test_pop_never_takes_a_push_job(self):
         t, path = unique("p"), "/" + unique("slow")
@@ -122,6 +129,7 @@ class PushTest(DeploymentTestCase):
         self.assertEqual(r["backoff"], [0.4, 0.8])
         self.assertEqual(r["last_attempt"]["status"], 500)
         self.assertEqual(r["last_attempt"]["error"], "HTTP 500")
+        self.assertEqual(self.push_failed(t), 3, "each of the three 500s")
         time.sleep(1.2)
         self.assertEqual(len([q for q in self.rx.requests if q.path == path]), 3, "buried: no more")
         # kick: delivered again, with its retries back
@@ -130,6 +138,7 @@ class PushTest(DeploymentTestCase):
         self.assertEqual(k["kicked"], 1)
         self.requests(path, 4)
         self.wait_gone(jid)
+        self.assertEqual(self.push_failed(t), 3, "a delivered attempt is no failure")
 
     def test_default_schedule_is_stepped(self):
         t, path = unique("p"), "/" + unique("once")
@@ -152,16 +161,17 @@ class PushTest(DeploymentTestCase):
         self.assertEqual((s["topics"][t]["deleted"], s["topics"][t]["finished"]), (1, 0))
 
     def test_retry_after_is_waited_bounded_by_the_last_step(self):
-        t, p1, p2 = unique("p"), "/" + unique("ra"), "/" + unique("rb")
+        t, t2, p1, p2 = unique("p"), unique("p"), "/" + unique("ra"), "/" + unique("rb")
         self.answers.by_path[p1] = lambda q: (
             (429, {"Retry-After": "1"}, b"") if q.headers["delayq-attempt"] == "1" else (200, {}, b""))
         self.answers.by_path[p2] = (503, {"Retry-After": "3600"}, b"")
         j1 = self.add(topic=t, body=1, url=self.rx.url(p1), backoff=[30])
-        j2 = self.add(topic=t, body=2, url=self.rx.url(p2), backoff=[5, 2])
+        j2 = self.add(topic=t2, body=2, url=self.rx.url(p2), backoff=[5, 2])
         qs = self.requests(p1, 2)
         self.assertGreaterEqual(qs[1].at - qs[0].at, 0.95)
         self.assertLess(qs[1].at - qs[0].at, 5, "Retry-After 1 s, not the 30 s step")
         self.wait_gone(j1)
+        self.assertEqual(self.push_failed(t), 1, "the 429 with Retry-After")
         self.requests(p2, 1)
         r = self.wait_state(j2, "delay")
         self.assertAlmostEqual(r["due"] - r["last_attempt"]["at"], 2000, delta=100,
@@ -190,6 +200,7 @@ class PushTest(DeploymentTestCase):
         r = self.wait_state(jid, "delay", timeout=10)
         self.assertIsNone(r["last_attempt"]["status"])
         self.assertIn("timed out", r["last_attempt"]["error"])
+        self.assertEqual(self.push_failed(t), 1)
         self.c.req("delete", id=jid)
 
     def test_bad_callbacks_are_refused_at_add(self):
@@ -243,6 +254,9 @@ class PushTest(DeploymentTestCase):
         st, g = self.c.req("get", id=jid)
         self.assertAlmostEqual(g["due"] - int(time.time() * 1000), 1000, delta=300)
         st, rel = self.c.req("delete", id=jid)
+        st, s = self.c.req("stats", topic=t)
+        self.assertEqual((s["topics"][t]["redelivered"], s["topics"][t]["push_failed"]), (1, 0),
+                         "a pull job's TTR expiry is no failed callback")
 
 
 class PusherAddressCheck(DeploymentTestCase):
@@ -282,7 +296,8 @@ class PusherCrash(DeploymentTestCase):
             path = "/slow"
             answers.by_path[path] = lambda q: (
                 (200, {}, b"", 5) if q.headers["delayq-attempt"] == "1" else (200, {}, b""))
-            st, r = self.c.req("add", topic=unique("k"), body=1,
+            t = unique("k")
+            st, r = self.c.req("add", topic=t, body=1,
                                callback={"url": rx.url(path), "timeout": 1}, backoff=[0.5])
             jid = r["id"]
             rx.wait_for(lambda qs: len(qs) >= 1, 5 * SLOW)
@@ -297,6 +312,9 @@ class PusherCrash(DeploymentTestCase):
             while self.c.req("get", id=jid)[0] != 404:
                 self.assertLess(time.monotonic(), deadline)
                 time.sleep(0.05)
+            st, s = self.c.req("stats", topic=t)
+            self.assertEqual((s["topics"][t]["push_failed"], s["topics"][t]["redelivered"]),
+                             (1, 1), "the reservation that ran out is a failed attempt")
         finally:
             rx.stop()
 

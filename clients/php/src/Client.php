@@ -508,7 +508,8 @@ final class Client
 
     /**
      * Counters: ['topics' => [topic => [delay, ready, reserved, buried, added,
-     * popped, finished, deleted, redelivered, buries, kicked]], 'total' => [...]],
+     * popped, finished, deleted, redelivered, buries, kicked, push_failed]],
+     * 'total' => [...]],
      * for one topic or all of them.
      *
      * @return array{topics:array<string,array<string,int>>,total:array<string,int>}

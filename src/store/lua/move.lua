@@ -52,8 +52,11 @@ if #ids > 0 then
         if j.s == 'delay' then
             make_ready(id, j, seq + i - 1)
             move_count(topic, 'delay', 'ready')
-        elseif after_failure(id, j, now) ~= 'buried' then
-            count(topic, 'redelivered', 1)
+        else
+            -- A callback's reservation ran out (its pusher died, or the
+            -- outcome was not recorded): a failed attempt, as PROTOCOL says.
+            if j.push then count(topic, 'push_failed', 1) end
+            if after_failure(id, j, now) ~= 'buried' then count(topic, 'redelivered', 1) end
         end
     end
     for _, ik in ipairs(index_order) do call_in_chunks('ZREM', ik, unindexed[ik]) end
