@@ -11,13 +11,18 @@ from dqtest import SLOW, DeploymentTestCase, main, text, unique
 from dqtest.ledger import LedgerLoad
 
 
-class SentinelFailover(DeploymentTestCase):
+class SentinelTestCase(DeploymentTestCase):
+    """A deployment behind its own Sentinel group (self.group)."""
     DEPLOYMENT_KW = dict(redis_mode="sentinel", workers=2, threads=8, n_timers=2,
-                         timer_lease_ms=2000, redis_wait_replicas=2, redis_wait_timeout_ms=500)
+                         timer_lease_ms=2000, redis_wait_timeout_ms=500)
 
     @property
     def group(self):
         return self.c.redis_server
+
+
+class SentinelFailover(SentinelTestCase):
+    DEPLOYMENT_KW = dict(SentinelTestCase.DEPLOYMENT_KW, redis_wait_replicas=2)
 
     def test_kill9_primary_under_load(self):
         """Every write confirmed by both replicas (redis_wait_replicas = 2,
@@ -48,13 +53,8 @@ class SentinelFailover(DeploymentTestCase):
         self.assertGreater(len(load.acked), 50, "the load ran")
 
 
-class SentinelStalledPrimary(DeploymentTestCase):
-    DEPLOYMENT_KW = dict(redis_mode="sentinel", workers=2, threads=8, n_timers=2,
-                         timer_lease_ms=2000, redis_wait_replicas=1, redis_wait_timeout_ms=500)
-
-    @property
-    def group(self):
-        return self.c.redis_server
+class SentinelStalledPrimary(SentinelTestCase):
+    DEPLOYMENT_KW = dict(SentinelTestCase.DEPLOYMENT_KW, redis_wait_replicas=1)
 
     def test_writes_confirmed_while_failing_over_are_not_acknowledged(self):
         """A primary that stops answering the sentinels for longer than
@@ -95,7 +95,7 @@ class SentinelStalledPrimary(DeploymentTestCase):
             self.assertIn("the primary is down in their view", f.read())
 
 
-class SentinelNoWait(DeploymentTestCase):
+class SentinelNoWait(SentinelTestCase):
     DEPLOYMENT_KW = dict(redis_mode="sentinel", workers=1, threads=8)
 
     def test_failover_needs_no_operator(self):
@@ -125,10 +125,6 @@ class SentinelNoWait(DeploymentTestCase):
         self.assertEqual(r["id"], t + "-d")
         self.assertLess(time.monotonic() - t0, 15 * SLOW)
         old.start()
-
-    @property
-    def group(self):
-        return self.c.redis_server
 
 
 if __name__ == "__main__":
