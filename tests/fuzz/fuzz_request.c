@@ -55,8 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dq_limits lim = {65536, 60000, allow};
     dq_request req;
     char err[512];
-    dq_status st = request_parse(&doc, method, path, query, body, body_len, &lim, &req, err,
-                                 sizeof err);
+    dq_status st = request_parse(&doc, method, path, query, NULL, body, body_len, &lim, &req,
+                                 err, sizeof err);
     json_doc_trim(&doc);
     if (st != DQ_OK) {
         assert(err[0] != '\0'); /* every failure names its reason */
