@@ -78,19 +78,22 @@ static void print_value(FILE *out, const cli_json *answer, long index)
     fprintf(out, "%-9s %.*s\n", "value", (int)(v ? n : 4), v ? v : "null");
 }
 
-/* A job's grouping key, for the jobs that have one. */
-static void print_key(FILE *out, json_object *job)
+/* A job's grouping key and trace context, for the jobs that have them. */
+static void print_key_and_trace(FILE *out, json_object *job)
 {
-    const char *key = field_str(job, "key", NULL);
-    if (key)
-        kv(out, "key", key);
+    static const char *const optional[] = {"key", "traceparent", "tracestate"};
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
+        const char *v = field_str(job, optional[i], NULL);
+        if (v)
+            kv(out, optional[i], v);
+    }
 }
 
 static void print_job(FILE *out, json_object *job, const cli_json *answer, long index)
 {
     kv(out, "id", field_str(job, "id", "?"));
     kv(out, "topic", field_str(job, "topic", "?"));
-    print_key(out, job);
+    print_key_and_trace(out, job);
     kv(out, "attempts", json_text(field(job, "attempts")));
     kv(out, "ttr", json_text(field(job, "ttr")));
     print_value(out, answer, index);
@@ -126,7 +129,7 @@ void cli_out_get(FILE *out, const cli_json *answer)
     kv(out, "id", field_str(ans, "id", "?"));
     kv(out, "topic", field_str(ans, "topic", "?"));
     kv(out, "state", field_str(ans, "state", "?"));
-    print_key(out, ans);
+    print_key_and_trace(out, ans);
     kv(out, "attempts", json_text(field(ans, "attempts")));
     kv(out, "retries", retries ? json_text(retries) : "unlimited");
     kv(out, "ttr", json_text(field(ans, "ttr")));

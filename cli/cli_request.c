@@ -203,6 +203,8 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
         case CLI_F_STATE:
         case CLI_F_CURSOR:
         case CLI_F_KEY:
+        case CLI_F_TRACEPARENT:
+        case CLI_F_TRACESTATE:
             rc = put_string(out, f, a->value[f], strlen(a->value[f]), err, errlen);
             break;
         case CLI_F_BACKOFF:

@@ -59,6 +59,15 @@ void reply_id_due(dq_buf *out, const char *id, int64_t due)
     buf_putc(out, '}');
 }
 
+/* ,"name":"<s>" for a field only some jobs have (s NULL: none). */
+static void optional_string(dq_buf *out, const char *name, const char *s, size_t n)
+{
+    if (!s)
+        return;
+    buf_putc(out, ',');
+    reply_key_string(out, name, s, n);
+}
+
 /* The fields every answer about one job starts with. */
 static void job_head(dq_buf *out, const store_job *j)
 {
@@ -66,10 +75,9 @@ static void job_head(dq_buf *out, const store_job *j)
     reply_key_string(out, "id", j->id, j->id_len);
     buf_putc(out, ',');
     reply_key_string(out, "topic", j->topic, j->topic_len);
-    if (j->key) {
-        buf_putc(out, ',');
-        reply_key_string(out, "key", j->key, j->key_len);
-    }
+    optional_string(out, "key", j->key, j->key_len);
+    optional_string(out, "traceparent", j->traceparent, j->traceparent_len);
+    optional_string(out, "tracestate", j->tracestate, j->tracestate_len);
 }
 
 /* A body is stored as the JSON text the producer sent: written as it is. */

@@ -341,9 +341,12 @@ static int read_request(thread_state *t, conn *c)
     if (!path)
         path = fcgi_param(c->fc, "SCRIPT_NAME");
     dq_limits lim = {(size_t)cfg->max_body, (int64_t)cfg->default_ttr * 1000, W.push_allow};
+    /* The params live as long as the request, so the parsed one may point into them. */
+    dq_headers headers = {fcgi_param(c->fc, "HTTP_TRACEPARENT"),
+                          fcgi_param(c->fc, "HTTP_TRACESTATE")};
     char err[600];
     st = request_parse(&t->doc, method ? method : "GET", path, fcgi_param(c->fc, "QUERY_STRING"),
-                       c->body.data, c->body.len, &lim, &c->req, err, sizeof err);
+                       &headers, c->body.data, c->body.len, &lim, &c->req, err, sizeof err);
     if (st != DQ_OK) {
         reply_error(&t->out, st, err);
         finish(t, c, CMD_COUNT, st, 0);

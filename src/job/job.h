@@ -18,6 +18,11 @@
 #define DQ_ID_MAX 256
 /* A job's grouping key (flow control): the name rules of ids, shorter. */
 #define DQ_KEY_MAX 128
+/* W3C Trace Context carried with a job: a traceparent of version 00 is
+ * exactly "00-<32 hex>-<16 hex>-<2 hex>"; a tracestate at most 512 bytes
+ * (the size the W3C asks every vendor to propagate). */
+#define DQ_TRACEPARENT_LEN 55
+#define DQ_TRACESTATE_MAX 512
 #define DQ_BATCH_MAX 1000
 /* A schedule's fires are jobs named "<schedule id>@<Unix seconds>"
  * (store_fire_id; fire_job_id in src/store/lua/common.lua), so a schedule
@@ -43,6 +48,10 @@ typedef struct {
     const char *url;     /* callback URL, NULL for a pull job */
     int64_t cb_timeout_ms;
     const char *key; /* grouping key, NULL for none; picks the job's shard */
+    /* trace context, NULL for none; from the job's fields or, for a single
+     * add, the request's headers */
+    const char *traceparent;
+    const char *tracestate;
 } dq_job_spec;
 
 /* A topic's flow-control policy (the `policy` command), field by field in

@@ -414,6 +414,103 @@ static int key_field(vctx *v, fieldset *f, const char **key)
     return check_name(v, "key", *key, n, DQ_KEY_MAX) < 0 ? -1 : 1;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Trace context (W3C Trace Context)                                         */
+/* ------------------------------------------------------------------------ */
+
+/* 1 if s[0..n) is all lowercase hex digits and not all zeros; 0 if they are
+ * lowercase hex and all zeros; -1 otherwise. */
+static int lower_hex_id(const char *s, size_t n)
+{
+    int nonzero = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return -1;
+        nonzero |= s[i] != '0';
+    }
+    return nonzero;
+}
+
+/* What is wrong with a traceparent, as the end of a sentence that names
+ * it, or NULL when it is one this server takes: version 00 only, lowercase
+ * hex (W3C Trace Context, level 1), neither id all zeros. */
+static const char *traceparent_problem(const char *s, size_t n)
+{
+    static const char shape[] = "must be a W3C traceparent of version 00: "
+                                "00-<32 hex>-<16 hex>-<2 hex>, in lowercase hex";
+    if (n != DQ_TRACEPARENT_LEN || memcmp(s, "00-", 3) != 0 || s[35] != '-' || s[52] != '-' ||
+        lower_hex_id(s + 53, 2) < 0)
+        return shape;
+    int trace_id = lower_hex_id(s + 3, 32), parent_id = lower_hex_id(s + 36, 16);
+    if (trace_id < 0 || parent_id < 0)
+        return shape;
+    if (!trace_id)
+        return "must not have a trace id of all zeros (W3C Trace Context)";
+    if (!parent_id)
+        return "must not have a parent id of all zeros (W3C Trace Context)";
+    return NULL;
+}
+
+/* What is wrong with a (non-empty) tracestate, or NULL: printable ASCII,
+ * since delayq-push sends it on as a header line. */
+static const char *tracestate_problem(const char *s, size_t n)
+{
+    if (n > DQ_TRACESTATE_MAX)
+        return "must be at most 512 bytes";
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < 0x20 || s[i] > 0x7e)
+            return "must be printable ASCII (no control characters)";
+    }
+    return NULL;
+}
+
+/* Checks a trace context from `what` ("field" or "header") into job. An
+ * empty tracestate is none, as an empty header carries no state. */
+static int check_trace(vctx *v, const char *what, const char *tp, size_t tplen, const char *ts,
+                       size_t tslen, dq_job_spec *job)
+{
+    const char *problem;
+    if (ts && tslen == 0)
+        ts = NULL;
+    if (ts && !tp)
+        return invalid(v, DQ_BAD_REQUEST, "%s 'tracestate' needs '%s': a tracestate belongs to a "
+                       "traceparent (W3C Trace Context)", what, "traceparent");
+    if (tp && (problem = traceparent_problem(tp, tplen)) != NULL)
+        return invalid(v, DQ_BAD_REQUEST, "%s 'traceparent' %s", what, problem);
+    if (ts && (problem = tracestate_problem(ts, tslen)) != NULL)
+        return invalid(v, DQ_BAD_REQUEST, "%s 'tracestate' %s", what, problem);
+    job->traceparent = tp;
+    job->tracestate = ts;
+    return 0;
+}
+
+/* A job's optional traceparent and tracestate fields. */
+static int trace_fields(vctx *v, fieldset *f, dq_job_spec *job)
+{
+    const char *tp = NULL, *ts = NULL;
+    size_t tplen = 0, tslen = 0;
+    if (string_field(v, f, F_TRACEPARENT, 0, &tp, &tplen) < 0 ||
+        string_field(v, f, F_TRACESTATE, 0, &ts, &tslen) < 0)
+        return -1;
+    return check_trace(v, "field", tp, tplen, ts, tslen, job);
+}
+
+/* A single add whose job has no trace field takes the request's headers
+ * (the fields win: a job with either field takes neither header). A batch
+ * takes none: each of its jobs carries its own. Other commands ignore
+ * them, as tracing libraries send them on every request. */
+static int trace_headers(vctx *v, const dq_headers *h, dq_request *req)
+{
+    if (!h || req->cmd != CMD_ADD || req->batch)
+        return 0;
+    dq_job_spec *job = &req->jobs[0];
+    if (job->traceparent || job->tracestate)
+        return 0;
+    const char *tp = h->traceparent && h->traceparent[0] ? h->traceparent : NULL;
+    const char *ts = h->tracestate;
+    return check_trace(v, "header", tp, tp ? strlen(tp) : 0, ts, ts ? strlen(ts) : 0, job);
+}
+
 static void *alloc_array(size_t n, size_t size)
 {
     void *p = util_xcalloc(n, size);
@@ -482,7 +579,7 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
     if (id_field(v, f, 0, &job->id) < 0)
         return -1;
     job->key = NULL;
-    if (key_field(v, f, &job->key) < 0)
+    if (key_field(v, f, &job->key) < 0 || trace_fields(v, f, job) < 0)
         return -1;
 
     if (due_fields(v, f, &job->delay_ms, &job->at_ms) < 0)
@@ -1206,8 +1303,8 @@ static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_c
 }
 
 dq_status request_parse(json_doc *doc, const char *method, const char *path, const char *query,
-                        char *body, size_t body_len, const dq_limits *lim, dq_request *req,
-                        char *err, size_t errlen)
+                        const dq_headers *headers, char *body, size_t body_len,
+                        const dq_limits *lim, dq_request *req, char *err, size_t errlen)
 {
     vctx v = {"", "", err, errlen, DQ_OK};
     fieldset f;
@@ -1249,7 +1346,8 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
         goto bad;
     v.cmd = command_name(req->cmd);
     f.allowed = commands[req->cmd].fields;
-    if (parsers[req->cmd](&v, &f, lim, req) < 0 || fields_all_taken(&v, &f) < 0)
+    if (parsers[req->cmd](&v, &f, lim, req) < 0 || fields_all_taken(&v, &f) < 0 ||
+        trace_headers(&v, headers, req) < 0)
         goto bad;
     return DQ_OK;
 bad:

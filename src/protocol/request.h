@@ -85,20 +85,29 @@ typedef struct {
     const struct dq_allow *push_allow; /* where callbacks may go (push_guard.h) */
 } dq_limits;
 
+/* The request headers the protocol reads, NULL where absent: W3C Trace
+ * Context (traceparent, tracestate), which a single add takes when its job
+ * has no trace field. */
+typedef struct {
+    const char *traceparent;
+    const char *tracestate;
+} dq_headers;
+
 const char *command_name(dq_command c);
 /* Returns the command for a name, or CMD_COUNT if unknown. */
 dq_command command_from_name(const char *name, size_t len);
 int command_flags(dq_command c);
 
 /* Parses and validates. method: "GET", "HEAD" or "POST"; path: the URI path
- * ("/" or "/<command>"); query: the raw query string or NULL; body may be
+ * ("/" or "/<command>"); query: the raw query string or NULL; headers: NULL
+ * for none (they must outlive req, like the body); body may be
  * NULL when body_len is 0, and is modified in place. doc is the caller's
  * reusable scanner storage. On DQ_OK, req is filled and must be released
  * with request_free (body must outlive it). Otherwise err holds a sentence
  * that names the field and the rule, and req needs no freeing. */
 dq_status request_parse(json_doc *doc, const char *method, const char *path, const char *query,
-                        char *body, size_t body_len, const dq_limits *lim, dq_request *req,
-                        char *err, size_t errlen);
+                        const dq_headers *headers, char *body, size_t body_len,
+                        const dq_limits *lim, dq_request *req, char *err, size_t errlen);
 void request_free(dq_request *req);
 
 /* 1 if s[0..n) is a valid topic (1..128 bytes of [A-Za-z0-9_.:@/-]). */

@@ -198,6 +198,14 @@ static int start(pusher *p, const store_job *j)
     d->headers = header(d->headers, "delayq-attempt: %" PRId64, d->attempt);
     if (j->key) /* a key is at most DQ_KEY_MAX bytes of name characters */
         d->headers = header(d->headers, "delayq-key: %.*s", (int)j->key_len, j->key);
+    /* The trace context as the job was added with it (W3C Trace Context),
+     * so the receiver's span continues the producer's trace; request.c let
+     * in printable ASCII only, within DQ_TRACESTATE_MAX. */
+    if (j->traceparent)
+        d->headers = header(d->headers, "traceparent: %.*s", (int)j->traceparent_len,
+                            j->traceparent);
+    if (j->tracestate)
+        d->headers = header(d->headers, "tracestate: %.*s", (int)j->tracestate_len, j->tracestate);
     if (p->keys) {
         size_t n = webhook_signature_size(p->keys);
         char *sig = util_xmalloc(n);

@@ -349,14 +349,20 @@ static store_job *next_job(store_jobs *j)
 
 void store_jobs_copy(store_jobs *j, const store_job *job)
 {
-    char *p = util_xmalloc(job->id_len + job->topic_len + job->body_len + job->key_len + 4);
-    j->copies = util_xrealloc(j->copies, (j->ncopies + 1) * sizeof *j->copies);
-    j->copies[j->ncopies++] = p;
     store_job *to = next_job(j);
     *to = *job;
-    const char **field[] = {&to->id, &to->topic, &to->body, &to->key};
-    const size_t len[] = {job->id_len, job->topic_len, job->body_len, job->key_len};
-    for (int f = 0; f < 4; f++) {
+    const char **field[] = {&to->id, &to->topic, &to->body, &to->key, &to->traceparent,
+                            &to->tracestate};
+    const size_t len[] = {job->id_len,  job->topic_len,       job->body_len,
+                          job->key_len, job->traceparent_len, job->tracestate_len};
+    enum { NSTRINGS = sizeof len / sizeof len[0] };
+    size_t total = NSTRINGS;
+    for (int f = 0; f < NSTRINGS; f++)
+        total += len[f];
+    char *p = util_xmalloc(total);
+    j->copies = util_xrealloc(j->copies, (j->ncopies + 1) * sizeof *j->copies);
+    j->copies[j->ncopies++] = p;
+    for (int f = 0; f < NSTRINGS; f++) {
         if (!*field[f])
             continue;
         memcpy(p, *field[f], len[f]);
@@ -439,7 +445,9 @@ static void add_job_args(dq_store *s, const dq_job_spec *job, const char *id)
                                        job->backoff ? job->backoff_len : 0),
         [ADD_JOB_URL] = store_str(job->url ? job->url : ""),
         [ADD_JOB_TIMEOUT_MS] = store_int(job->cb_timeout_ms),
-        [ADD_JOB_KEY] = store_str(job->key ? job->key : "")};
+        [ADD_JOB_KEY] = store_str(job->key ? job->key : ""),
+        [ADD_JOB_TRACEPARENT] = store_str(job->traceparent ? job->traceparent : ""),
+        [ADD_JOB_TRACESTATE] = store_str(job->tracestate ? job->tracestate : "")};
     store_args(s, f, ADD_JOB_NFIELDS);
 }
 
@@ -476,6 +484,8 @@ static void read_popped(const store_reply *e, store_job *j)
     j->attempts = reply_int(reply_at(e, POP_JOB_ATTEMPTS));
     j->ttr_ms = reply_int(reply_at(e, POP_JOB_TTR_MS));
     j->key = reply_str(reply_at(e, POP_JOB_KEY), &j->key_len);
+    j->traceparent = reply_str(reply_at(e, POP_JOB_TRACEPARENT), &j->traceparent_len);
+    j->tracestate = reply_str(reply_at(e, POP_JOB_TRACESTATE), &j->tracestate_len);
     j->state = "reserved";
 }
 
@@ -625,6 +635,8 @@ static void read_job_view(const store_reply *r, store_job *j)
     j->last_status = reply_int(reply_at(r, JOB_VIEW_LAST_STATUS));
     j->last_error = reply_str(reply_at(r, JOB_VIEW_LAST_ERROR), &j->last_error_len);
     j->key = reply_str(reply_at(r, JOB_VIEW_KEY), &j->key_len);
+    j->traceparent = reply_str(reply_at(r, JOB_VIEW_TRACEPARENT), &j->traceparent_len);
+    j->tracestate = reply_str(reply_at(r, JOB_VIEW_TRACESTATE), &j->tracestate_len);
 }
 
 /* Listing order: by score, then by id in byte order (as a sorted set
@@ -725,6 +737,8 @@ static void read_taken(const store_reply *e, store_job *j)
     j->body = reply_str(reply_at(e, PUSH_TAKE_JOB_BODY), &j->body_len);
     j->url = reply_str(reply_at(e, PUSH_TAKE_JOB_URL), &j->url_len);
     j->key = reply_str(reply_at(e, PUSH_TAKE_JOB_KEY), &j->key_len);
+    j->traceparent = reply_str(reply_at(e, PUSH_TAKE_JOB_TRACEPARENT), &j->traceparent_len);
+    j->tracestate = reply_str(reply_at(e, PUSH_TAKE_JOB_TRACESTATE), &j->tracestate_len);
     j->attempts = reply_int(reply_at(e, PUSH_TAKE_JOB_ATTEMPT));
     j->cb_timeout_ms = reply_int(reply_at(e, PUSH_TAKE_JOB_TIMEOUT_MS));
     j->state = "reserved";

@@ -48,6 +48,9 @@ typedef struct {
     int64_t created;  /* Unix ms */
     const char *key;  /* grouping key, NULL for none (pop, push_take, get, jobs) */
     size_t key_len;
+    /* W3C trace context, NULL for none (pop, push_take, get, jobs) */
+    const char *traceparent, *tracestate;
+    size_t traceparent_len, tracestate_len;
     int shard;
     int64_t pos; /* jobs: its score in the set it is listed from */
     /* get only; NULL / -1 where the job has none */
@@ -70,7 +73,7 @@ typedef struct {
 } store_jobs;
 
 void store_jobs_free(store_jobs *j);
-/* Appends a popped job (id, topic, body, attempts, ttr) with its own copy
+/* Appends a popped job (id, topic, body, key, trace context, attempts, ttr) with its own copy
  * of its strings, so that it outlives the reply it came from. */
 void store_jobs_copy(store_jobs *j, const store_job *job);
 

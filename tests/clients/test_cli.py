@@ -481,6 +481,30 @@ class CliTest(DeploymentTestCase):
         self.assertEqual(r[1], "no policy\n")
         self.cli("finish", "--id", jid)
 
+    def test_trace_context(self):
+        topic = unique("trace")
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        r = self.cli("add", "--topic", topic, "--traceparent", tp, "--tracestate", "rojo=1",
+                     "--body", "1")
+        self.assertExit(r, 0)
+        jid = r[1].strip()
+        r = self.cli("get", "--id", jid)
+        self.assertIn("traceparent %s\n" % tp, r[1])
+        self.assertIn("tracestate rojo=1\n", r[1])
+        r = self.cli("pop", "--topic", topic, "--json")
+        self.assertEqual((json.loads(r[1])["traceparent"], json.loads(r[1])["tracestate"]),
+                         (tp, "rojo=1"))
+        plain = self.add(topic)
+        r = self.cli("pop", "--topic", topic)
+        self.assertNotIn("traceparent", r[1])
+        self.assertNotIn("tracestate", r[1])
+        r = self.cli("add", "--topic", topic, "--traceparent", tp.upper(), "--body", "1")
+        self.assertExit(r, 2)
+        self.assertIn("'traceparent'", r[2])
+        r = self.cli("pop", "--topic", topic, "--tracestate", "a=b")
+        self.assertNotEqual(r[0], 0, "pop takes no trace flag")
+        self.cli("finish", "--ids", "%s,%s" % (jid, plain))
+
     def test_pause_resume_and_metrics(self):
         topic = unique("paused")
         jid = self.add(topic)

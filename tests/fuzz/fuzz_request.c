@@ -1,5 +1,6 @@
 /* libFuzzer target: the whole pure request path (strict JSON, query strings,
- * every field rule). Input: "<METHOD> <path>[?query]\n<body>". Any crash,
+ * every field rule, the trace context headers). Input:
+ * "<METHOD> <path>[?query][\t<traceparent header>[\t<tracestate header>]]\n<body>". Any crash,
  * leak or sanitizer report is a bug; a successful parse is re-checked for the
  * invariants the handlers rely on (a job body is itself strict JSON), and
  * every error must be a valid UTF-8 sentence. */
@@ -34,6 +35,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (body_len)
         memcpy(body, nl + 1, body_len);
 
+    /* The headers ride after tabs on the request line. */
+    dq_headers headers = {NULL, NULL};
+    char *tab = strchr(head, '\t');
+    if (tab) {
+        *tab++ = '\0';
+        headers.traceparent = tab;
+        if ((tab = strchr(tab, '\t')) != NULL) {
+            *tab++ = '\0';
+            headers.tracestate = tab;
+        }
+    }
+
     char *space = strchr(head, ' ');
     const char *method = "POST";
     char *path = head;
@@ -55,8 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dq_limits lim = {65536, 60000, allow};
     dq_request req;
     char err[512];
-    dq_status st = request_parse(&doc, method, path, query, body, body_len, &lim, &req, err,
-                                 sizeof err);
+    dq_status st = request_parse(&doc, method, path, query, &headers, body, body_len, &lim,
+                                 &req, err, sizeof err);
     json_doc_trim(&doc);
     if (st != DQ_OK) {
         assert(err[0] != '\0'); /* every failure names its reason */
@@ -74,6 +87,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         assert(j->ttr_ms >= 1 && j->ttr_ms <= DQ_TTR_MAX_MS);
         assert(j->delay_ms >= 0 && j->delay_ms <= DQ_DELAY_MAX_MS);
         assert(j->body_len <= lim.max_body);
+        assert(!j->traceparent || strlen(j->traceparent) == DQ_TRACEPARENT_LEN);
+        if (j->tracestate) { /* sent on as a header line: printable, bounded */
+            assert(j->traceparent);
+            size_t n = strlen(j->tracestate);
+            assert(n >= 1 && n <= DQ_TRACESTATE_MAX);
+            for (size_t c = 0; c < n; c++)
+                assert(j->tracestate[c] >= 0x20 && j->tracestate[c] <= 0x7e);
+        }
         if (j->url) {
             static dq_url u;
             assert(guard_parse_url(j->url, strlen(j->url), &u, err, sizeof err) == 0);

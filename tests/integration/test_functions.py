@@ -71,9 +71,10 @@ class Functions(unittest.TestCase):
         return self.server(*args)
 
     def add(self, jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at=-1,
-            allow="", backoff="", url="", timeout=10000, key=""):
+            allow="", backoff="", url="", timeout=10000, key="", traceparent="", tracestate=""):
         return self.call("add", allow, BUCKETS, SHARDS, 1, jid, topic, body, ttr, retries, delay, at,
-                         sum(jid.encode()) % BUCKETS, backoff, url, timeout, key)
+                         sum(jid.encode()) % BUCKETS, backoff, url, timeout, key, traceparent,
+                         tracestate)
 
     def pop(self, *topics, count=1):
         return self.pop_finish([], *topics, count=count)[1]
@@ -149,9 +150,10 @@ class Functions(unittest.TestCase):
         self.assertEqual(len(ids), 1, ids)
         self.assertRegex(ids[0], r"^\d+@\d{13}$")
         # A batch: one reply per job, in order; one ready message per topic.
-        r = self.call("add", "", BUCKETS, SHARDS, 3, "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0, "",
-                      "b2", "q", "2", 1000, 2, 0, -1, 2, "", "", 0, "",
-                      "a", "q", "3", 1000, 2, 0, -1, 3, "", "", 0, "")
+        r = self.call("add", "", BUCKETS, SHARDS, 3,
+                      "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0, "", "", "",
+                      "b2", "q", "2", 1000, 2, 0, -1, 2, "", "", 0, "", "", "",
+                      "a", "q", "3", 1000, 2, 0, -1, 3, "", "", 0, "", "", "")
         self.assertEqual(r, [b"ok", b"ok", b"DQ_CONFLICT ready"])
         ids2 = []
         self.assertIn((P + ":ready", "2:q"), self.messages(ids=ids2))
@@ -163,10 +165,10 @@ class Functions(unittest.TestCase):
         before = sorted(self.redis("KEYS", "*"))
         seq = self.redis("GET", P + ":seq")
         e = self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS + 1, SHARDS, 1,
-                               "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "")
+                               "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "")
         self.assertIn("DQ_LAYOUT buckets %d shards %d" % (BUCKETS, SHARDS), e)
         self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS, SHARDS + 1, 1,
-                           "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "")
+                           "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "")
         self.assertEqual(sorted(self.redis("KEYS", "*")), before)
         self.assertEqual(self.redis("GET", P + ":seq"), seq)
 
@@ -178,12 +180,30 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.job("k1")["g"], "merchant-1")
         self.assertNotIn("g", self.job("k0"))
         view = self.call("get", "", "k1", ro=True)
-        self.assertEqual(view[-1], b"merchant-1", "job_view's last field")
+        self.assertEqual(view[14], b"merchant-1", "job_view's key")
         view = self.call("get", "", "k0", ro=True)
-        self.assertEqual(len(view), 15, "every field, false where the job has none")
-        self.assertIsNone(view[-1])
+        self.assertEqual(len(view), 17, "every field, false where the job has none")
+        self.assertIsNone(view[14])
         got = self.pop("kq", count=2)
-        self.assertEqual([(g[0], g[-1]) for g in got], [(b"k1", b"merchant-1"), (b"k0", None)])
+        self.assertEqual([(g[0], g[5]) for g in got], [(b"k1", b"merchant-1"), (b"k0", None)])
+
+    def test_trace_context_stored_and_answered(self):
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        self.add("t1", topic="tq", traceparent=tp, tracestate="a=b")
+        self.add("t2", topic="tq", key="m", traceparent=tp)
+        self.add("t0", topic="tq", key="m")
+        self.assertEqual((self.job("t1")["tp"], self.job("t1")["ts"]), (tp, "a=b"))
+        self.assertNotIn("ts", self.job("t2"))
+        self.assertNotIn("tp", self.job("t0"))
+        views = [self.call("get", "", jid, ro=True)[-3:] for jid in ("t1", "t2", "t0")]
+        self.assertEqual(views, [[None, tp.encode(), b"a=b"], [b"m", tp.encode(), None],
+                                 [b"m", None, None]], "job_view's key, traceparent, tracestate")
+        got = self.pop("tq", count=3)
+        self.assertEqual([g[-3:] for g in got], views, "pop's key, traceparent, tracestate")
+        # A push job's callback carries them: push_take answers them.
+        self.add("t3", topic="tpush", url="http://127.0.0.1:9/x", traceparent=tp, tracestate="c=d")
+        taken = self.call("push_take", 10, 1000)
+        self.assertEqual([(j[0], j[-2], j[-1]) for j in taken], [(b"t3", tp.encode(), b"c=d")])
 
 
     def test_pop(self):
@@ -193,7 +213,7 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.pop("none"), [])
         got = self.pop("one", "two", count=3)
         self.assertEqual([g[0] for g in got], [b"p0", b"p1", b"p2"], "FIFO")
-        self.assertEqual(got[0][1:], [b"one", b'"0"', 1, 60000, None])
+        self.assertEqual(got[0][1:], [b"one", b'"0"', 1, 60000, None, None, None])
         got = self.pop("none", "one", "two", count=5)
         self.assertEqual([g[0] for g in got], [b"p3", b"p4", b"other"], "topics in order")
         j = self.job("p0")
@@ -286,7 +306,7 @@ class Functions(unittest.TestCase):
         self.legacy_job("old-reserved", "reserved", b"taken", bo="5000")
         self.assertEqual(self.call("get", "", "old-ready", ro=True)[:3], [b"ready", b"q", body])
         self.assertEqual(self.call("add", "", BUCKETS, SHARDS, 1, "old-ready", "q", b"x", 60000, -1,
-                                   0, -1, 0, "", "", 0, ""), [b"DQ_CONFLICT ready"])
+                                   0, -1, 0, "", "", 0, "", "", ""), [b"DQ_CONFLICT ready"])
         job = self.pop("q")[0]
         self.assertEqual((job[0], job[2], job[3]), (b"old-ready", body, 1))
         self.assertEqual(self.redis("TYPE", P + ":j:old-ready"), "string")
@@ -364,9 +384,9 @@ class Functions(unittest.TestCase):
         # (The caller names each job's bucket: put them all in bucket 0.)
         for i in range(5):
             self.call("add", "", BUCKETS, SHARDS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0,
-                      "", "", 0, "")
+                      "", "", 0, "", "", "")
         self.call("add", "", BUCKETS, SHARDS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0,
-                  "", "", 0, "")
+                  "", "", 0, "", "", "")
         time.sleep(0.01)
         n, earliest, now = self.call("move", 0, 3)
         self.assertEqual(n, 3)
@@ -437,7 +457,7 @@ class Functions(unittest.TestCase):
         self.redis("SET", P + ":buckets", BUCKETS)  # what an older delayq wrote
         self.assertEqual(self.add("old"), [b"ok"])
         self.assertDqError("DQ_LAYOUT buckets %d shards 1" % BUCKETS, self.call, "add", "",
-                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "")
+                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "")
 
     # ---------------------------------------------------------- stored layouts, migration
 
@@ -553,7 +573,7 @@ class Functions(unittest.TestCase):
         self.assertIn((P + ":pushwake", "1"), self.messages())
         self.assertEqual(self.pop("q"), [], "pop never takes a push job")
         got = self.call("push_take", 10, 500)
-        self.assertEqual(got, [[b"h1", b"q", b'{"x":1}', b"http://example.com/h", 1, 2000, None]])
+        self.assertEqual(got, [[b"h1", b"q", b'{"x":1}', b"http://example.com/h", 1, 2000, None, None, None]])
         j = self.job("h1")
         self.assertEqual((j["s"], j["n"], j["bo"]), ("reserved", "1", "1000,2500"))
         self.assertEqual(self.redis("ZSCORE", P + ":b:" + j["k"], "h1"), j["d"].encode())
@@ -670,7 +690,7 @@ class Functions(unittest.TestCase):
         args = []
         for i in range(1200):
             args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
-                     "http://example.com/h", 1000, ""]
+                     "http://example.com/h", 1000, "", "", ""]
         self.call("add", "", BUCKETS, SHARDS, 1200, *args)
         self.call("push_take", 1, 500)  # all 1200 looked at: 1001 held
         self.call("push_take", 1, 500)
@@ -697,7 +717,7 @@ class Functions(unittest.TestCase):
         args = []
         for i in range(1100):
             args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
-                     "http://example.com/h", 1000, ""]
+                     "http://example.com/h", 1000, "", "", ""]
         self.call("add", "", BUCKETS, SHARDS, 1100, *args)
         self.add("g1", topic="other", url="http://example.com/g")
         # limit 1 looks at 1 + 1000 entries at most: those are held, g1 not reached.
@@ -938,7 +958,7 @@ class Functions(unittest.TestCase):
                 try:
                     jid = "c%d-%d" % (k, i)
                     r("FCALL", name("add"), 1, P, "", BUCKETS, SHARDS, 1, jid, "crash", "1", 5000, -1,
-                      (0, 1, 50)[i % 3], -1, i % BUCKETS, "", "", 0, "")
+                      (0, 1, 50)[i % 3], -1, i % BUCKETS, "", "", 0, "", "", "")
                     got = r("FCALL", name("pop"), 1, P, "", 2, 0, "crash")
                     for g in got[1:2]:
                         r("FCALL", name("remove"), 1, P, "", "finished", g[0])

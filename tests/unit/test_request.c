@@ -25,6 +25,8 @@ static dq_request req;
 static json_doc doc;
 static char *text; /* the body the parsed request points into */
 static int live;   /* req holds a parsed request that must be freed */
+/* The headers of the next parse only (WITH_HEADERS sets them), else none. */
+static const dq_headers *next_headers;
 
 static void drop(void)
 {
@@ -66,7 +68,10 @@ static dq_status run_n(const char *method, const char *path, const char *query, 
     }
     memset(&req, 0xa5, sizeof req);
     snprintf(err, sizeof err, "untouched");
-    dq_status st = request_parse(&doc, method, path, query, text, n, &lim, &req, err, sizeof err);
+    const dq_headers *headers = next_headers;
+    next_headers = NULL;
+    dq_status st = request_parse(&doc, method, path, query, headers, text, n, &lim, &req, err,
+                                 sizeof err);
     if (st == DQ_OK)
         live = 1;
     return st;
@@ -911,6 +916,143 @@ static void test_add_key(void **state)
              "'key'", "is not a field of schedule");
 }
 
+/* Trace context as fields: W3C traceparent version 00 in lowercase hex, ids
+ * not all zeros; tracestate up to 512 printable ASCII bytes, only with a
+ * traceparent (empty: none). Each rule is named with the field. */
+#define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+#define TP_SHAPE "must be a W3C traceparent of version 00: 00-<32 hex>-<16 hex>-<2 hex>"
+static void test_add_trace_fields(void **state)
+{
+    (void)state;
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1}");
+    assert_null(req.jobs[0].traceparent);
+    assert_null(req.jobs[0].tracestate);
+    OK_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"" TP "\",\"tracestate\":\"a=1,b=x y\",\"body\":1}");
+    assert_string_equal(req.jobs[0].traceparent, TP);
+    assert_string_equal(req.jobs[0].tracestate, "a=1,b=x y");
+    OK_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"" TP "\",\"tracestate\":\"\",\"body\":1}");
+    assert_null(req.jobs[0].tracestate);
+    /* Escapes decode first: \u0030 is '0'. */
+    OK_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"\\u00300-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\",\"body\":1}");
+    assert_string_equal(req.jobs[0].traceparent, TP);
+
+    static const char *const shapes[] = {
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", /* uppercase trace id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01", /* uppercase parent id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0A", /* uppercase flags */
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* version 01 */
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* version ff */
+        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",  /* trace id of 31 */
+        "00-4bf92f3577b34da6a3ce929d0e0e47366-00f067aa0ba902b7-01", /* trace id of 33 */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b-01",  /* parent id of 15 */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",  /* flags of 1 */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-", /* a trailing part */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",    /* no flags */
+        "00 4bf92f3577b34da6a3ce929d0e0e4736 00f067aa0ba902b7 01", /* separators */
+        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01", /* not hex */
+        "",
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char *b = fmt("{\"topic\":\"t\",\"traceparent\":\"%s\",\"body\":1}", shapes[i]);
+        BAD_POST("/add", b, "field 'traceparent' " TP_SHAPE, "lowercase");
+        free(b);
+    }
+    BAD_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"00-00000000000000000000000000000000-00f067aa0ba902b7-01\",\"body\":1}",
+             "field 'traceparent' must not have a trace id of all zeros");
+    BAD_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01\",\"body\":1}",
+             "field 'traceparent' must not have a parent id of all zeros");
+    /* Flags of 00 are fine (not sampled). */
+    OK_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00\",\"body\":1}");
+    BAD_POST("/add", "{\"topic\":\"t\",\"traceparent\":7,\"body\":1}", "field 'traceparent' must be a string");
+    BAD_POST("/add", "{\"topic\":\"t\",\"traceparent\":null,\"body\":1}", "'traceparent'");
+    BAD_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"" TP "\",\"tracestate\":[],\"body\":1}",
+             "field 'tracestate' must be a string");
+
+    char *st = rep('s', 512);
+    char *b = fmt("{\"topic\":\"t\",\"traceparent\":\"" TP "\",\"tracestate\":\"%s\",\"body\":1}", st);
+    OK_POST("/add", b);
+    assert_int_equal(strlen(req.jobs[0].tracestate), 512);
+    free(b);
+    b = fmt("{\"topic\":\"t\",\"traceparent\":\"" TP "\",\"tracestate\":\"%ss\",\"body\":1}", st);
+    BAD_POST("/add", b, "field 'tracestate' must be at most 512 bytes");
+    free(b);
+    free(st);
+    static const char *const unprintable[] = {"a=b\\nc=d", "a=\\r", "a=\\t", "a=\\u0000", "a=\\u007f",
+                                              "caf\xc3\xa9"};
+    for (size_t i = 0; i < sizeof unprintable / sizeof unprintable[0]; i++) {
+        b = fmt("{\"topic\":\"t\",\"traceparent\":\"" TP "\",\"tracestate\":\"%s\",\"body\":1}",
+                unprintable[i]);
+        BAD_POST("/add", b, "field 'tracestate' must be printable ASCII (no control characters)");
+        free(b);
+    }
+    BAD_POST("/add", "{\"topic\":\"t\",\"tracestate\":\"a=b\",\"body\":1}",
+             "field 'tracestate' needs 'traceparent'");
+
+    /* Per job of a batch, named with the job's place. */
+    OK_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"traceparent\":\"" TP "\",\"body\":1},{\"topic\":\"a\",\"body\":2}]}");
+    assert_string_equal(req.jobs[0].traceparent, TP);
+    assert_null(req.jobs[1].traceparent);
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1},{\"topic\":\"a\",\"traceparent\":\"00-x\",\"body\":1}]}",
+             "field 'jobs[1].traceparent' " TP_SHAPE);
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"traceparent\":\"" TP "\",\"tracestate\":\"\\n\",\"body\":1}]}",
+             "field 'jobs[0].tracestate' must be printable ASCII");
+    /* Only add takes them. */
+    BAD_POST("/pop", "{\"topic\":\"t\",\"traceparent\":\"" TP "\"}", "'traceparent'", "is not a field of pop");
+    BAD_POST("/schedule", "{\"id\":\"s\",\"topic\":\"t\",\"every\":60,\"tracestate\":\"a\",\"body\":1}",
+             "'tracestate'", "is not a field of schedule");
+}
+
+/* Trace context as headers: a single add whose job has no trace field takes
+ * them, checked by the same rules and named as headers; a job with either
+ * field takes neither header; a batch and other commands ignore them. */
+#define WITH_HEADERS(tp, ts) (next_headers = &(const dq_headers){(tp), (ts)})
+static void test_add_trace_headers(void **state)
+{
+    (void)state;
+    WITH_HEADERS(TP, "v=1");
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1}");
+    assert_string_equal(req.jobs[0].traceparent, TP);
+    assert_string_equal(req.jobs[0].tracestate, "v=1");
+    WITH_HEADERS(TP, "");
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1}");
+    assert_null(req.jobs[0].tracestate);
+    WITH_HEADERS("", NULL); /* an empty header is none */
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1}");
+    assert_null(req.jobs[0].traceparent);
+    /* Headers are for the next parse only. */
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1}");
+    assert_null(req.jobs[0].traceparent);
+
+    /* The fields win, as a whole, and the header they override is not checked. */
+    WITH_HEADERS(TP, "v=1");
+    OK_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\",\"body\":1}");
+    assert_string_equal(req.jobs[0].traceparent, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+    assert_null(req.jobs[0].tracestate);
+    WITH_HEADERS("garbage", "\x01");
+    OK_POST("/add", "{\"topic\":\"t\",\"traceparent\":\"" TP "\",\"body\":1}");
+    assert_string_equal(req.jobs[0].traceparent, TP);
+
+    WITH_HEADERS("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", NULL);
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1}", "header 'traceparent' " TP_SHAPE);
+    WITH_HEADERS("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", NULL);
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1}", "header 'traceparent' must not have a parent id of all zeros");
+    WITH_HEADERS(TP, "a=\x7f");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1}", "header 'tracestate' must be printable ASCII");
+    WITH_HEADERS(NULL, "a=b");
+    BAD_POST("/add", "{\"topic\":\"t\",\"body\":1}", "header 'tracestate' needs 'traceparent'");
+
+    /* A batch and other commands ignore them, even malformed. */
+    WITH_HEADERS(TP, NULL);
+    OK_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1}]}");
+    assert_null(req.jobs[0].traceparent);
+    WITH_HEADERS("garbage", NULL);
+    OK_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1}]}");
+    WITH_HEADERS("garbage", "\x01");
+    OK_POST("/pop", "{\"topic\":\"t\"}");
+    WITH_HEADERS("garbage", NULL);
+    OK_GET("/get", "id=x");
+}
+
 /* policy: per field omitted (kept), null (removed) or a value in range;
  * seconds kept in ms; a bad value names its field. */
 static void test_policy(void **state)
@@ -1513,6 +1655,8 @@ int main(void)
         T(test_add_batch),
         T(test_add_batch_errors),
         T(test_add_key),
+        T(test_add_trace_fields),
+        T(test_add_trace_headers),
         T(test_policy),
         T(test_pop_topic),
         T(test_pop_topics_array),

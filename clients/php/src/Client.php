@@ -23,7 +23,10 @@ final class Client
     public const DEFAULT_URL = 'http://127.0.0.1:8080';
 
     /** Fields an add (or one job of addMany) may carry besides topic and body. */
-    private const ADD_OPTIONS = ['id', 'delay', 'at', 'ttr', 'retries', 'backoff', 'callback', 'url', 'key'];
+    private const ADD_OPTIONS = [
+        'id', 'delay', 'at', 'ttr', 'retries', 'backoff', 'callback', 'url', 'key',
+        'traceparent', 'tracestate',
+    ];
 
     private const CLIENT_OPTIONS = ['token', 'timeout', 'connect_timeout', 'assoc', 'user_agent', 'curl_options'];
 
@@ -156,10 +159,14 @@ final class Client
      * Adds one job; returns its id (the one given, or the one the server made).
      *
      * @param mixed $body any JSON-encodable value; a string stays a string
-     * @param array{id?:string,delay?:float|int,at?:float|int,ttr?:float|int,retries?:int,backoff?:string|list<float|int>,callback?:array{url:string,timeout?:float|int},url?:string,key?:string} $options
+     * @param array{id?:string,delay?:float|int,at?:float|int,ttr?:float|int,retries?:int,backoff?:string|list<float|int>,callback?:array{url:string,timeout?:float|int},url?:string,key?:string,traceparent?:string,tracestate?:string} $options
      *   id:      the job id (recommended: topic + business id); a live id is a ConflictException
      *   key:     a grouping key (a merchant or user id) the topic's per-key flow limits count
      *            by; with several shards an id given with it must be '<key>@<digits>'
+     *   traceparent, tracestate: the W3C trace context to carry with the job
+     *            ('00-<32 hex>-<16 hex>-<2 hex>'; tracestate up to 512 printable ASCII bytes,
+     *            only with a traceparent); pop (Job::getTraceparent()), get and callbacks
+     *            (as headers) carry it on
      *   delay:   seconds until the job is ready (fractions allowed; default 0)
      *   at:      absolute Unix time in seconds instead of delay
      *   ttr:     seconds a consumer has to finish it once popped (server default 60)

@@ -23,18 +23,32 @@ final class Job
     private $ttr;
     /** @var string|null */
     private $key;
+    /** @var string|null */
+    private $traceparent;
+    /** @var string|null */
+    private $tracestate;
 
     /**
      * @param mixed $value the job body, decoded: a string stays a string
      */
-    public function __construct(string $id, string $topic, $value, int $attempts, float $ttr, ?string $key = null)
-    {
+    public function __construct(
+        string $id,
+        string $topic,
+        $value,
+        int $attempts,
+        float $ttr,
+        ?string $key = null,
+        ?string $traceparent = null,
+        ?string $tracestate = null
+    ) {
         $this->id = $id;
         $this->topic = $topic;
         $this->value = $value;
         $this->attempts = $attempts;
         $this->ttr = $ttr;
         $this->key = $key;
+        $this->traceparent = $traceparent;
+        $this->tracestate = $tracestate;
     }
 
     /**
@@ -61,7 +75,9 @@ final class Job
             array_key_exists('value', $answer) ? $answer['value'] : null,
             (int) $answer['attempts'],
             (float) $answer['ttr'],
-            isset($answer['key']) ? (string) $answer['key'] : null
+            isset($answer['key']) ? (string) $answer['key'] : null,
+            isset($answer['traceparent']) ? (string) $answer['traceparent'] : null,
+            isset($answer['tracestate']) ? (string) $answer['tracestate'] : null
         );
     }
 
@@ -106,9 +122,25 @@ final class Job
     }
 
     /**
-     * The pop answer's fields; 'key' only for a job that has one.
+     * The W3C traceparent the job was added with (so the consumer's span can
+     * join the producer's trace), or null for none.
+     */
+    public function getTraceparent(): ?string
+    {
+        return $this->traceparent;
+    }
+
+    /** The W3C tracestate the job was added with, or null for none. */
+    public function getTracestate(): ?string
+    {
+        return $this->tracestate;
+    }
+
+    /**
+     * The pop answer's fields; 'key', 'traceparent' and 'tracestate' only
+     * for a job that has them.
      *
-     * @return array{id:string,topic:string,value:mixed,attempts:int,ttr:float,key?:string}
+     * @return array{id:string,topic:string,value:mixed,attempts:int,ttr:float,key?:string,traceparent?:string,tracestate?:string}
      */
     public function toArray(): array
     {
@@ -119,8 +151,15 @@ final class Job
             'attempts' => $this->attempts,
             'ttr' => $this->ttr,
         ];
-        if ($this->key !== null) {
-            $out['key'] = $this->key;
+        $optional = [
+            'key' => $this->key,
+            'traceparent' => $this->traceparent,
+            'tracestate' => $this->tracestate,
+        ];
+        foreach ($optional as $name => $v) {
+            if ($v !== null) {
+                $out[$name] = $v;
+            }
         }
         return $out;
     }

@@ -65,6 +65,42 @@ final class ClientTest extends DelayqTestCase
         }
     }
 
+    public function testTraceContext(): void
+    {
+        $topic = self::unique('trace');
+        $tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+        $traced = $this->client->add($topic, 1, ['traceparent' => $tp, 'tracestate' => 'rojo=1']);
+        $plain = $this->client->add($topic, 2);
+        $got = $this->client->get($traced);
+        $this->assertSame([$tp, 'rojo=1'], [$got['traceparent'], $got['tracestate']]);
+        $this->assertArrayNotHasKey('traceparent', $this->client->get($plain));
+        $results = $this->client->addMany([['topic' => $topic, 'body' => 3, 'traceparent' => $tp]]);
+        $this->assertTrue($results[0]['success']);
+        $first = $this->client->pop($topic);
+        $this->assertSame($traced, $first->getId());
+        $this->assertSame([$tp, 'rojo=1'], [$first->getTraceparent(), $first->getTracestate()]);
+        $this->assertSame($tp, $first->toArray()['traceparent']);
+        $this->assertSame('rojo=1', $first->toArray()['tracestate']);
+        $second = $this->client->pop($topic);
+        $this->assertNull($second->getTraceparent());
+        $this->assertNull($second->getTracestate());
+        $this->assertArrayNotHasKey('traceparent', $second->toArray());
+        $third = $this->client->pop($topic);
+        $this->assertSame([$tp, null], [$third->getTraceparent(), $third->getTracestate()]);
+        try {
+            $this->client->add($topic, 1, ['traceparent' => strtoupper($tp)]);
+            $this->fail('an uppercase traceparent was accepted');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString("'traceparent'", $e->getMessage());
+        }
+        try {
+            $this->client->add($topic, 1, ['traceparent' => $tp, 'tracestate' => str_repeat('a', 513)]);
+            $this->fail('a tracestate over 512 bytes was accepted');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString("'tracestate'", $e->getMessage());
+        }
+    }
+
     public function testPolicy(): void
     {
         $topic = self::unique('pol');

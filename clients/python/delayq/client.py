@@ -61,6 +61,9 @@ class Job:
     delivered again."""
     key: Optional[str] = None
     """The job's grouping key (flow limits count by it), None for none."""
+    traceparent: Optional[str] = None
+    """The W3C trace context the job was added with, None for none."""
+    tracestate: Optional[str] = None
 
     @property
     def value(self) -> Any:
@@ -88,6 +91,9 @@ class JobInfo:
     """Unix milliseconds."""
     key: Optional[str] = None
     """The job's grouping key, None for none."""
+    traceparent: Optional[str] = None
+    """The W3C trace context the job was added with, None for none."""
+    tracestate: Optional[str] = None
 
     @property
     def value(self) -> Any:
@@ -130,12 +136,18 @@ def _job_fields(topic: str, body: Any, id: Optional[str] = None, delay: Optional
                 at: Optional[When] = None, ttr: Optional[Seconds] = None,
                 retries: Optional[int] = None, backoff: Any = None,
                 callback: Optional[Mapping[str, Any]] = None,
-                url: Optional[str] = None, key: Optional[str] = None) -> Dict[str, Any]:
+                url: Optional[str] = None, key: Optional[str] = None,
+                traceparent: Optional[str] = None,
+                tracestate: Optional[str] = None) -> Dict[str, Any]:
     job: Dict[str, Any] = {"topic": topic, "body": body}
     if id is not None:
         job["id"] = id
     if key is not None:
         job["key"] = key
+    if traceparent is not None:
+        job["traceparent"] = traceparent
+    if tracestate is not None:
+        job["tracestate"] = tracestate
     if delay is not None:
         job["delay"] = _seconds(delay)
     if at is not None:
@@ -161,7 +173,8 @@ def _topic_fields(topics: Topics) -> Dict[str, Any]:
 
 def _job(d: Mapping[str, Any]) -> Job:
     return Job(id=d["id"], topic=d["topic"], body=d.get("value"), attempts=d["attempts"],
-               ttr=d["ttr"], key=d.get("key"))
+               ttr=d["ttr"], key=d.get("key"), traceparent=d.get("traceparent"),
+               tracestate=d.get("tracestate"))
 
 
 def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
@@ -172,7 +185,8 @@ def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
 def _job_info(a: Mapping[str, Any]) -> JobInfo:
     return JobInfo(id=a["id"], topic=a["topic"], state=a["state"], body=a.get("value"),
                    due=a.get("due"), ttr=a["ttr"], attempts=a["attempts"],
-                   retries=a.get("retries"), created=a["created"], key=a.get("key"))
+                   retries=a.get("retries"), created=a["created"], key=a.get("key"),
+                   traceparent=a.get("traceparent"), tracestate=a.get("tracestate"))
 
 
 def _finish_field(finish: Ids) -> Union[str, List[str]]:
@@ -266,7 +280,8 @@ class Client:
             delay: Optional[Seconds] = None, at: Optional[When] = None,
             ttr: Optional[Seconds] = None, retries: Optional[int] = None,
             backoff: Any = None, callback: Optional[Mapping[str, Any]] = None,
-            url: Optional[str] = None, key: Optional[str] = None) -> str:
+            url: Optional[str] = None, key: Optional[str] = None,
+            traceparent: Optional[str] = None, tracestate: Optional[str] = None) -> str:
         """Adds a job; returns its id (the server makes one when id is None).
 
         body: a str or any JSON value; pop returns it as given.
@@ -280,10 +295,15 @@ class Client:
         _ . : @ / -) that the topic's per-key flow limits count by. On a
         deployment of several shards the job lives in its key's shard, so
         an id given with a key must be "<key>@<digits>" (or be left out).
+        traceparent / tracestate: the W3C trace context to carry with the
+        job (traceparent "00-<32 hex>-<16 hex>-<2 hex>"; tracestate up to
+        512 printable ASCII bytes, only with a traceparent). Pop and get
+        return them and callbacks send them as headers, so the consumer's
+        span joins the producer's trace.
         Raises Conflict when a live job has this id.
         """
         fields = _job_fields(topic, body, id, delay, at, ttr, retries, backoff, callback, url,
-                             key)
+                             key, traceparent, tracestate)
         status, data, resent = self._send("POST", "add", self._json(fields), resend=id is not None)
         try:
             answer = self._decode(status, data)

@@ -122,6 +122,30 @@ class Commands(Base):
         self.assertIn("'key'", cm.exception.message)
         c.finish_many([j.id for j in jobs])
 
+    def test_trace_context(self):
+        c = self.client
+        t = unique("trace")
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        tp2 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+        traced = c.add(t, {"n": 1}, traceparent=tp, tracestate="rojo=00f067aa0ba902b7")
+        plain = c.add(t, {"n": 2})
+        info = c.get(traced)
+        self.assertEqual((info.traceparent, info.tracestate), (tp, "rojo=00f067aa0ba902b7"))
+        self.assertEqual((c.get(plain).traceparent, c.get(plain).tracestate), (None, None))
+        results = c.add_many([{"topic": t, "body": 3, "traceparent": tp2}])
+        self.assertTrue(results[0].success, results)
+        jobs = c.pop_many(t, 3)
+        self.assertEqual({j.id: (j.traceparent, j.tracestate) for j in jobs},
+                         {traced: (tp, "rojo=00f067aa0ba902b7"), plain: (None, None),
+                          results[0].id: (tp2, None)})
+        with self.assertRaises(BadRequest) as cm:
+            c.add(t, 1, traceparent=tp.upper())
+        self.assertIn("'traceparent'", cm.exception.message)
+        with self.assertRaises(BadRequest) as cm:
+            c.add(t, 1, traceparent=tp, tracestate="a\nb")
+        self.assertIn("'tracestate'", cm.exception.message)
+        c.finish_many([j.id for j in jobs])
+
     def test_policy(self):
         c = self.client
         t = unique("pol")

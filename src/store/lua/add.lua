@@ -1,11 +1,12 @@
 -- add: adds one or more jobs.
 -- KEYS: P (the jobs' shard).
 -- argv: allow buckets shards njobs
--- argv job: id topic body ttr_ms retries delay_ms at_ms bucket backoff url timeout_ms key
+-- argv job: id topic body ttr_ms retries delay_ms at_ms bucket backoff url timeout_ms key traceparent tracestate
 -- njobs groups `job` follow: at_ms -1 for none (else checked against ten
 -- years by the caller), backoff a JSON array of seconds or '', url the
 -- callback's or '' for none, timeout_ms the callback's, key the grouping key
--- or '' for none (the caller put the job in the key's shard).
+-- or '' for none (the caller put the job in the key's shard), traceparent
+-- and tracestate the job's trace context or '' for none.
 -- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
 -- live ('DQ_CONFLICT' alone when the caller may not see that job's topic).
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
@@ -38,6 +39,9 @@ for i = 0, njobs - 1 do
         if url ~= '' then f.url, f.timeout = url, ARGV[a + ARG_JOB.timeout_ms] end
         local key = ARGV[a + ARG_JOB.key]
         if key ~= '' then f.key = key end
+        local traceparent, tracestate = ARGV[a + ARG_JOB.traceparent], ARGV[a + ARG_JOB.tracestate]
+        if traceparent ~= '' then f.traceparent = traceparent end
+        if tracestate ~= '' then f.tracestate = tracestate end
         if create_job(id, f, now, seq and seq + nseq) == 'ready' then nseq = nseq + 1 end
         out[#out + 1] = 'ok'
     end

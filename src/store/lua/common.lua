@@ -28,7 +28,8 @@
 -- of bo backoff steps (ms, comma-separated), u callback URL (a push job:
 -- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
 -- the last push attempt's time (ms), HTTP status and error (false where
--- unset), g the grouping key; then the body. One key per job costs about 150 bytes less than
+-- unset), g the grouping key, tp and ts the W3C trace context (traceparent,
+-- tracestate); then the body. One key per job costs about 150 bytes less than
 -- the hash and body key that earlier versions wrote (a body over 64 bytes
 -- inside a hash would turn its compact encoding into a hash table); a job
 -- of that older layout is read as it is and written in this one the first
@@ -68,10 +69,12 @@ local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
 local HEAD_BYTES
 local STATE_CODE = {delay = 1, ready = 2, reserved = 3, buried = 4}
 local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
--- g, the grouping key, came last: a job written before it reads as one
--- without a key, and an older library reading a job that has one sees the
--- fields it knows.
-local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le', 'g'}
+-- New fields go at the end: a job written before one reads as one without
+-- it, an older library reading a job that has it sees the fields it knows,
+-- and a job without the last ones stores none of them (store_job stops at
+-- the last it has). g, the grouping key, came after the callback fields;
+-- tp and ts, the trace context, after g.
+local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le', 'g', 'tp', 'ts'}
 -- The fields an older-layout hash holds as decimal text.
 local NUMERIC_FIELD = {ttr = true, n = true, r = true, kb = true, c = true, k = true, d = true, rt = true,
     to = true, la = true}
@@ -502,7 +505,8 @@ end
 -- fields of f: topic, body, ttr (ms), retries (-1 unlimited), k (bucket)
 -- and due (ms; due <= now means ready at once, which takes sequence number
 -- seq); optional backoff (JSON array of seconds), url and timeout (ms) of
--- a callback, key (the grouping key). Counts it. Returns 'ready' or 'delay'. A delayed job's
+-- a callback, key (the grouping key), traceparent and tracestate (its
+-- trace context). Counts it. Returns 'ready' or 'delay'. A delayed job's
 -- bucket and index entries are written by flush() (schedule, batched).
 local function create_job(id, f, now, seq)
     local ready = f.due <= now
@@ -511,7 +515,7 @@ local function create_job(id, f, now, seq)
         rt = ready and now or nil, body = f.body, whole = true, push = f.url ~= nil}
     if f.backoff then j.bo = backoff_ms(f.backoff) end
     if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
-    j.g = f.key
+    j.g, j.tp, j.ts = f.key, f.traceparent, f.tracestate
     store_job(id, j)
     if ready then
         enqueue_ready(id, f.topic, seq, f.url)
@@ -527,9 +531,10 @@ end
 
 -- What get answers about a job (nil when there is none), false where a
 -- job has none: backoff is its steps in ms, last_at, last_status and
--- last_error its last callback attempt, key its grouping key. Also each entry of a `jobs` page.
+-- last_error its last callback attempt, key its grouping key, traceparent
+-- and tracestate its trace context. Also each entry of a `jobs` page.
 -- The job as load_job read it comes second.
--- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error key
+-- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error key traceparent tracestate
 local function job_view(id)
     local j = load_job(id)
     if not j then return nil end
@@ -542,7 +547,7 @@ local function job_view(id)
     return reply_job_view{state = j.s, topic = j.t, body = job_body(j), due = j.d, ttr_ms = j.ttr,
         attempts = j.n, retries = j.r, created = j.c, backoff = opt(j.bo), url = opt(j.u),
         timeout_ms = opt(j.to), last_at = opt(j.la), last_status = opt(j.ls),
-        last_error = opt(j.le), key = opt(j.g)}, j
+        last_error = opt(j.le), key = opt(j.g), traceparent = opt(j.tp), tracestate = opt(j.ts)}, j
 end
 
 -- Removes job j (as load_job answered it) whatever its state; kind is the

@@ -5,7 +5,7 @@
 -- KEYS: P.
 -- argv: allow count nfinish
 -- reply: finished
--- reply job: id topic body attempts ttr_ms key
+-- reply job: id topic body attempts ttr_ms key traceparent tracestate
 -- nfinish ids follow the arguments, then the topics. finished holds the
 -- finish items (see remove_ids); a `job` per job taken follows it.
 limit_topics(ARGV[ARG.allow])
@@ -34,7 +34,8 @@ for ti = NARGS + 1 + nfinish, #ARGV do
         move_count(topic, 'ready', 'reserved')
         count(topic, 'popped', 1)
         out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
-            ttr_ms = j.ttr, key = j.g or false}
+            ttr_ms = j.ttr, key = j.g or false, traceparent = j.tp or false,
+            tracestate = j.ts or false}
     end
     if #out >= want then break end
 end

@@ -14,7 +14,7 @@
 -- P:push are looked at per call.
 -- KEYS: P.
 -- argv: limit grace_ms
--- reply job: id topic body url attempt timeout_ms key
+-- reply job: id topic body url attempt timeout_ms key traceparent tracestate
 -- Returns a list of `job`.
 local want, grace = tonumber(ARGV[ARG.limit]), tonumber(ARGV[ARG.grace_ms])
 local now = now_ms()
@@ -63,7 +63,8 @@ while #out < want and looked < budget do
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
             out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
-                attempt = j.n, timeout_ms = j.to, key = j.g or false}
+                attempt = j.n, timeout_ms = j.to, key = j.g or false, traceparent = j.tp or false,
+                tracestate = j.ts or false}
         end
     end
 end
