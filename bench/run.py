@@ -1046,11 +1046,17 @@ def move_cost(P, library=None):
         r("FUNCTION", "LOAD", "REPLACE", lib)
         fn = lambda name: "dq_%s_%s" % (ver, name)  # noqa: E731
         body = json.dumps("x" * 198)
+        # A job's arguments as this library declares them; the fields that
+        # came after the first 11 (key, trace context) are left empty.
+        m = re.search(r"run_add\(KEYS, ARGV\)\n[^\n]*\nlocal ARG_JOB, ARG_JOB_FIELDS = \{[^}]*\}, (\d+)",
+                      lib)
+        stride = int(m.group(1)) if m else 11
         for start in range(0, n, 1000):
             args = []
             for i in range(start, min(start + 1000, n)):
                 args += ["mv-%d" % i, "m", body, 60000, -1, 50, -1, i % 16, "", "", 0]
-            r("FCALL", fn("add"), 1, "{dq}", "", 16, 1, len(args) // 11, *args)
+                args += [""] * (stride - 11)
+            r("FCALL", fn("add"), 1, "{dq}", "", 16, 1, len(args) // stride, *args)
         time.sleep(0.2)  # every job is due
         r("CONFIG", "RESETSTAT")
         moved = 0
