@@ -247,6 +247,14 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.assertEqual(self.artisan_ok(["delayq:size", "--queue=" + q]), "2")
         self.assertEqual(self.artisan_ok(["delayq:size", "--queue=" + unique("lv-empty")]), "0")
 
+    def test_queue_clear_purges_what_size_counts(self):
+        q = unique("lv-clear")
+        self.push(q, q + "-now")
+        self.push(q, q + "-later", "--delay=600")
+        out = self.artisan_ok(["queue:clear", "delayq", "--queue=" + q, "--force"])
+        self.assertIn("Cleared 2 jobs from the [%s] queue" % q, out)
+        self.assertEqual(self.artisan_ok(["delayq:size", "--queue=" + q]), "0")
+
 
 if __name__ == "__main__":
     main()

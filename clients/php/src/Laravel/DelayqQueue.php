@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Delayq\Laravel;
 
 use Delayq\Client;
+use Illuminate\Contracts\Queue\ClearableQueue;
 use Illuminate\Contracts\Queue\Queue as QueueContract;
 use Illuminate\Queue\Queue;
 
@@ -16,7 +17,7 @@ use Illuminate\Queue\Queue;
  * Jobs are added without delayq retries: Laravel counts the tries itself
  * (from delayq's attempts) and fails the job, which buries it.
  */
-class DelayqQueue extends Queue implements QueueContract
+class DelayqQueue extends Queue implements QueueContract, ClearableQueue
 {
     /** delayq takes at most this many jobs in one batch add. */
     private const BATCH_MAX = 1000;
@@ -88,6 +89,24 @@ class DelayqQueue extends Queue implements QueueContract
         $topic = $this->getQueue($queue);
         $counts = $this->getClient()->stats($topic)['topics'][$topic] ?? [];
         return (int) (($counts['delay'] ?? 0) + ($counts['ready'] ?? 0) + ($counts['reserved'] ?? 0));
+    }
+
+    /**
+     * `php artisan queue:clear`: purges the jobs size() counts (delayed,
+     * ready, reserved), in bounded steps whatever the queue's size; buried
+     * ones stay, as Laravel's failed jobs stay when a Redis queue is
+     * cleared. Returns how many went.
+     *
+     * @param string $queue
+     */
+    public function clear($queue): int
+    {
+        $topic = $this->getQueue($queue);
+        $cleared = 0;
+        foreach (['delay', 'ready', 'reserved'] as $state) {
+            $cleared += $this->getClient()->purge($topic, $state);
+        }
+        return $cleared;
     }
 
     /**
