@@ -241,8 +241,9 @@ for t, _ in pairs(idle) do
 end
 local stats = {}
 local GAUGES = {'delay', 'ready', 'reserved', 'buried'}
+-- every counter GET stats shows, then the hidden job count (last)
 local FIELDS = {'delay', 'ready', 'reserved', 'buried', 'added', 'popped', 'finished',
-                'deleted', 'redelivered', 'buries', 'kicked', 'jobs'}
+                'deleted', 'redelivered', 'buries', 'kicked', 'push_failed', 'jobs'}
 for t, _ in pairs(topics) do
     local v = redis.call('HMGET', P .. ':s:' .. t, unpack(FIELDS))
     local row = {}
@@ -259,8 +260,8 @@ for t, _ in pairs(topics) do
             bad('stats ' .. t .. ': gauge ' .. f .. ' = ' .. have .. ' but ' .. want .. ' jobs are ' .. f)
         end
     end
-    if tonumber(v[12] or 0) ~= sum then
-        bad('stats ' .. t .. ': jobs = ' .. tostring(v[12]) .. ' but the gauges sum to ' .. sum)
+    if tonumber(v[#FIELDS] or 0) ~= sum then
+        bad('stats ' .. t .. ': jobs = ' .. tostring(v[#FIELDS]) .. ' but the gauges sum to ' .. sum)
     end
     if sum == 0 and not idle[t] then
         bad('topic ' .. t .. ' holds no job but is not in ' .. P .. ':idle')
