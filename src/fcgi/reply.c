@@ -178,11 +178,29 @@ static void job_push_fields(dq_buf *out, const store_job *j)
     buf_putc(out, '}');
 }
 
+/* A kept record of a finished or deleted job: what it says, and no value. */
+static void job_record(dq_buf *out, const store_job *j)
+{
+    reply_int_or_null(out, "due", j->due);
+    reply_int_or_null(out, "first_delivered", j->first_delivered);
+    buf_puts(out, ",\"ended\":");
+    buf_put_i64(out, j->ended);
+    buf_puts(out, ",\"attempts\":");
+    buf_put_i64(out, j->attempts);
+    buf_puts(out, ",\"created\":");
+    buf_put_i64(out, j->created);
+    buf_putc(out, '}');
+}
+
 void reply_job(dq_buf *out, const store_job *j)
 {
     job_head(out, j);
     buf_putc(out, ',');
     reply_key_string(out, "state", j->state, j->state ? strlen(j->state) : 0);
+    if (store_job_is_record(j)) {
+        job_record(out, j);
+        return;
+    }
     job_value(out, j);
     reply_int_or_null(out, "due", j->due);
     buf_puts(out, ",\"ttr\":");
@@ -192,6 +210,8 @@ void reply_job(dq_buf *out, const store_job *j)
     reply_int_or_null(out, "retries", j->retries);
     buf_puts(out, ",\"created\":");
     buf_put_i64(out, j->created);
+    if (j->first_delivered >= 0)
+        reply_int_or_null(out, "first_delivered", j->first_delivered);
     job_push_fields(out, j);
     buf_putc(out, '}');
 }

@@ -30,6 +30,11 @@
  * DQ_ID_MAX. */
 #define DQ_FIRE_SEP '@' /* lua */
 #define DQ_SCHEDULE_ID_MAX 240
+/* Kept history (a topic's policy `keep`): at most this many records per
+ * topic in each shard; a record written beyond it evicts the oldest. */
+#define DQ_HISTORY_CAP 100000 /* lua */
+/* The longest `keep` (30 days, in ms): no record outlives it. */
+#define DQ_KEEP_MAX_MS 2592000000 /* lua */
 
 /* One job of an add. Strings point into the request body. */
 typedef struct {
@@ -65,7 +70,7 @@ typedef struct {
     X(KEY_CONCURRENCY, "key_concurrency", 1, 1000000, 1)                  \
     X(KEY_RATE, "key_rate", 1, 1000000, 1)                                \
     X(KEY_PERIOD, "key_period", 1, 86400000, 1000)                        \
-    X(KEEP, "keep", 0, 2592000000LL, 1000)
+    X(KEEP, "keep", 0, DQ_KEEP_MAX_MS, 1000)
 
 typedef enum {
 #define DQ_POLICY_ENUM(e, name, min, max, unit) DQ_POLICY_##e,

@@ -344,6 +344,7 @@ static store_job *next_job(store_jobs *j)
     }
     store_job *job = &j->jobs[j->n++];
     memset(job, 0, sizeof *job);
+    job->ended = job->first_delivered = -1;
     return job;
 }
 
@@ -637,6 +638,13 @@ static void read_job_view(const store_reply *r, store_job *j)
     j->key = reply_str(reply_at(r, JOB_VIEW_KEY), &j->key_len);
     j->traceparent = reply_str(reply_at(r, JOB_VIEW_TRACEPARENT), &j->traceparent_len);
     j->tracestate = reply_str(reply_at(r, JOB_VIEW_TRACESTATE), &j->tracestate_len);
+    j->ended = reply_int(reply_at(r, JOB_VIEW_ENDED));
+    j->first_delivered = reply_int(reply_at(r, JOB_VIEW_FIRST_DELIVERED));
+}
+
+int store_job_is_record(const store_job *j)
+{
+    return j->ended > 0;
 }
 
 /* Listing order: by score, then by id in byte order (as a sorted set

@@ -22,7 +22,7 @@
 #include "job/job.h"
 #include "store/store.h"
 
-#define STORE_STATE_MAX 16
+#define STORE_STATE_MAX 32
 
 /* The outcome of one item of a batch (an added job, a removed id): DQ_OK,
  * DQ_CONFLICT or DQ_NOT_FOUND, or the failure of its shard's call
@@ -30,7 +30,9 @@
  * worked. */
 typedef struct {
     dq_status status;
-    char state[STORE_STATE_MAX]; /* conflict: the live job's state ("" if hidden) */
+    /* conflict: the live job's state, or "<finished|deleted> <ended ms>"
+     * while its record is kept ("" if hidden) */
+    char state[STORE_STATE_MAX];
 } store_item;
 
 /* An error of a whole call, beyond its status. */
@@ -61,7 +63,15 @@ typedef struct {
     int64_t last_at, last_status;  /* the last failed callback: Unix ms, HTTP status */
     const char *last_error;
     size_t last_error_len;
+    /* get and jobs: a kept record (state "finished" or "deleted") has
+     * ended, its Unix ms, and no body, ttr or retries; first_delivered is
+     * the first delivery's Unix ms where known (a topic that keeps
+     * history), else -1 */
+    int64_t ended, first_delivered;
 } store_job;
+
+/* Is this job a kept record of a finished or deleted one? */
+int store_job_is_record(const store_job *j);
 
 typedef struct {
     store_job *jobs;
