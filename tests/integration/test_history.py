@@ -14,7 +14,8 @@ import threading
 import time
 import urllib.parse
 
-from dqtest import DeploymentTestCase, Http, invariants, main, unique
+from dqtest import SLOW, DeploymentTestCase, Http, invariants, main, unique
+from dqtest.receiver import Receiver
 from dqtest.redis_cluster import key_slot
 
 # src/job/job.h, DQ_HISTORY_CAP: records per topic in each shard.
@@ -336,6 +337,59 @@ class History(DeploymentTestCase):
         self.assertLess(per_record, 160)
         st, r = self.c.req("purge", topic=t)
         self.assertOk(st, r)
+
+
+class HistoryPush(DeploymentTestCase):
+    """A callback's outcome leaves the record: 2xx finished, 410 deleted,
+    with the attempts it took and its first delivery."""
+    DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.failing = set()
+        cls.rx = Receiver(cls.answer).start()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.rx.stop()
+
+    @classmethod
+    def answer(cls, req):
+        if req.path.startswith("/gone"):
+            return (410, {}, b"")
+        if req.path in cls.failing:
+            cls.failing.discard(req.path)  # fails once, then succeeds
+            return (500, {}, b"again")
+        return (200, {}, b"ok")
+
+    def wait_state(self, jid, state):
+        deadline = time.time() + 10 * SLOW
+        while time.time() < deadline:
+            st, g = self.c.req("get", id=jid)
+            if st == 200 and g["state"] == state:
+                return g
+            time.sleep(0.05)
+        self.fail("%s never %s: %r" % (jid, state, g))
+
+    def test_callback_outcomes_leave_records(self):
+        t = unique("hpush")
+        st, r = self.c.req("policy", topic=t, keep=60)
+        self.assertOk(st, r)
+        ok_path, gone_path = "/" + unique("ok"), "/gone-" + unique("g")
+        self.failing.add(ok_path)
+        ok = self.add(t, body=1, url=self.rx.url(ok_path), backoff=[0.1])
+        gone = self.add(t, body=2, url=self.rx.url(gone_path))
+        g = self.wait_state(ok, "finished")
+        self.assertEqual(g["attempts"], 2, "a failed attempt, then the one that finished it")
+        self.assertLessEqual(g["created"], g["first_delivered"])
+        self.assertLess(g["first_delivered"], g["ended"])
+        g = self.wait_state(gone, "deleted")
+        self.assertEqual(g["attempts"], 1)
+        st, r = self.c.req("add", topic=t, id=gone, body=2, url=self.rx.url(gone_path))
+        self.assertError(st, r, 409, "conflict")
+        self.assertIn("was deleted at", r["error"])
 
 
 if __name__ == "__main__":
