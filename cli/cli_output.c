@@ -118,6 +118,23 @@ void cli_out_pop(FILE *out, const cli_json *answer)
     print_job(out, ans, answer, -1);
 }
 
+/* A callback job's attempts, one line each: when, status or error, how
+ * long, the decision. */
+static void print_deliveries(FILE *out, json_object *job)
+{
+    json_object *log = field(job, "deliveries");
+    size_t n = json_object_is_type(log, json_type_array) ? json_object_array_length(log) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *d = json_object_array_get_idx(log, i);
+        char t[48], line[600];
+        const char *error = field_str(d, "error", NULL);
+        snprintf(line, sizeof line, "%s  %s%s  %s ms  %s", iso_time(field(d, "at"), t, sizeof t),
+                 error ? error : "HTTP ", error ? "" : json_text(field(d, "status")),
+                 json_text(field(d, "ms")), field_str(d, "decision", "?"));
+        kv(out, "delivery", line);
+    }
+}
+
 /* A kept record of a finished or deleted job (it has `ended`): its times
  * and attempts; no body, ttr or retries. */
 static int is_record(json_object *job)
@@ -140,6 +157,7 @@ void cli_out_get(FILE *out, const cli_json *answer)
         kv(out, "created", iso_time(field(ans, "created"), t, sizeof t));
         kv(out, "delivered", iso_time(field(ans, "first_delivered"), t, sizeof t));
         kv(out, "ended", iso_time(field(ans, "ended"), t, sizeof t));
+        print_deliveries(out, ans);
         return;
     }
     kv(out, "retries", retries ? json_text(retries) : "unlimited");
@@ -148,6 +166,7 @@ void cli_out_get(FILE *out, const cli_json *answer)
     kv(out, "created", iso_time(field(ans, "created"), t, sizeof t));
     if (field(ans, "first_delivered"))
         kv(out, "delivered", iso_time(field(ans, "first_delivered"), t, sizeof t));
+    print_deliveries(out, ans);
     print_value(out, answer, -1);
 }
 

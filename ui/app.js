@@ -340,7 +340,9 @@ function showRecord(out, j) {
     const rows = [["id", j.id], ["topic", j.topic], ["state", j.state]];
     if (j.key !== undefined) rows.push(["key", j.key]);
     rows.push(["attempts", j.attempts]);
-    const timeline = [["created", j.created], ["due", j.due], ["first delivered", j.first_delivered], [j.state, j.ended]]
+    const attempts = (j.deliveries || []).map((d, i) =>
+        [`attempt ${i + 1}: ${d.error ?? "HTTP " + d.status}${d.ms === null ? "" : ` in ${d.ms} ms`}, ${d.decision}`, d.at]);
+    const timeline = [["created", j.created], ["due", j.due], ["first delivered", j.first_delivered], ...attempts, [j.state, j.ended]]
         .filter(([, t]) => t !== null && t !== undefined)
         .sort((a, b) => a[1] - b[1]);
     fill(out,

@@ -33,6 +33,10 @@
 /* Kept history (a topic's policy `keep`): at most this many records per
  * topic in each shard; a record written beyond it evicts the oldest. */
 #define DQ_HISTORY_CAP 100000 /* lua */
+/* A push job's delivery log (get's `deliveries`): the first bytes of each
+ * response kept, and the most entries a job keeps (the oldest go). */
+#define DQ_DELIVERY_RESPONSE_MAX 1024
+#define DQ_DELIVERY_LOG_MAX 32 /* lua */
 /* The longest `keep` (30 days, in ms): no record outlives it. */
 #define DQ_KEEP_MAX_MS 2592000000 /* lua */
 

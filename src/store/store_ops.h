@@ -68,10 +68,29 @@ typedef struct {
      * the first delivery's Unix ms where known (a topic that keeps
      * history), else -1 */
     int64_t ended, first_delivered;
+    /* get and jobs: a push job's delivery log (store_job_delivery), in the
+     * reply the result owns; NULL for none */
+    const store_reply *deliveries;
 } store_job;
 
 /* Is this job a kept record of a finished or deleted one? */
 int store_job_is_record(const store_job *j);
+
+/* One callback attempt of a push job's delivery log. Strings point into
+ * the job's reply; NULL / -1 where the attempt had none. */
+typedef struct {
+    int64_t at;       /* when its outcome was recorded, Unix ms */
+    int64_t status;   /* HTTP status */
+    int64_t ms;       /* how long it took */
+    const char *error, *response, *decision; /* decision: finished, deleted, retry, buried */
+    size_t error_len, response_len;
+    int64_t retry_at; /* a retry's due time, Unix ms */
+} store_delivery;
+
+/* How many attempts j's delivery log holds (0 for none), and attempt i
+ * (oldest first). */
+size_t store_job_ndeliveries(const store_job *j);
+void store_job_delivery(const store_job *j, size_t i, store_delivery *out);
 
 typedef struct {
     store_job *jobs;
@@ -309,6 +328,8 @@ typedef struct {
     int64_t wait_ms;     /* in: for "wait" */
     int64_t status;      /* in: HTTP status, -1 for none */
     const char *error;   /* in: short text, "" for none */
+    int64_t ms;          /* in: how long the attempt took */
+    const char *response; /* in: the response body's first bytes, valid UTF-8, "" for none */
     dq_status result;    /* out */
     char state[STORE_STATE_MAX]; /* out: the job's new state, or "stale" */
 } store_push_outcome;

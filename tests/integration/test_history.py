@@ -347,6 +347,7 @@ class HistoryPush(DeploymentTestCase):
     @classmethod
     def setUpClass(cls):
         cls.failing = set()
+        cls.calls = {}
         cls.rx = Receiver(cls.answer).start()
         super().setUpClass()
 
@@ -359,6 +360,13 @@ class HistoryPush(DeploymentTestCase):
     def answer(cls, req):
         if req.path.startswith("/gone"):
             return (410, {}, b"")
+        if req.path.startswith("/twice"):
+            n = cls.calls[req.path] = cls.calls.get(req.path, 0) + 1
+            if n == 1:
+                return (500, {}, b"x" * 2000)  # the log keeps 1024 bytes
+            if n == 2:
+                return (503, {}, b"busy \xff\xfe\x00 \xc3\xa9t\xc3")  # not UTF-8 throughout
+            return (200, {}, "d\u00e9j\u00e0 vu".encode())
         if req.path in cls.failing:
             cls.failing.discard(req.path)  # fails once, then succeeds
             return (500, {}, b"again")
@@ -390,6 +398,42 @@ class HistoryPush(DeploymentTestCase):
         st, r = self.c.req("add", topic=t, id=gone, body=2, url=self.rx.url(gone_path))
         self.assertError(st, r, 409, "conflict")
         self.assertIn("was deleted at", r["error"])
+        self.assertEqual([(d["status"], d["decision"]) for d in g["deliveries"]], [(410, "deleted")])
+
+    def test_delivery_log_of_a_receiver_that_fails_twice(self):
+        """Every attempt: its time, status or error, duration, the first
+        1024 bytes of the response (valid UTF-8), the decision; while the
+        job lives, and with its record."""
+        t = unique("hlog")
+        st, r = self.c.req("policy", topic=t, keep=60)
+        self.assertOk(st, r)
+        path = "/twice-" + unique("p")
+        jid = self.add(t, body=1, url=self.rx.url(path), backoff=[0.5], retries=3)
+        deadline = time.time() + 10 * SLOW
+        while time.time() < deadline:  # after the first failure: live, one attempt logged
+            st, g = self.c.req("get", id=jid)
+            if g.get("deliveries"):
+                break
+            time.sleep(0.02)
+        self.assertIn(g["state"], ("delay", "ready", "reserved"), g)
+        first = g["deliveries"][0]
+        self.assertEqual((first["status"], first["error"], first["decision"]), (500, "HTTP 500", "retry"))
+        self.assertEqual(first["response"], "x" * 1024)
+        g = self.wait_state(jid, "finished")
+        log = g["deliveries"]
+        self.assertEqual([d["status"] for d in log], [500, 503, 200])
+        self.assertEqual([d["decision"] for d in log], ["retry", "retry", "finished"])
+        self.assertEqual([d["error"] for d in log], ["HTTP 500", "HTTP 503", None])
+        self.assertEqual(log[1]["response"], "busy ??? \u00e9t?")
+        self.assertEqual(log[2]["response"], "d\u00e9j\u00e0 vu")
+        self.assertIsNone(log[2]["retry_at"])
+        self.assertGreaterEqual(log[0]["retry_at"], log[0]["at"] + 500)
+        self.assertEqual([d["at"] for d in log], sorted(d["at"] for d in log))
+        self.assertLessEqual(log[-1]["at"], g["ended"])
+        for d in log:
+            self.assertIsInstance(d["ms"], int)
+            self.assertGreaterEqual(d["ms"], 0)
+        self.assertEqual(g["attempts"], 3)
 
 
 if __name__ == "__main__":

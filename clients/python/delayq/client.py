@@ -105,6 +105,9 @@ class JobInfo:
     ended: Optional[int] = None
     """A record's: Unix milliseconds when it was finished or deleted; None
     for a live job."""
+    deliveries: Optional[List[Dict[str, Any]]] = None
+    """A callback job's attempts, oldest first (as the server answers them:
+    at, status, error, ms, response, decision, retry_at); None before any."""
 
     @property
     def kept(self) -> bool:
@@ -203,7 +206,8 @@ def _job_info(a: Mapping[str, Any]) -> JobInfo:
                    due=a.get("due"), ttr=a.get("ttr"), attempts=a["attempts"],
                    retries=a.get("retries"), created=a["created"], key=a.get("key"),
                    traceparent=a.get("traceparent"), tracestate=a.get("tracestate"),
-                   first_delivered=a.get("first_delivered"), ended=a.get("ended"))
+                   first_delivered=a.get("first_delivered"), ended=a.get("ended"),
+                   deliveries=a.get("deliveries"))
 
 
 def _finish_field(finish: Ids) -> Union[str, List[str]]:

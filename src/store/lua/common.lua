@@ -196,6 +196,8 @@ end
 -- A kept record of a finished or deleted job, and the indexes of a
 -- topic's records of each outcome (see "Kept history" below).
 local function record_key(id) return P .. ':h:' .. id end
+-- A push job's delivery log (see "Delivery log" below).
+local function delivery_key(id) return P .. ':dl:' .. id end
 local function history_index(topic, outcome)
     return P .. (outcome == 'finished' and ':hf:' or ':hd:') .. topic
 end
@@ -585,7 +587,7 @@ local function load_record(id)
     if not v then return nil end
     local o, c, du, fd, e, n, tlen, at = struct.unpack(RECORD, v)
     local g = string.sub(v, at + tlen)
-    return {outcome = OUTCOME_NAME[o], t = string.sub(v, at, at + tlen - 1), c = c, du = du,
+    return {id = id, outcome = OUTCOME_NAME[o], t = string.sub(v, at, at + tlen - 1), c = c, du = du,
         fd = fd, e = e, n = n, g = g ~= '' and g or nil}
 end
 
@@ -618,7 +620,7 @@ local function trim_history(topic, now, keep)
         if not oldest or (total <= HISTORY_CAP and -oldest[2] >= now - keep) then return end
         redis.call('ZREM', key, oldest[1])
         if record_of_entry(oldest[1], topic, -oldest[2]) then
-            redis.call('DEL', record_key(oldest[1]))
+            redis.call('DEL', record_key(oldest[1]), delivery_key(oldest[1]))
         end
         total = total - 1
     end
@@ -638,6 +640,47 @@ local function keep_record(id, j, kind, keep)
     if redis.call('PTTL', ik) < keep then redis.call('PEXPIRE', ik, num(keep)) end
 end
 
+-- Delivery log. A push job's callback attempts, oldest first, in the list
+-- P:dl:<id>: one MessagePack array per attempt (at: when its outcome was
+-- recorded, ms; the HTTP status, the error text, its duration in ms and
+-- the response body's first bytes, false where there was none; decision:
+-- finished, deleted, retry or buried; retry_at: when a retry is due, ms,
+-- else false). At most DELIVERY_LOG_MAX entries, the oldest dropped. The
+-- list lives with the job and goes with it, or stays as long as its
+-- record (remove_job).
+-- reply delivery: at status error ms response decision retry_at
+local function log_delivery(id, e)
+    local key = delivery_key(id)
+    redis.call('RPUSH', key, cmsgpack.pack({e.at, e.status or false, e.error or false, e.ms or false,
+        e.response or false, e.decision, e.retry_at or false}))
+    redis.call('LTRIM', key, num(-DELIVERY_LOG_MAX), '-1')
+end
+
+-- A failed attempt's log entry fields (e) completed with what after_failure
+-- decided (state: its answer; j: the job it wrote), then logged.
+local function log_failed_delivery(id, j, state, now, e)
+    e.at = now
+    if state == 'buried' then
+        e.decision = 'buried'
+    else
+        e.decision, e.retry_at = 'retry', state == 'delay' and j.d or now
+    end
+    log_delivery(id, e)
+end
+
+-- The delivery log as get answers it (false when there is none).
+local function deliveries_view(id)
+    local list = redis.call('LRANGE', delivery_key(id), '0', '-1')
+    if #list == 0 then return false end
+    local out = {}
+    for i, v in ipairs(list) do
+        local x = cmsgpack.unpack(v)
+        out[i] = reply_delivery{at = x[1], status = x[2], error = x[3], ms = x[4], response = x[5],
+            decision = x[6], retry_at = x[7]}
+    end
+    return out
+end
+
 -- Notes job j's first delivery (now) when its topic keeps history, for
 -- its record: the job is then written whole (its tail grows), once.
 local function note_delivery(j, now)
@@ -646,13 +689,13 @@ end
 
 -- A record as get and `jobs` answer it: job_view's fields, state its
 -- outcome, no body, ttr or retries.
--- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error key traceparent tracestate ended first_delivered
+-- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error key traceparent tracestate ended first_delivered deliveries
 local function record_view(r)
     return reply_job_view{state = r.outcome, topic = r.t, body = false, due = r.du, ttr_ms = false,
         attempts = r.n, retries = false, created = r.c, backoff = false, url = false,
         timeout_ms = false, last_at = false, last_status = false, last_error = false,
         key = r.g or false, traceparent = false, tracestate = false, ended = r.e,
-        first_delivered = r.fd}
+        first_delivered = r.fd, deliveries = deliveries_view(r.id)}
 end
 
 -- Creates job `id` (the caller made sure it does not exist) from the
@@ -709,7 +752,7 @@ local function job_view(id)
         attempts = j.n, retries = j.r, created = j.c, backoff = opt(j.bo), url = opt(j.u),
         timeout_ms = opt(j.to), last_at = opt(j.la), last_status = opt(j.ls),
         last_error = opt(j.le), key = opt(j.g), traceparent = opt(j.tp), tracestate = opt(j.ts),
-        ended = -1, first_delivered = j.fd or -1}, j
+        ended = -1, first_delivered = j.fd or -1, deliveries = j.push and deliveries_view(id)}, j
 end
 
 -- Removes job j (as load_job answered it) whatever its state; kind is the
@@ -722,6 +765,13 @@ local function remove_job(id, j, kind, no_record)
         -- the record takes fields of the tail a head-only read left out
         if j.head_only then j = load_job(id) end
         keep_record(id, j, kind, keep)
+    end
+    if j.push then -- its delivery log stays as long as its record
+        if keep > 0 then
+            redis.call('PEXPIRE', delivery_key(id), num(keep))
+        else
+            redis.call('DEL', delivery_key(id))
+        end
     end
     if state == 'delay' or state == 'reserved' then
         bucket_remove(id, j.k, topic, state)
