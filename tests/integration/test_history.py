@@ -312,7 +312,8 @@ class History(DeploymentTestCase):
         self.assertEqual(self.get(old[0])[0], 404, "the oldest record went with its entry")
         self.assertEqual(self.get(old[1])[0], 200)
         self.assertEqual(self.get(jid)[1]["state"], "finished")
-        self.c.redis("DEL", fin, dele)
+        # The fillers go, with the real records (a record is in its index).
+        self.c.redis("DEL", fin, dele, *[self.record_key(x) for x in [jid] + old])
 
     def test_bytes_per_record(self):
         """MEMORY USAGE of a record and of its index entry, for
