@@ -131,7 +131,8 @@ static const cli_command commands[] = {
     {"jobs", 0, 0, B(TOPIC) | B(STATE), OUT_JOBS, NULL,
      "list a topic's jobs in one state, a page at a time",
      "  --topic T             the topic (required)\n"
-     "  --state S             delay, ready, reserved or buried (required)\n"
+     "  --state S             delay, ready, reserved, buried, or finished or deleted\n"
+     "                        (the records a topic's keep holds) (required)\n"
      "  --limit N             jobs per page (1..1000; default 50)\n"
      "  --cursor C            the page after the one that printed this cursor\n"},
     {"stats", 0, B(LIMIT) | B(CURSOR), 0, OUT_STATS, NULL, "job counts per topic and in total, as a table",

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/util.h"
+
 /* ---------------------------------------------------------------- helpers */
 
 static json_object *field(json_object *o, const char *key)
@@ -41,15 +43,10 @@ static const char *iso_time(json_object *v, char *out, size_t len)
         return out;
     }
     int64_t ms = json_object_get_int64(v);
-    time_t secs = (time_t)(ms / 1000);
-    struct tm tm;
-    if (ms < 0 || !gmtime_r(&secs, &tm)) {
+    if (ms < 0)
         snprintf(out, len, "%" PRId64, ms);
-        return out;
-    }
-    char day[24];
-    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, len, "%s.%03dZ", day, (int)(ms % 1000));
+    else
+        util_format_utc_ms(ms, out, len);
     return out;
 }
 
@@ -121,6 +118,30 @@ void cli_out_pop(FILE *out, const cli_json *answer)
     print_job(out, ans, answer, -1);
 }
 
+/* A callback job's attempts, one line each: when, status or error, how
+ * long, the decision. */
+static void print_deliveries(FILE *out, json_object *job)
+{
+    json_object *log = field(job, "deliveries");
+    size_t n = json_object_is_type(log, json_type_array) ? json_object_array_length(log) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *d = json_object_array_get_idx(log, i);
+        char t[48], line[600];
+        const char *error = field_str(d, "error", NULL);
+        snprintf(line, sizeof line, "%s  %s%s  %s ms  %s", iso_time(field(d, "at"), t, sizeof t),
+                 error ? error : "HTTP ", error ? "" : json_text(field(d, "status")),
+                 json_text(field(d, "ms")), field_str(d, "decision", "?"));
+        kv(out, "delivery", line);
+    }
+}
+
+/* A kept record of a finished or deleted job (it has `ended`): its times
+ * and attempts; no body, ttr or retries. */
+static int is_record(json_object *job)
+{
+    return field(job, "ended") != NULL;
+}
+
 void cli_out_get(FILE *out, const cli_json *answer)
 {
     json_object *ans = answer->tree;
@@ -131,10 +152,21 @@ void cli_out_get(FILE *out, const cli_json *answer)
     kv(out, "state", field_str(ans, "state", "?"));
     print_key_and_trace(out, ans);
     kv(out, "attempts", json_text(field(ans, "attempts")));
+    if (is_record(ans)) {
+        kv(out, "due", iso_time(field(ans, "due"), t, sizeof t));
+        kv(out, "created", iso_time(field(ans, "created"), t, sizeof t));
+        kv(out, "delivered", iso_time(field(ans, "first_delivered"), t, sizeof t));
+        kv(out, "ended", iso_time(field(ans, "ended"), t, sizeof t));
+        print_deliveries(out, ans);
+        return;
+    }
     kv(out, "retries", retries ? json_text(retries) : "unlimited");
     kv(out, "ttr", json_text(field(ans, "ttr")));
     kv(out, "due", iso_time(field(ans, "due"), t, sizeof t));
     kv(out, "created", iso_time(field(ans, "created"), t, sizeof t));
+    if (field(ans, "first_delivered"))
+        kv(out, "delivered", iso_time(field(ans, "first_delivered"), t, sizeof t));
+    print_deliveries(out, ans);
     print_value(out, answer, -1);
 }
 
@@ -218,6 +250,12 @@ void cli_out_jobs(FILE *out, const cli_json *answer)
     for (size_t i = 0; i < n; i++) {
         json_object *job = json_object_array_get_idx(jobs, i);
         char t[48];
+        if (is_record(job)) {
+            fprintf(out, "%s  %s  ended %s  attempts %s\n", field_str(job, "id", "?"),
+                    field_str(job, "state", "?"), iso_time(field(job, "ended"), t, sizeof t),
+                    json_text(field(job, "attempts")));
+            continue;
+        }
         size_t vn = 0;
         const char *v = cli_json_raw(answer, "jobs", (long)i, "value", &vn);
         fprintf(out, "%s  %s  due %s  attempts %s  value %.*s\n", field_str(job, "id", "?"),

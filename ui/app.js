@@ -307,6 +307,7 @@ async function search(id) {
         return;
     }
     const j = r.body;
+    if (j.ended !== undefined) return showRecord(out, j);
     const rows = [
         ["id", j.id], ["topic", j.topic], ["state", j.state],
         ["due", j.due === null ? "–" : `${fmtTime(j.due)} (${fmtIn(j.due)})`],
@@ -331,6 +332,30 @@ async function search(id) {
         h("div", { class: "muted" }, "body"),
         h("pre", { class: "body", id: "job-body" }, rawMember(r.text, "value") ?? ""),
         h("div", { class: "actions" }, acts));
+}
+
+// The kept record of a finished or deleted job (a topic's keep): its
+// timeline, oldest first; it has no body and takes no action.
+function showRecord(out, j) {
+    const rows = [["id", j.id], ["topic", j.topic], ["state", j.state]];
+    if (j.key !== undefined) rows.push(["key", j.key]);
+    rows.push(["attempts", j.attempts]);
+    const attempts = (j.deliveries || []).map((d, i) =>
+        [`attempt ${i + 1}: ${d.error ?? "HTTP " + d.status}${d.ms === null ? "" : ` in ${d.ms} ms`}, ${d.decision}`, d.at]);
+    const timeline = [["created", j.created], ["due", j.due], ["first delivered", j.first_delivered], ...attempts, [j.state, j.ended]]
+        .filter(([, t]) => t !== null && t !== undefined)
+        .sort((a, b) => a[1] - b[1]);
+    fill(out,
+        h("dl", { class: "job", id: "job-fields" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", { "data-field": k }, v)])),
+        h("div", { class: "muted" }, "timeline"),
+        h("ol", { class: "timeline", id: "job-timeline" },
+            timeline.map(([what, t]) => h("li", { "data-event": what }, `${fmtTime(t)}: ${what}`))),
+        h("p", { class: "muted" }, "kept history: no body; an add of this id is refused until the record expires"));
+}
+
+// A state `jobs` lists records of (a topic's keep), not live jobs.
+function isRecordState(state) {
+    return state === "finished" || state === "deleted";
 }
 
 // What a failed callback attempt got: the error ("HTTP 500", a connection
@@ -389,19 +414,20 @@ async function listJobs(more) {
     jobsShown = jobsShown.concat(r.body.jobs || []);
     jobsCursor = r.body.cursor || null;
     $("jobs-more").hidden = !jobsCursor;
+    const records = isRecordState(jobsQuery.state);
     const rows = jobsShown.map((j) =>
         h("tr", { "data-id": j.id },
-            caps.write ? h("td", {}, h("input", { type: "checkbox", class: "pick", "aria-label": "select " + j.id, onchange: updateBulk })) : null,
+            caps.write ? h("td", {}, records ? null : h("input", { type: "checkbox", class: "pick", "aria-label": "select " + j.id, onchange: updateBulk })) : null,
             h("td", {}, h("button", { type: "button", class: "link", onclick: () => { $("search-id").value = j.id; search(j.id); } }, j.id)),
             h("td", {}, j.state),
-            h("td", {}, j.due === null ? "–" : fmtIn(j.due)),
+            h("td", {}, records ? fmtTime(j.ended) : j.due === null ? "–" : fmtIn(j.due)),
             h("td", { class: "num" }, j.attempts),
             h("td", {}, h("span", { class: "actions" },
                 caps.kickById && j.state === "buried" ? h("button", { type: "button", class: "action", onclick: () => jobAction("kick", [j.id]) }, "Kick") : null,
-                caps.write ? h("button", { type: "button", class: "action danger", onclick: () => jobAction("delete", [j.id]) }, "Delete") : null))));
+                caps.write && !records ? h("button", { type: "button", class: "action danger", onclick: () => jobAction("delete", [j.id]) }, "Delete") : null))));
     fill(body, rows.length
         ? h("table", {}, h("thead", {}, h("tr", {}, caps.write ? h("th", {}, "") : null, h("th", {}, "id"), h("th", {}, "state"),
-            h("th", {}, "due"), h("th", {}, "attempts"), h("th", {}, ""))), h("tbody", {}, rows))
+            h("th", {}, records ? "ended" : "due"), h("th", {}, "attempts"), h("th", {}, ""))), h("tbody", {}, rows))
         : h("p", { class: "muted" }, `no ${jobsQuery.state} jobs in ${jobsQuery.topic}`));
     updateBulk();
 }
@@ -528,6 +554,10 @@ function init() {
     $("jobs-more").addEventListener("click", () => listJobs(true));
     $("jobs-kick").addEventListener("click", () => jobAction("kick", picked()));
     $("jobs-delete").addEventListener("click", () => jobAction("delete", picked()));
+    // purge deletes live jobs: it has nothing to do with kept records
+    $("jobs-state").addEventListener("change", () => {
+        $("jobs-purge").hidden = !caps.purge || isRecordState($("jobs-state").value);
+    });
     $("jobs-purge").addEventListener("click", () => {
         if ($("jobs-topic").value) purgeTopic($("jobs-topic").value, $("jobs-state").value);
     });

@@ -1,6 +1,7 @@
 /* util: allocation, clocks, crc32, random hex, hex digits, word lists. */
 #include "common/util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -56,6 +57,18 @@ int64_t util_mono_us(void)
 int64_t util_wall_ms(void)
 {
     return clock_ms(CLOCK_REALTIME);
+}
+
+void util_format_utc_ms(int64_t ms, char *out, size_t n)
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    char day[24];
+    if (ms < 0 || !gmtime_r(&secs, &tm) || !strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm)) {
+        snprintf(out, n, "?");
+        return;
+    }
+    snprintf(out, n, "%s.%03dZ", day, (int)(ms % 1000));
 }
 
 uint32_t util_crc32(const char *s, size_t n)

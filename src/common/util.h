@@ -21,6 +21,9 @@ int64_t util_mono_us(void); /* the same clock in microseconds */
 /* Unix milliseconds from this host's clock, for checks with years of slack
  * (an `at` too far ahead); due times come from Redis' clock. */
 int64_t util_wall_ms(void);
+/* Unix milliseconds as UTC ISO 8601 ("2026-11-26T01:02:03.456Z") into
+ * out (at least 25 bytes); "?" when they are out of range. */
+void util_format_utc_ms(int64_t ms, char *out, size_t n);
 /* CRC-32 (IEEE) of s[0..n): a job's shard is crc32(id) mod shards, its
  * bucket in the shard crc32(id) / shards mod buckets. */
 uint32_t util_crc32(const char *s, size_t n);

@@ -113,7 +113,7 @@ typedef struct {
 static void put_items(dq_buf *out, const char *const *ids, const store_item *items, size_t n,
                       const item_words *w)
 {
-    char msg[128];
+    char msg[192];
     for (size_t i = 0; i < n; i++) {
         dq_status st = items[i].status;
         if (st == DQ_OK) {
@@ -138,10 +138,30 @@ static void reply_items(dq_buf *out, const char *const *ids, const store_item *i
     reply_results_end(out);
 }
 
+/* Why an add met an existing id: a live job (its state, when the caller
+ * may see it), or the kept record of one finished or deleted, with when
+ * ("finished 1732582923456": the idempotency window). */
+static void conflict_sentence(char *msg, size_t n, const char *id, const char *state)
+{
+    char subject[DQ_ID_MAX + 32] = "a job with this id";
+    if (id)
+        snprintf(subject, sizeof subject, "a job with id '%s'", id);
+    char outcome[STORE_STATE_MAX];
+    long long ended;
+    if (sscanf(state, "%31s %lld", outcome, &ended) == 2) {
+        char when[32];
+        util_format_utc_ms(ended, when, sizeof when);
+        snprintf(msg, n, "%s was %s at %s (%lld ms) and is kept in its topic's history; "
+                 "nothing was written", subject, outcome, when, ended);
+        return;
+    }
+    snprintf(msg, n, "%s already exists%s%s%s", subject, state[0] ? " (state " : "", state,
+             state[0] ? ")" : "");
+}
+
 static void add_conflict(char *msg, size_t n, const char *state)
 {
-    snprintf(msg, n, "a job with this id already exists%s%s%s", state[0] ? " (state " : "", state,
-             state[0] ? ")" : "");
+    conflict_sentence(msg, n, NULL, state);
 }
 
 static const item_words add_words = {"added", 0, add_conflict};
@@ -197,11 +217,12 @@ static dq_response handle_add(call_ctx *c)
     } else if (st != DQ_OK && !(req->batch && store_items_partly_done(items, req->njobs))) {
         res = store_failure(c, st, &err);
     } else if (!req->batch) {
-        if (items[0].status == DQ_CONFLICT)
-            res = answer(reply_errorf(c->out, DQ_CONFLICT, "a job with id '%s' already exists%s%s%s",
-                                      ids[0], items[0].state[0] ? " (state " : "",
-                                      items[0].state, items[0].state[0] ? ")" : ""));
-        else
+        if (items[0].status == DQ_CONFLICT) {
+            char why[DQ_ID_MAX + 200];
+            conflict_sentence(why, sizeof why, ids[0], items[0].state);
+            reply_error(c->out, DQ_CONFLICT, why);
+            res = answer(DQ_CONFLICT);
+        } else
             reply_id(c->out, ids[0], NULL, NULL);
     } else {
         reply_items(c->out, ids, items, req->njobs, &add_words);

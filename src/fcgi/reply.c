@@ -178,11 +178,63 @@ static void job_push_fields(dq_buf *out, const store_job *j)
     buf_putc(out, '}');
 }
 
+/* ,"name":"<s>" or null (s NULL). */
+static void string_or_null(dq_buf *out, const char *name, const char *s, size_t n)
+{
+    buf_printf(out, ",\"%s\":", name);
+    if (s)
+        buf_put_json_string(out, s, n);
+    else
+        buf_puts(out, "null");
+}
+
+/* A push job's callback attempts, oldest first, when it has a log. */
+static void job_deliveries(dq_buf *out, const store_job *j)
+{
+    size_t n = store_job_ndeliveries(j);
+    if (!n)
+        return;
+    buf_puts(out, ",\"deliveries\":[");
+    for (size_t i = 0; i < n; i++) {
+        store_delivery d;
+        store_job_delivery(j, i, &d);
+        buf_puts(out, i ? ",{\"at\":" : "{\"at\":");
+        buf_put_i64(out, d.at);
+        reply_int_or_null(out, "status", d.status);
+        string_or_null(out, "error", d.error, d.error_len);
+        reply_int_or_null(out, "ms", d.ms);
+        string_or_null(out, "response", d.response, d.response_len);
+        string_or_null(out, "decision", d.decision, d.decision ? strlen(d.decision) : 0);
+        reply_int_or_null(out, "retry_at", d.retry_at);
+        buf_putc(out, '}');
+    }
+    buf_putc(out, ']');
+}
+
+/* A kept record of a finished or deleted job: what it says, and no value. */
+static void job_record(dq_buf *out, const store_job *j)
+{
+    reply_int_or_null(out, "due", j->due);
+    reply_int_or_null(out, "first_delivered", j->first_delivered);
+    buf_puts(out, ",\"ended\":");
+    buf_put_i64(out, j->ended);
+    buf_puts(out, ",\"attempts\":");
+    buf_put_i64(out, j->attempts);
+    buf_puts(out, ",\"created\":");
+    buf_put_i64(out, j->created);
+    job_deliveries(out, j);
+    buf_putc(out, '}');
+}
+
 void reply_job(dq_buf *out, const store_job *j)
 {
     job_head(out, j);
     buf_putc(out, ',');
     reply_key_string(out, "state", j->state, j->state ? strlen(j->state) : 0);
+    if (store_job_is_record(j)) {
+        job_record(out, j);
+        return;
+    }
     job_value(out, j);
     reply_int_or_null(out, "due", j->due);
     buf_puts(out, ",\"ttr\":");
@@ -192,7 +244,10 @@ void reply_job(dq_buf *out, const store_job *j)
     reply_int_or_null(out, "retries", j->retries);
     buf_puts(out, ",\"created\":");
     buf_put_i64(out, j->created);
+    if (j->first_delivered >= 0)
+        reply_int_or_null(out, "first_delivered", j->first_delivered);
     job_push_fields(out, j);
+    job_deliveries(out, j);
     buf_putc(out, '}');
 }
 

@@ -25,7 +25,9 @@ void reply_id_due(dq_buf *out, const char *id, int64_t due);
 void reply_popped(dq_buf *out, const store_job *j);
 /* The same without its closing brace, for an answer with more fields. */
 void reply_popped_open(dq_buf *out, const store_job *j);
-/* get's answer: the job with its state, due, ttr, attempts, retries, created. */
+/* get's answer: the job with its state, due, ttr, attempts, retries, created;
+ * for a kept record, its state (finished or deleted), due, first_delivered,
+ * ended, attempts and created, and no value. */
 void reply_job(dq_buf *out, const store_job *j);
 
 /* Batch answers: {"success":true,"results":[...]} built item by item. */

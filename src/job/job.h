@@ -30,6 +30,15 @@
  * DQ_ID_MAX. */
 #define DQ_FIRE_SEP '@' /* lua */
 #define DQ_SCHEDULE_ID_MAX 240
+/* Kept history (a topic's policy `keep`): at most this many records per
+ * topic in each shard; a record written beyond it evicts the oldest. */
+#define DQ_HISTORY_CAP 100000 /* lua */
+/* A push job's delivery log (get's `deliveries`): the first bytes of each
+ * response kept, and the most entries a job keeps (the oldest go). */
+#define DQ_DELIVERY_RESPONSE_MAX 1024
+#define DQ_DELIVERY_LOG_MAX 32 /* lua */
+/* The longest `keep` (30 days, in ms): no record outlives it. */
+#define DQ_KEEP_MAX_MS 2592000000 /* lua */
 
 /* One job of an add. Strings point into the request body. */
 typedef struct {
@@ -65,7 +74,7 @@ typedef struct {
     X(KEY_CONCURRENCY, "key_concurrency", 1, 1000000, 1)                  \
     X(KEY_RATE, "key_rate", 1, 1000000, 1)                                \
     X(KEY_PERIOD, "key_period", 1, 86400000, 1000)                        \
-    X(KEEP, "keep", 0, 2592000000LL, 1000)
+    X(KEEP, "keep", 0, DQ_KEEP_MAX_MS, 1000)
 
 typedef enum {
 #define DQ_POLICY_ENUM(e, name, min, max, unit) DQ_POLICY_##e,

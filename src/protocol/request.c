@@ -946,21 +946,25 @@ static int parse_reschedule(vctx *v, fieldset *f, const dq_limits *lim, dq_reque
     return 0;
 }
 
-/* "state": one of a job's four states (jobs, purge). */
-static int state_field(vctx *v, fieldset *f, int required, dq_request *req)
+/* "state": one of a job's four states (purge), or of those and the
+ * outcomes a kept record has (jobs: history, when with_records). */
+static int state_field(vctx *v, fieldset *f, int required, int with_records, dq_request *req)
 {
-    static const char *const states[] = {"delay", "ready", "reserved", "buried"};
+    static const char *const states[] = {"delay", "ready", "reserved", "buried", "finished",
+                                         "deleted"};
     size_t n = 0;
     if (string_field(v, f, F_STATE, required, &req->state, &n) < 0)
         return -1;
     if (!req->state)
         return 0;
-    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+    size_t known = with_records ? 6 : 4;
+    for (size_t i = 0; i < known; i++) {
         if (strlen(states[i]) == n && memcmp(states[i], req->state, n) == 0)
             return 0;
     }
-    return invalid(v, DQ_BAD_REQUEST,
-                   "field 'state' must be one of delay, ready, reserved, buried");
+    return invalid(v, DQ_BAD_REQUEST, with_records
+                   ? "field 'state' must be one of delay, ready, reserved, buried, finished, deleted"
+                   : "field 'state' must be one of delay, ready, reserved, buried");
 }
 
 /* jobs: one page of a topic's jobs in one state. A cursor is the position
@@ -969,7 +973,7 @@ static int parse_jobs(vctx *v, fieldset *f, const dq_limits *lim, dq_request *re
 {
     (void)lim;
     size_t n = 0;
-    if (one_topic(v, f, 1, req) < 0 || state_field(v, f, 1, req) < 0)
+    if (one_topic(v, f, 1, req) < 0 || state_field(v, f, 1, 1, req) < 0)
         return -1;
     int64_t limit = DQ_JOBS_LIMIT_DEFAULT;
     if (int_field(v, f, F_LIMIT, 1, DQ_STATS_LIMIT_MAX, &limit) < 0 ||
@@ -978,11 +982,12 @@ static int parse_jobs(vctx *v, fieldset *f, const dq_limits *lim, dq_request *re
     req->limit = (int)limit;
     if (!req->cursor)
         return 0;
-    /* Up to 18 digits, ':', an id. */
-    size_t digits = 0;
+    /* Up to 18 digits (after a '-': kept records are scored by minus
+     * their ended time), ':', an id. */
+    size_t sign = req->cursor[0] == '-', digits = sign;
     while (digits < n && req->cursor[digits] >= '0' && req->cursor[digits] <= '9')
         digits++;
-    if (digits < 1 || digits > 18 || digits >= n || req->cursor[digits] != ':' ||
+    if (digits < sign + 1 || digits > sign + 18 || digits >= n || req->cursor[digits] != ':' ||
         !request_id_valid(req->cursor + digits + 1, n - digits - 1))
         return invalid(v, DQ_BAD_REQUEST,
                        "field 'cursor' must be the cursor a previous page of jobs answered");
@@ -1000,7 +1005,7 @@ static int parse_pause(vctx *v, fieldset *f, const dq_limits *lim, dq_request *r
 static int parse_purge(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)
 {
     (void)lim;
-    return one_topic(v, f, 1, req) < 0 || state_field(v, f, 0, req) < 0 ? -1 : 0;
+    return one_topic(v, f, 1, req) < 0 || state_field(v, f, 0, 0, req) < 0 ? -1 : 0;
 }
 
 static int parse_stats(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req)

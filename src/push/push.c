@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json_scan.h"
 #include "common/log.h"
 #include "common/push_guard.h"
 #include "common/util.h"
@@ -42,6 +43,11 @@ typedef struct {
     char *id, *body;
     int64_t attempt;
     size_t received, limit; /* response body bytes, and the most read */
+    /* the response body's first bytes, for the job's delivery log; then
+     * the same as text (response_text: valid UTF-8, no NUL) */
+    char response[DQ_DELIVERY_RESPONSE_MAX];
+    size_t response_len;
+    char response_text[DQ_DELIVERY_RESPONSE_MAX + 1];
     int truncated;          /* stopped reading at the limit */
     int64_t retry_after_s;  /* -1: none */
     char refused[96];       /* the address push_allow refused, if one was */
@@ -90,11 +96,15 @@ void push_webhook_id(const char *id, char *out)
 }
 
 /* The response body is read and dropped, up to a bound: a receiver that
- * streams forever must not hold a slot (its status is in by then). */
+ * streams forever must not hold a slot (its status is in by then). Its
+ * first DQ_DELIVERY_RESPONSE_MAX bytes are kept for the delivery log. */
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
 {
-    (void)data;
     delivery *d = arg;
+    size_t room = sizeof d->response - d->response_len;
+    size_t take = size * n < room ? size * n : room;
+    memcpy(d->response + d->response_len, data, take);
+    d->response_len += take;
     d->received += size * n;
     if (d->received > d->limit) {
         d->truncated = 1;
@@ -325,11 +335,36 @@ static void take_where_ready(pusher *p)
     }
 }
 
+/* The kept response bytes as text for the delivery log: each byte that is
+ * not part of a valid UTF-8 character (a character cut at the limit
+ * included), and NUL, becomes '?'. */
+static void response_text(delivery *d)
+{
+    size_t at = 0, out = 0;
+    while (at < d->response_len) {
+        size_t c = json_utf8_char(d->response + at, d->response_len - at);
+        if (c == 0 || d->response[at] == '\0') {
+            d->response_text[out++] = '?';
+            at++;
+            continue;
+        }
+        memcpy(d->response_text + out, d->response + at, c);
+        out += c;
+        at += c;
+    }
+    d->response_text[out] = '\0';
+}
+
 /* What the answer means for the job (docs/PROTOCOL.md, Push delivery). */
 static void judge(delivery *d, CURLcode rc, store_push_outcome *o)
 {
     long code = 0;
     curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &code);
+    curl_off_t us = 0;
+    curl_easy_getinfo(d->easy, CURLINFO_TOTAL_TIME_T, &us);
+    o->ms = (int64_t)(us / 1000);
+    response_text(d);
+    o->response = d->response_text;
     o->id = d->id;
     o->attempt = d->attempt;
     o->wait_ms = 0;

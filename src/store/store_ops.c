@@ -344,6 +344,7 @@ static store_job *next_job(store_jobs *j)
     }
     store_job *job = &j->jobs[j->n++];
     memset(job, 0, sizeof *job);
+    job->ended = job->first_delivered = -1;
     return job;
 }
 
@@ -637,6 +638,32 @@ static void read_job_view(const store_reply *r, store_job *j)
     j->key = reply_str(reply_at(r, JOB_VIEW_KEY), &j->key_len);
     j->traceparent = reply_str(reply_at(r, JOB_VIEW_TRACEPARENT), &j->traceparent_len);
     j->tracestate = reply_str(reply_at(r, JOB_VIEW_TRACESTATE), &j->tracestate_len);
+    j->ended = reply_int(reply_at(r, JOB_VIEW_ENDED));
+    j->first_delivered = reply_int(reply_at(r, JOB_VIEW_FIRST_DELIVERED));
+    const store_reply *log = reply_at(r, JOB_VIEW_DELIVERIES);
+    j->deliveries = reply_len(log) > 0 ? log : NULL;
+}
+
+size_t store_job_ndeliveries(const store_job *j)
+{
+    return reply_len(j->deliveries);
+}
+
+void store_job_delivery(const store_job *j, size_t i, store_delivery *out)
+{
+    const store_reply *e = reply_at(j->deliveries, i);
+    out->at = reply_int(reply_at(e, DELIVERY_AT));
+    out->status = reply_int(reply_at(e, DELIVERY_STATUS));
+    out->ms = reply_int(reply_at(e, DELIVERY_MS));
+    out->error = reply_str(reply_at(e, DELIVERY_ERROR), &out->error_len);
+    out->response = reply_str(reply_at(e, DELIVERY_RESPONSE), &out->response_len);
+    out->decision = reply_str(reply_at(e, DELIVERY_DECISION), NULL);
+    out->retry_at = reply_int(reply_at(e, DELIVERY_RETRY_AT));
+}
+
+int store_job_is_record(const store_job *j)
+{
+    return j->ended > 0;
 }
 
 /* Listing order: by score, then by id in byte order (as a sorted set
@@ -794,7 +821,9 @@ void store_push_done(dq_store *s, store_push_outcome *o, size_t n)
                                         [PUSH_DONE_ARG_OUTCOME] = store_str(o[i].outcome),
                                         [PUSH_DONE_ARG_WAIT_MS] = store_int(o[i].wait_ms),
                                         [PUSH_DONE_ARG_STATUS] = store_int(o[i].status),
-                                        [PUSH_DONE_ARG_ERROR] = store_str(o[i].error)};
+                                        [PUSH_DONE_ARG_ERROR] = store_str(o[i].error),
+                                        [PUSH_DONE_ARG_MS] = store_int(o[i].ms),
+                                        [PUSH_DONE_ARG_RESPONSE] = store_str(o[i].response)};
         store_args(s, a, PUSH_DONE_NARGS);
     }
     store_batch_run(s);

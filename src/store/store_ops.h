@@ -22,7 +22,7 @@
 #include "job/job.h"
 #include "store/store.h"
 
-#define STORE_STATE_MAX 16
+#define STORE_STATE_MAX 32
 
 /* The outcome of one item of a batch (an added job, a removed id): DQ_OK,
  * DQ_CONFLICT or DQ_NOT_FOUND, or the failure of its shard's call
@@ -30,7 +30,9 @@
  * worked. */
 typedef struct {
     dq_status status;
-    char state[STORE_STATE_MAX]; /* conflict: the live job's state ("" if hidden) */
+    /* conflict: the live job's state, or "<finished|deleted> <ended ms>"
+     * while its record is kept ("" if hidden) */
+    char state[STORE_STATE_MAX];
 } store_item;
 
 /* An error of a whole call, beyond its status. */
@@ -61,7 +63,34 @@ typedef struct {
     int64_t last_at, last_status;  /* the last failed callback: Unix ms, HTTP status */
     const char *last_error;
     size_t last_error_len;
+    /* get and jobs: a kept record (state "finished" or "deleted") has
+     * ended, its Unix ms, and no body, ttr or retries; first_delivered is
+     * the first delivery's Unix ms where known (a topic that keeps
+     * history), else -1 */
+    int64_t ended, first_delivered;
+    /* get and jobs: a push job's delivery log (store_job_delivery), in the
+     * reply the result owns; NULL for none */
+    const store_reply *deliveries;
 } store_job;
+
+/* Is this job a kept record of a finished or deleted one? */
+int store_job_is_record(const store_job *j);
+
+/* One callback attempt of a push job's delivery log. Strings point into
+ * the job's reply; NULL / -1 where the attempt had none. */
+typedef struct {
+    int64_t at;       /* when its outcome was recorded, Unix ms */
+    int64_t status;   /* HTTP status */
+    int64_t ms;       /* how long it took */
+    const char *error, *response, *decision; /* decision: finished, deleted, retry, buried */
+    size_t error_len, response_len;
+    int64_t retry_at; /* a retry's due time, Unix ms */
+} store_delivery;
+
+/* How many attempts j's delivery log holds (0 for none), and attempt i
+ * (oldest first). */
+size_t store_job_ndeliveries(const store_job *j);
+void store_job_delivery(const store_job *j, size_t i, store_delivery *out);
 
 typedef struct {
     store_job *jobs;
@@ -299,6 +328,8 @@ typedef struct {
     int64_t wait_ms;     /* in: for "wait" */
     int64_t status;      /* in: HTTP status, -1 for none */
     const char *error;   /* in: short text, "" for none */
+    int64_t ms;          /* in: how long the attempt took */
+    const char *response; /* in: the response body's first bytes, valid UTF-8, "" for none */
     dq_status result;    /* out */
     char state[STORE_STATE_MAX]; /* out: the job's new state, or "stale" */
 } store_push_outcome;

@@ -481,6 +481,28 @@ class CliTest(DeploymentTestCase):
         self.assertEqual(r[1], "no policy\n")
         self.cli("finish", "--id", jid)
 
+    def test_history_records(self):
+        topic = unique("kept")
+        r = self.cli("policy", "--topic", topic, "--keep", "60")
+        self.assertExit(r, 0)
+        self.assertIn("keep      60\n", r[1])
+        jid = self.add(topic, '{"n":1}')
+        self.assertExit(self.cli("pop", "--topic", topic), 0)
+        self.assertExit(self.cli("finish", "--id", jid), 0)
+        r = self.cli("get", "--id", jid)
+        self.assertExit(r, 0)
+        f = fields(r[1])
+        self.assertEqual((f["state"], f["attempts"]), ("finished", "1"))
+        for name in ("due", "created", "delivered", "ended"):
+            self.assertRegex(f[name], r"^\d{4}-\d\d-\d\dT.*Z$", name)
+        self.assertNotIn("value", f, "a record has no body")
+        r = self.cli("jobs", "--topic", topic, "--state", "finished")
+        self.assertExit(r, 0)
+        self.assertRegex(r[1], r"^%s  finished  ended \d{4}-.*Z  attempts 1\n$" % re.escape(jid))
+        r = self.cli("add", "--topic", topic, "--id", jid, "--body", "1")
+        self.assertExit(r, EXIT["conflict"])
+        self.assertIn("was finished at", r[2])
+
     def test_trace_context(self):
         topic = unique("trace")
         tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

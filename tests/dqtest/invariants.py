@@ -40,7 +40,12 @@ Invariants:
     time instead); a hold P:ph:<t> is only left while a resume moves it back or
     its topic is paused, and no job of the topic in P:push scores between
     the hold's lowest and highest (the topic's order is kept);
-  - P:timerlag names only timers (P:timers) and holds "<ms>:<ms>".
+  - P:timerlag names only timers (P:timers) and holds "<ms>:<ms>";
+  - kept history: every record P:h:<id> expires (a TTL) and is in its
+    topic's index of its outcome (P:hf:<t> or P:hd:<t>) scored by minus its
+    ended time (an index may hold entries whose record has gone: they are
+    trimmed lazily); every delivery log P:dl:<id> belongs to a job, or to
+    a record and then expires.
 """
 
 from . import job_keys
@@ -308,6 +313,30 @@ for i = 1, #tl, 2 do
 end
 if nentries['p'] > live['p'] then
     bad((nentries['p'] - live['p']) .. ' push-set members name no ready push job')
+end
+local RECORD = '<Bi8i8i8i8I4B'
+local OUTCOME_INDEX = {':hf:', ':hd:'}
+for _, rk in ipairs(redis.call('KEYS', P .. ':h:*')) do
+    local id = string.sub(rk, #P + 4)
+    local v = redis.call('GET', rk)
+    local o, _, _, _, ended, _, tlen, at = struct.unpack(RECORD, v)
+    local t = string.sub(v, at, at + tlen - 1)
+    if redis.call('PTTL', rk) <= 0 then bad('record ' .. id .. ' does not expire') end
+    local ik = P .. (OUTCOME_INDEX[o] or '?') .. t
+    local sc = redis.call('ZSCORE', ik, id)
+    if not sc or tonumber(sc) ~= -ended then
+        bad('record ' .. id .. ' (ended ' .. ended .. ') is in ' .. ik .. ' with ' .. tostring(sc))
+    end
+end
+for _, lk in ipairs(redis.call('KEYS', P .. ':dl:*')) do
+    local id = string.sub(lk, #P + 5)
+    if redis.call('EXISTS', P .. ':j:' .. id) == 0 then
+        if redis.call('EXISTS', P .. ':h:' .. id) == 0 then
+            bad('delivery log of ' .. id .. ' belongs to no job or record')
+        elseif redis.call('PTTL', lk) <= 0 then
+            bad('delivery log of the record ' .. id .. ' does not expire')
+        end
+    end
 end
 return {njobs, st, bt, stats, stale_r, stale_x, bucket_entries, nproblems, problems}
 """

@@ -18,7 +18,7 @@ LUA = r"""
 local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
 local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
 local STATE_CODE = {delay = 1, ready = 2, reserved = 3, buried = 4}
-local MORE = {'bo', 'u', 'to', 'la', 'ls', 'le', 'g', 'tp', 'ts'}
+local MORE = {'bo', 'u', 'to', 'la', 'ls', 'le', 'g', 'tp', 'ts', 'du', 'fd'}
 local function decode_job(v)
     local s, d, rt, n, kb, r, ttr, c, k, more, tlen, at = struct.unpack(HEAD, v)
     local j = {s = STATE_NAME[s], d = d, n = n, kb = kb, r = r, ttr = ttr, c = c, k = k}
@@ -48,7 +48,7 @@ end
 """
 
 _FIELDS = r"""
-local FIELDS = {'s', 't', 'ttr', 'n', 'r', 'kb', 'c', 'k', 'd', 'rt', 'bo', 'u', 'to', 'la', 'ls', 'le', 'g', 'tp', 'ts'}
+local FIELDS = {'s', 't', 'ttr', 'n', 'r', 'kb', 'c', 'k', 'd', 'rt', 'bo', 'u', 'to', 'la', 'ls', 'le', 'g', 'tp', 'ts', 'du', 'fd'}
 local TEXT = {s = true, t = true, bo = true, u = true, ls = true, le = true, g = true, tp = true,
     ts = true}
 """

@@ -5,7 +5,8 @@ A code block's lines starting with `curl` or `./delayq` are run in order
 (in the build directory), with localhost:8080 and DELAYQ_URL pointed at the
 test's nginx. A following line `# {...}` is the documented answer: both are
 parsed as JSON and compared, except for values that differ on every run
-(`created`, `due`). An example whose answer is not shown must still succeed:
+(`created`, `due`, a kept record's `first_delivered` and `ended`, and the
+time an error sentence quotes). An example whose answer is not shown must still succeed:
 its curl runs with --fail-with-body (an HTTP error fails it) and its
 pipeline with pipefail."""
 
@@ -17,7 +18,9 @@ import unittest
 
 from dqtest import BUILD_DIR, SRC_DIR, DeploymentTestCase, main
 
-VOLATILE = {"created", "due"}
+VOLATILE = {"created", "due", "first_delivered", "ended"}
+# The time an idempotency-window conflict names: "<UTC> (<Unix ms> ms)".
+ERROR_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(\d+ ms\)")
 
 
 def examples(path):
@@ -45,7 +48,9 @@ def normalise(value):
     if isinstance(value, dict):
         if value.get("redis") == "ok":
             value = {k: v for k, v in value.items() if k not in TOPOLOGY}
-        return {k: ("<varies>" if k in VOLATILE else normalise(v)) for k, v in value.items()}
+        return {k: ("<varies>" if k in VOLATILE else
+                    ERROR_TIME.sub("<time>", v) if k == "error" and isinstance(v, str) else
+                    normalise(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [normalise(v) for v in value]
     return value

@@ -182,10 +182,84 @@ class Functions(unittest.TestCase):
         view = self.call("get", "", "k1", ro=True)
         self.assertEqual(view[14], b"merchant-1", "job_view's key")
         view = self.call("get", "", "k0", ro=True)
-        self.assertEqual(len(view), 17, "every field, false where the job has none")
+        self.assertEqual(len(view), 20, "every field, false where the job has none")
         self.assertIsNone(view[14])
         got = self.pop("kq", count=2)
         self.assertEqual([(g[0], g[5]) for g in got], [(b"k1", b"merchant-1"), (b"k0", None)])
+
+    def keep(self, topic, ms):
+        """The policy function's keep_ms for a topic (the other fields kept)."""
+        return self.call("policy", topic, "", "", "", "", "", "", ms)
+
+    def test_history_kept_in_the_removing_call(self):
+        """With keep, remove, pop's finish and push_done leave the record
+        (P:h:<id>, with PEXPIRE keep) and its index entry in the call that
+        removes the job; add then answers the outcome and its time and
+        writes nothing; get answers the record. Without P:history (no
+        topic ever kept history in the shard) nothing of it is read."""
+        self.add("n1", topic="none")
+        self.assertEqual(self.call("remove", "", "finished", "n1"), [b"ok"])
+        self.assertEqual(self.redis("KEYS", P + ":h*"), [], "keep 0: no record, no flag")
+        self.keep("hq", 60000)
+        self.assertEqual(self.redis("EXISTS", P + ":history"), 1)
+        self.add("h1", topic="hq", delay=5000)
+        self.assertEqual(int(self.job("h1")["du"]), int(self.job("h1")["d"]), "its due, for the record")
+        self.call("reschedule", "", "h1", 0, -1)
+        self.pop("hq")
+        j = self.job("h1")
+        self.assertGreaterEqual(int(j["fd"]), int(j["du"]), "its first delivery")
+        before = sorted(self.redis("KEYS", "*"))
+        self.assertEqual(self.pop_finish(["h1"], "hq")[0], [b"ok"])
+        view = self.call("get", "", "h1", ro=True)
+        self.assertEqual(len(view), 20)
+        self.assertEqual((view[0], view[1], view[2], view[5]), (b"finished", b"hq", None, 1))
+        ended = view[17]
+        self.assertEqual(view[18], int(j["fd"]))
+        self.assertEqual(view[3], int(j["du"]))
+        self.assertTrue(0 < self.redis("PTTL", P + ":h:h1") <= 60000)
+        self.assertEqual(self.redis("ZRANGE", P + ":hf:hq", 0, -1, "WITHSCORES"),
+                         [b"h1", str(-ended).encode()])
+        self.assertEqual(self.add("h1", topic="hq"), [("DQ_CONFLICT finished %d" % ended).encode()])
+        self.assertEqual(self.add("h1", topic="hq", allow="other."), [b"DQ_CONFLICT"])
+        self.assertEqual(self.add("h1", topic="other"), [("DQ_CONFLICT finished %d" % ended).encode()],
+                         "ids are global: the window holds in any topic")
+        self.assertNotIn(P + ":j:h1", [k.decode() for k in self.redis("KEYS", "*")])
+        self.assertDqError("DQ_NOT_FOUND", self.call, "get", "other.", "h1", ro=True)
+        # jobs lists it (scored by minus its ended time: newest first)
+        page = self.call("jobs", "hq", "finished", 10, "", "", ro=True)
+        self.assertEqual((page[0], page[1], page[2]), (0, b"h1", str(-ended).encode()))
+        # A delivery given back uncounted was no delivery: no first delivery.
+        self.add("h2", topic="hq")
+        got = self.pop("hq")
+        self.assertIn("fd", self.job("h2"))
+        self.assertEqual(self.call("give_back", "h2", got[0][3]), 1)
+        self.assertNotIn("fd", self.job("h2"))
+        # delete of a buried job: a deleted record, in the other index
+        self.pop("hq")
+        self.call("bury", "", "h2")
+        self.assertEqual(self.call("remove", "", "deleted", "h2"), [b"ok"])
+        self.assertEqual(self.call("get", "", "h2", ro=True)[0], b"deleted")
+        self.assertEqual(self.redis("ZRANGE", P + ":hd:hq", 0, -1), [b"h2"])
+        # A push job's delivery log stays with its record, for keep; a deadline
+        # that passed with no outcome is logged too.
+        self.add("h3", topic="hq", url="http://example.com/h", timeout=1000, backoff="[1]")
+        self.call("push_take", 10, 500)
+        self.due_now("h3")
+        self.call("move", self.job("h3")["k"], 100)
+        self.due_now("h3")
+        self.call("move", self.job("h3")["k"], 100)
+        self.call("push_take", 10, 500)
+        self.assertEqual(self.call("push_done", "h3", 2, "gone", 0, 410, "", 5, ""), b"deleted")
+        log = self.call("get", "", "h3", ro=True)[19]
+        self.assertEqual([(e[1], e[2], e[5]) for e in log],
+                         [(None, b"no outcome recorded by the deadline", b"retry"), (410, None, b"deleted")])
+        self.assertTrue(0 < self.redis("PTTL", P + ":dl:h3") <= 60000)
+        # keep off in the last topic: the flag expires when no record can be left
+        self.keep("hq", "null")
+        self.assertTrue(0 < self.redis("PTTL", P + ":history") <= 2592000000)
+        self.assertEqual(self.redis("SCARD", P + ":keeping"), 0)
+        self.assertEqual(self.add("h1", topic="hq"), [("DQ_CONFLICT finished %d" % ended).encode()],
+                         "records written stay for their time")
 
     def test_trace_context_stored_and_answered(self):
         tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -195,7 +269,8 @@ class Functions(unittest.TestCase):
         self.assertEqual((self.job("t1")["tp"], self.job("t1")["ts"]), (tp, "a=b"))
         self.assertNotIn("ts", self.job("t2"))
         self.assertNotIn("tp", self.job("t0"))
-        views = [self.call("get", "", jid, ro=True)[-3:] for jid in ("t1", "t2", "t0")]
+        # job_view's fields 15-17 (ended and first_delivered follow)
+        views = [self.call("get", "", jid, ro=True)[14:17] for jid in ("t1", "t2", "t0")]
         self.assertEqual(views, [[None, tp.encode(), b"a=b"], [b"m", tp.encode(), None],
                                  [b"m", None, None]], "job_view's key, traceparent, tracestate")
         got = self.pop("tq", count=3)
@@ -579,24 +654,29 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("ZSCORE", P + ":b:" + j["k"], "h1"), j["d"].encode())
         self.assertEqual(self.stats("q")["reserved"], 1)
         # An outcome for another attempt changes nothing.
-        self.assertEqual(self.call("push_done", "h1", 2, "ok", 0, 200, ""), b"stale")
+        self.assertEqual(self.call("push_done", "h1", 2, "ok", 0, 200, "", 0, ""), b"stale")
         # A failure: the first backoff step, last_attempt recorded.
-        self.assertEqual(self.call("push_done", "h1", 1, "fail", 0, 500, "HTTP 500"), b"delay")
+        self.assertEqual(self.call("push_done", "h1", 1, "fail", 0, 500, "HTTP 500", 37, "oops"), b"delay")
         j = self.job("h1")
         self.assertEqual((j["s"], j["ls"], j["le"]), ("delay", "500", "HTTP 500"))
         self.assertEqual(int(j["d"]) - int(j["la"]), 1000)
+        # ... and logged: get's deliveries (at status error ms response decision retry_at)
+        self.assertEqual(self.call("get", "", "h1", ro=True)[19],
+                         [[int(j["la"]), 500, b"HTTP 500", 37, b"oops", b"retry", int(j["d"])]])
         # Retries spent (1): the second failure buries it.
         self.due_now("h1")
         self.call("move", j["k"], 100)
         self.assertEqual(self.call("push_take", 10, 500)[0][4], 2)
-        self.assertEqual(self.call("push_done", "h1", 2, "wait", 60000, 429, ""), b"buried")
+        self.assertEqual(self.call("push_done", "h1", 2, "wait", 60000, 429, "", 0, ""), b"buried")
         self.assertEqual(self.redis("ZRANGE", P + ":x:q", 0, -1), [b"h1"])
         # Kicked back: to the push set, not the ready set.
         self.assertEqual(self.call("kick", "q", 1), 1)
         self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
         self.call("push_take", 10, 500)
-        self.assertEqual(self.call("push_done", "h1", 3, "ok", 0, 204, ""), b"finished")
-        self.assertEqual(self.redis("EXISTS", P + ":j:h1", P + ":v:h1"), 0)
+        self.assertEqual([e[5] for e in self.call("get", "", "h1", ro=True)[19]], [b"retry", b"buried"])
+        self.assertEqual(self.call("push_done", "h1", 3, "ok", 0, 204, "", 0, ""), b"finished")
+        self.assertEqual(self.redis("EXISTS", P + ":j:h1", P + ":v:h1", P + ":dl:h1"), 0,
+                         "without keep the log goes with the job")
         self.assertEqual(self.stats("q")["finished"], 1)
 
     def test_give_back_undoes_a_reservation_uncounted(self):
@@ -622,13 +702,13 @@ class Functions(unittest.TestCase):
         self.assertEqual((st["reserved"], st["ready"], st.get("popped", 0)), (0, 4, popped - 3))
         # Its one retry is still there: the next take is attempt 1 again.
         self.assertEqual(self.call("push_take", 10, 500)[0][4], 1)
-        self.assertEqual(self.call("push_done", "h3", 1, "fail", 0, 500, ""), b"delay")
+        self.assertEqual(self.call("push_done", "h3", 1, "fail", 0, 500, "", 0, ""), b"delay")
         self.assertEqual(self.call("give_back", "h3", 1), 0, "only a reservation still held")
 
     def test_push_wait_is_bounded_by_the_last_step(self):
         self.add("h2", url="http://example.com/", backoff="[5,2]")
         self.call("push_take", 1, 500)
-        self.assertEqual(self.call("push_done", "h2", 1, "wait", 3600000, 503, ""), b"delay")
+        self.assertEqual(self.call("push_done", "h2", 1, "wait", 3600000, 503, "", 0, ""), b"delay")
         j = self.job("h2")
         self.assertEqual(int(j["d"]) - int(j["la"]), 2000)
         self.call("remove", "", "deleted", "h2")
@@ -903,7 +983,7 @@ class Functions(unittest.TestCase):
     def test_kick_ids_sends_push_jobs_back_to_push(self):
         self.add("h1", url="http://example.com/h", retries=0)
         self.call("push_take", 10, 500)
-        self.assertEqual(self.call("push_done", "h1", 1, "fail", 0, 500, ""), b"buried")
+        self.assertEqual(self.call("push_done", "h1", 1, "fail", 0, 500, "", 0, ""), b"buried")
         self.assertEqual(self.call("kick_ids", "", "h1"), [b"ok"])
         self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
         self.assertEqual(self.redis("ZRANGE", P + ":q:q", 0, -1), [b"h1"])
@@ -928,7 +1008,7 @@ class Functions(unittest.TestCase):
         # buried -> ready with fresh retries; a push job goes to P:push
         self.add("h", url="http://example.com/h", retries=0)
         self.call("push_take", 10, 500)
-        self.call("push_done", "h", 1, "fail", 0, 500, "")
+        self.call("push_done", "h", 1, "fail", 0, 500, "", 0, "")
         self.assertEqual(self.call("reschedule", "", "h", 0, 1000), [b"ready", -1])
         self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h"])
         self.assertEqual(self.job("h")["kb"], "1")

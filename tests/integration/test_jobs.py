@@ -258,7 +258,9 @@ class Paging(JobsBase):
         cases = [
             ("/jobs?state=ready", "'topic'"),
             ("/jobs?topic=%s" % t, "'state'"),
-            ("/jobs?topic=%s&state=finished" % t, "'state'"),
+            ("/jobs?topic=%s&state=done" % t, "'state'"),
+            ("/jobs?topic=%s&state=finished&cursor=-:a" % t, "'cursor'"),
+            ("/jobs?topic=%s&state=finished&cursor=--1:a" % t, "'cursor'"),
             ("/jobs?topic=%s&state=ready&limit=0" % t, "'limit'"),
             ("/jobs?topic=%s&state=ready&limit=1001" % t, "'limit'"),
             ("/jobs?topic=%s&state=ready&limit=x" % t, "'limit'"),

@@ -246,6 +246,28 @@ try {
         await page.click("#confirm-ok");
         await expectText(page.locator("#flash"), /Deleted 2 of 2/, "bulk delete");
         check((await getJob("ui-list-1")).status === 404 && (await getJob("ui-list-2")).status === 404, "both deleted");
+
+        step = "kept history: a record's timeline, the finished list";
+        await apiOk("policy", { topic: "ui.kept", keep: 600 });
+        await apiOk("add", { topic: "ui.kept", id: "ui-kept-1", body: 1 });
+        check((await apiOk("pop", { topic: "ui.kept" })).id === "ui-kept-1", "popped the kept job");
+        await apiOk("finish", { id: "ui-kept-1" });
+        if ((await getJob("ui-kept-1")).status === 200) {
+            await page.fill("#search-id", "ui-kept-1");
+            await page.click("#search-form button");
+            await expectText(page.locator('#job-fields dd[data-field="state"]'), "finished", "a record's state");
+            await expectText(page.locator("#job-timeline"), /created[\s\S]*first delivered[\s\S]*finished/, "its timeline, oldest first");
+            check((await page.locator("#job-delete").count()) === 0, "a record has no Delete");
+            await page.selectOption("#jobs-topic", "ui.kept");
+            await page.selectOption("#jobs-state", "finished");
+            check(!(await page.locator("#jobs-purge").isVisible()), "no purge of kept records");
+            await page.click("#jobs-form button");
+            await expectText(page.locator('#jobs-body tr[data-id="ui-kept-1"]'), /finished/, "the finished list");
+            check((await page.locator('#jobs-body tr[data-id="ui-kept-1"] input.pick').count()) === 0, "a record cannot be picked");
+            await page.selectOption("#jobs-state", "buried");
+        } else {
+            log("kept history: this server keeps none (get of a finished job is 404)");
+        }
     } else {
         await expectText(page.locator("#due-newer"), /needs a newer server/, "due list says what it needs");
         await expectText(page.locator("#jobs-newer"), /needs a newer server/, "jobs list says what it needs");

@@ -305,7 +305,12 @@ final class Client
 
     /**
      * A job's state: ['id', 'topic', 'state' (delay|ready|reserved|buried),
-     * 'value', 'due' (Unix ms or null), 'ttr', 'attempts', 'retries', 'created'].
+     * 'value', 'due' (Unix ms or null), 'ttr', 'attempts', 'retries', 'created'],
+     * and 'first_delivered' (Unix ms) once delivered in a topic that keeps
+     * history. The kept record of a finished or deleted job (a topic's
+     * policy 'keep'): ['id', 'topic', 'state' (finished|deleted), 'due',
+     * 'first_delivered' (or null), 'ended', 'attempts', 'created'], no
+     * 'value', 'ttr' or 'retries'; 'key' when the job had one.
      *
      * @return array<string,mixed>
      */
@@ -370,10 +375,11 @@ final class Client
 
     /**
      * One page of the topic's jobs in $state ('delay', 'ready', 'reserved'
-     * or 'buried'): ['jobs' => [each as get() shows it], 'cursor' => the
-     * next page's cursor, null on the last]. 'delay' and 'reserved' come by
-     * due time, 'ready' in pop order, 'buried' in bury order; $limit
-     * 1..1000 (server default 50).
+     * or 'buried', or the kept records: 'finished' or 'deleted'): ['jobs' =>
+     * [each as get() shows it], 'cursor' => the next page's cursor, null on
+     * the last]. 'delay' and 'reserved' come by due time, 'ready' in pop
+     * order, 'buried' in bury order, records newest first; $limit 1..1000
+     * (server default 50).
      *
      * @return array{jobs:list<array<string,mixed>>,cursor:string|null}
      */

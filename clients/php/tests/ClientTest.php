@@ -122,6 +122,31 @@ final class ClientTest extends DelayqTestCase
         $this->assertSame([], $this->client->policies($topic));
     }
 
+    public function testKeptHistory(): void
+    {
+        $topic = self::unique('kept');
+        $this->assertSame(60, $this->client->policy($topic, ['keep' => 60])['keep']);
+        $id = $this->client->add($topic, ['n' => 1], ['key' => 'merchant-1']);
+        $this->assertSame($id, $this->client->pop($topic)->getId());
+        $this->client->finish($id);
+        $rec = $this->client->get($id);
+        $this->assertSame('finished', $rec['state']);
+        $this->assertSame(1, $rec['attempts']);
+        $this->assertSame('merchant-1', $rec['key']);
+        $this->assertArrayNotHasKey('value', $rec, 'a record has no body');
+        $this->assertLessThanOrEqual($rec['ended'], $rec['first_delivered']);
+        $other = $this->client->add($topic, 2);
+        $this->client->delete($other);
+        $this->assertSame([$id], array_column($this->client->jobs($topic, 'finished')['jobs'], 'id'));
+        $this->assertSame([$other], array_column($this->client->jobs($topic, 'deleted')['jobs'], 'id'));
+        try {
+            $this->client->add($topic, ['n' => 1], ['id' => $id, 'key' => 'merchant-1']);
+            $this->fail('an add of a kept id was accepted');
+        } catch (ConflictException $e) {
+            $this->assertStringContainsString('was finished at', $e->getMessage());
+        }
+    }
+
     public function testSchedules(): void
     {
         $id = str_replace('-', '_', self::unique('sch'));

@@ -73,20 +73,25 @@ class Job:
 
 @dataclass(frozen=True)
 class JobInfo:
-    """What `get` tells about a live job."""
+    """What `get` tells about a live job, or about the kept record of a
+    finished or deleted one (a topic's `keep`: state "finished" or
+    "deleted", `ended` set, no body, ttr or retries)."""
 
     id: str
     topic: str
     state: str
-    """"delay", "ready", "reserved" or "buried"."""
+    """"delay", "ready", "reserved" or "buried"; "finished" or "deleted"
+    for a kept record."""
     body: Any
     due: Optional[int]
     """Unix milliseconds: the due time while "delay", the TTR deadline while
-    "reserved"; None while "ready" or "buried"."""
-    ttr: float
+    "reserved"; None while "ready" or "buried". A record's: the due time
+    the job was added (or last rescheduled) with."""
+    ttr: Optional[float]
+    """Seconds; None for a record."""
     attempts: int
     retries: Optional[int]
-    """The job's redelivery limit; None means unlimited."""
+    """The job's redelivery limit; None means unlimited (and for a record)."""
     created: int
     """Unix milliseconds."""
     key: Optional[str] = None
@@ -94,6 +99,20 @@ class JobInfo:
     traceparent: Optional[str] = None
     """The W3C trace context the job was added with, None for none."""
     tracestate: Optional[str] = None
+    first_delivered: Optional[int] = None
+    """Unix milliseconds of its first delivery, where the server knows it
+    (a topic that keeps history); None otherwise."""
+    ended: Optional[int] = None
+    """A record's: Unix milliseconds when it was finished or deleted; None
+    for a live job."""
+    deliveries: Optional[List[Dict[str, Any]]] = None
+    """A callback job's attempts, oldest first (as the server answers them:
+    at, status, error, ms, response, decision, retry_at); None before any."""
+
+    @property
+    def kept(self) -> bool:
+        """True for the kept record of a finished or deleted job."""
+        return self.ended is not None
 
     @property
     def value(self) -> Any:
@@ -184,9 +203,11 @@ def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
 
 def _job_info(a: Mapping[str, Any]) -> JobInfo:
     return JobInfo(id=a["id"], topic=a["topic"], state=a["state"], body=a.get("value"),
-                   due=a.get("due"), ttr=a["ttr"], attempts=a["attempts"],
+                   due=a.get("due"), ttr=a.get("ttr"), attempts=a["attempts"],
                    retries=a.get("retries"), created=a["created"], key=a.get("key"),
-                   traceparent=a.get("traceparent"), tracestate=a.get("tracestate"))
+                   traceparent=a.get("traceparent"), tracestate=a.get("tracestate"),
+                   first_delivered=a.get("first_delivered"), ended=a.get("ended"),
+                   deliveries=a.get("deliveries"))
 
 
 def _finish_field(finish: Ids) -> Union[str, List[str]]:
@@ -416,15 +437,17 @@ class Client:
         return _results(self._call("delete", {"ids": ids}))
 
     def get(self, id: str) -> JobInfo:
-        """What the server knows about a live job. NotFound if none."""
+        """What the server knows about a live job, or the kept record of a
+        finished or deleted one (JobInfo.kept). NotFound if none."""
         return _job_info(self._call("get", {"id": id}))
 
     def jobs(self, topic: str, state: str, limit: Optional[int] = None,
              cursor: Optional[str] = None) -> Tuple[List[JobInfo], Optional[str]]:
         """One page of the topic's jobs in `state` ("delay", "ready",
-        "reserved" or "buried"): ([JobInfo, ...], cursor). `delay` and
-        `reserved` come by due time, `ready` in pop order, `buried` in bury
-        order; `limit` 1..1000 (server default 50). cursor is None on the
+        "reserved" or "buried", or the kept records: "finished" or
+        "deleted"): ([JobInfo, ...], cursor). `delay` and `reserved` come
+        by due time, `ready` in pop order, `buried` in bury order, records
+        newest first; `limit` 1..1000 (server default 50). cursor is None on the
         last page, else pass it back for the next one."""
         fields: Dict[str, Any] = {"topic": topic, "state": state}
         if limit is not None:
@@ -513,7 +536,10 @@ class Client:
         """Sets a topic's flow-control policy and returns it as it now
         stands ({field: value or None}). Each keyword is one of concurrency,
         rate, period (seconds), key_concurrency, key_rate, key_period,
-        keep: a limit left out keeps its value, None removes it."""
+        keep (seconds that a finished or deleted job's record is kept:
+        get, jobs(state="finished"/"deleted"), and add of its id raises
+        Conflict meanwhile): a limit left out keeps its value, None removes
+        it."""
         unknown = set(limits) - set(self._POLICY_FIELDS)
         if unknown:
             raise TypeError("policy() got unknown limits: %s" % ", ".join(sorted(unknown)))

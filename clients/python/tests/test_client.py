@@ -164,6 +164,34 @@ class Commands(Base):
         c.policy(t, concurrency=None, key_concurrency=None)
         self.assertEqual(c.policies(t), {})
 
+    def test_kept_history(self):
+        c = self.client
+        t = unique("kept")
+        self.assertEqual(c.policy(t, keep=timedelta(minutes=1))["keep"], 60)
+        jid = c.add(t, {"n": 1}, key="merchant-1")
+        job = c.pop(t)
+        self.assertEqual(job.id, jid)
+        self.assertFalse(c.get(jid).kept)
+        self.assertIsNotNone(c.get(jid).first_delivered)
+        c.finish(jid)
+        rec = c.get(jid)
+        self.assertTrue(rec.kept)
+        self.assertEqual((rec.state, rec.attempts, rec.key, rec.body, rec.ttr, rec.retries),
+                         ("finished", 1, "merchant-1", None, None, None))
+        self.assertLessEqual(rec.created, rec.first_delivered)
+        self.assertLessEqual(rec.first_delivered, rec.ended)
+        other = c.add(t, 2)
+        c.delete(other)
+        self.assertEqual([j.id for j in c.iter_jobs(t, "finished")], [jid])
+        self.assertEqual([(j.id, j.state) for j in c.iter_jobs(t, "deleted")], [(other, "deleted")])
+        # The idempotency window: the add is refused, naming the outcome.
+        with self.assertRaises(Conflict) as cm:
+            c.add(t, {"n": 1}, id=jid, key="merchant-1")
+        self.assertIn("was finished at", cm.exception.message)
+        results = c.add_many([{"topic": t, "id": other, "body": 2}])
+        self.assertEqual((results[0].success, results[0].code), (False, "conflict"))
+        self.assertIn("was deleted at", results[0].error)
+
     def test_add_get_and_conflict(self):
         c = self.client
         t, id = unique("add"), unique("add-id")

@@ -8,7 +8,9 @@
 -- or '' for none (the caller put the job in the key's shard), traceparent
 -- and tracestate the job's trace context or '' for none.
 -- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
--- live ('DQ_CONFLICT' alone when the caller may not see that job's topic).
+-- live, or 'DQ_CONFLICT <finished|deleted> <ended ms>' while a record of
+-- it is kept (the idempotency window: nothing is written); 'DQ_CONFLICT'
+-- alone when the caller may not see that job's topic.
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
 -- or shard counts.
 limit_topics(ARGV[ARG.allow])
@@ -27,8 +29,12 @@ for i = 0, njobs - 1 do
     local delay, at = tonumber(ARGV[a + ARG_JOB.delay_ms]), tonumber(ARGV[a + ARG_JOB.at_ms])
     local k = ARGV[a + ARG_JOB.bucket]
     local live = load_job(id, true)
+    local kept = not live and history_on() and load_record(id)
     if live then
         out[#out + 1] = allowed(live.t) and ('DQ_CONFLICT ' .. live.s) or 'DQ_CONFLICT'
+    elseif kept then
+        out[#out + 1] = allowed(kept.t) and ('DQ_CONFLICT ' .. kept.outcome .. ' ' .. num(kept.e))
+            or 'DQ_CONFLICT'
     else
         local due = now + delay
         if at >= 0 then due = math.max(at, now) end

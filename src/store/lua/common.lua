@@ -29,7 +29,9 @@
 -- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
 -- the last push attempt's time (ms), HTTP status and error (false where
 -- unset), g the grouping key, tp and ts the W3C trace context (traceparent,
--- tracestate); then the body. One key per job costs about 150 bytes less than
+-- tracestate), du the due time it was added (or rescheduled) with and fd
+-- its first delivery (ms; both only in a topic that keeps history, for
+-- its record); then the body. One key per job costs about 150 bytes less than
 -- the hash and body key that earlier versions wrote (a body over 64 bytes
 -- inside a hash would turn its compact encoding into a hash table); a job
 -- of that older layout is read as it is and written in this one the first
@@ -73,8 +75,9 @@ local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
 -- it, an older library reading a job that has it sees the fields it knows,
 -- and a job without the last ones stores none of them (store_job stops at
 -- the last it has). g, the grouping key, came after the callback fields;
--- tp and ts, the trace context, after g.
-local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le', 'g', 'tp', 'ts'}
+-- tp and ts, the trace context, after g; du and fd, the times a kept
+-- record needs, after them.
+local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le', 'g', 'tp', 'ts', 'du', 'fd'}
 -- The fields an older-layout hash holds as decimal text.
 local NUMERIC_FIELD = {ttr = true, n = true, r = true, kb = true, c = true, k = true, d = true, rt = true,
     to = true, la = true}
@@ -113,7 +116,7 @@ local function load_job(id, head_only)
     if not v or v == '' then return nil end
     local s, d, rt, n, kb, r, ttr, c, k, more, tlen, at = struct.unpack(HEAD, v)
     local j = {s = STATE_NAME[s], d = d, n = n, kb = kb, r = r, ttr = ttr, c = c, k = k,
-        more = more > 0, push = more == 3, raw = v}
+        more = more > 0, push = more == 3, raw = v, head_only = head_only and more > 0}
     if rt >= 0 then j.rt = rt end
     j.t = string.sub(v, at, at + tlen - 1)
     at = at + tlen
@@ -190,11 +193,21 @@ local function state_index(topic, state)
     if state == 'reserved' then return reserved_index(topic) end
     return nil
 end
+-- A kept record of a finished or deleted job, and the indexes of a
+-- topic's records of each outcome (see "Kept history" below).
+local function record_key(id) return P .. ':h:' .. id end
+-- A push job's delivery log (see "Delivery log" below).
+local function delivery_key(id) return P .. ':dl:' .. id end
+local function history_index(topic, outcome)
+    return P .. (outcome == 'finished' and ':hf:' or ':hd:') .. topic
+end
 -- The sets that list a topic's jobs of a state (a name `jobs` and `purge`
 -- take), in the state's order: delay by due time, reserved by TTR
 -- deadline, ready by sequence (the ready set merged with the ready push
--- jobs, whose scores share the shard's sequence), buried by sequence.
+-- jobs, whose scores share the shard's sequence), buried by sequence;
+-- and (`jobs` only) the records of finished and deleted jobs, newest first.
 local function state_sets(topic, state)
+    if state == 'finished' or state == 'deleted' then return {history_index(topic, state)} end
     if state == 'delay' then return {delay_index(topic)} end
     if state == 'reserved' then return {reserved_index(topic)} end
     if state == 'ready' then return {ready_key(topic), push_index(topic)} end
@@ -292,6 +305,7 @@ local allow_prefixes -- nil: every topic; else the token's topic prefixes
 local paused_cache  -- topic -> paused (read once per call)
 local policy_cache  -- topic -> its policy in this shard (read once per call)
 local call_now      -- Redis' time, read once per call by clock()
+local history_cache -- does P:history exist (nil: not read yet in this call)
 
 local function begin(keys)
     P = keys[1]
@@ -304,6 +318,7 @@ local function begin(keys)
     paused_cache = {}
     policy_cache = {}
     call_now = nil
+    history_cache = nil
 end
 
 -- Redis' time, read once per call (a call is atomic: one instant).
@@ -501,12 +516,195 @@ local function backoff_ms(text)
     return table.concat(out, ',')
 end
 
+-- A topic's flow-control policy: the hash P:pol:<topic>, a copy in every
+-- shard (policy.lua writes them all), with the fields below (counts, and
+-- periods and keep in ms); P:policies lists the topics that have one.
+local POLICY_FIELDS = {'concurrency', 'rate', 'period_ms', 'key_concurrency', 'key_rate',
+    'key_period_ms', 'keep_ms'}
+local function policy_key(topic) return P .. ':pol:' .. topic end
+local function policies_key() return P .. ':policies' end
+
+-- The topic's policy in this shard: {field = number} of the fields set.
+local function read_policy(topic)
+    local h = redis.call('HGETALL', policy_key(topic))
+    local pol = {}
+    for i = 1, #h, 2 do pol[h[i]] = tonumber(h[i + 1]) end
+    return pol
+end
+
+-- The topic's policy, read once per call.
+local function policy_of(topic)
+    local pol = policy_cache[topic]
+    if not pol then
+        pol = read_policy(topic)
+        policy_cache[topic] = pol
+    end
+    return pol
+end
+
+-- Kept history. In a topic whose policy has `keep` (keep_ms > 0), a job
+-- that is finished or deleted leaves a record for that long: the string
+-- P:h:<id> (RECORD: outcome, created, due, first delivery, ended (ms, -1
+-- where unknown), attempts, the topic's length; then the topic, then the
+-- grouping key), with a PEXPIRE of keep. While it exists, `add` of the
+-- id answers DQ_CONFLICT with the outcome and its time (the idempotency
+-- window) and `get` answers the record. P:hf:<topic> and P:hd:<topic>
+-- index a topic's finished and deleted records for `jobs`, scored by
+-- minus the ended time, so that their ascending order (which `jobs` and
+-- its cursors page) is newest first. An id is in at most one of its
+-- topic's indexes. Each write of a record trims the topic's indexes
+-- lazily (trim_history) and sets the index's PEXPIRE to at least keep, so
+-- an index outlives its newest record by no more than that.
+-- P:history exists while some topic of the shard keeps history, and for
+-- KEEP_MAX_MS after the last one stopped (policy.lua): without it, no
+-- function reads a policy or a record for history's sake, so keep 0
+-- costs one EXISTS per call.
+local RECORD = '<Bi8i8i8i8I4B'
+local OUTCOME_CODE = {finished = 1, deleted = 2}
+local OUTCOME_NAME = {'finished', 'deleted'}
+-- How many index entries one record write may trim at most: more than the
+-- one it adds, so the trimming keeps up.
+local HISTORY_TRIM_STEP = 8
+local function history_flag_key() return P .. ':history' end
+
+local function history_on()
+    if history_cache == nil then
+        history_cache = redis.call('EXISTS', history_flag_key()) == 1
+    end
+    return history_cache
+end
+
+-- How long the topic's finished and deleted jobs are kept (ms; 0: not).
+local function keep_of(topic)
+    if not history_on() then return 0 end
+    return policy_of(topic).keep_ms or 0
+end
+
+-- The record of job `id`, as a table (outcome, t topic, c created, du due,
+-- fd first delivery, e ended, n attempts, g key or nil), or nil.
+local function load_record(id)
+    local v = redis.call('GET', record_key(id))
+    if not v then return nil end
+    local o, c, du, fd, e, n, tlen, at = struct.unpack(RECORD, v)
+    local g = string.sub(v, at + tlen)
+    return {id = id, outcome = OUTCOME_NAME[o], t = string.sub(v, at, at + tlen - 1), c = c, du = du,
+        fd = fd, e = e, n = n, g = g ~= '' and g or nil}
+end
+
+-- Does a record (of topic `topic`, ended at `ended`) stand behind an index
+-- entry? An entry outlives its record when the record expired, or was
+-- replaced by a later one of the same id (in another topic, once this one
+-- had expired).
+local function record_of_entry(id, topic, ended)
+    local r = load_record(id)
+    if r and r.t == topic and r.e == ended then return r end
+    return nil
+end
+
+-- Trims a topic's history indexes: entries older than keep (their records
+-- expired, or were written under a longer keep since lowered) and, while
+-- the two hold more than HISTORY_CAP entries, the oldest; at most
+-- HISTORY_TRIM_STEP of them, oldest first. A trimmed entry's record goes
+-- with it.
+local function trim_history(topic, now, keep)
+    local keys = {history_index(topic, 'finished'), history_index(topic, 'deleted')}
+    local total = redis.call('ZCARD', keys[1]) + redis.call('ZCARD', keys[2])
+    for _ = 1, HISTORY_TRIM_STEP do
+        local oldest, key
+        for _, k in ipairs(keys) do
+            local last = redis.call('ZRANGE', k, '-1', '-1', 'WITHSCORES')
+            if last[2] and (not oldest or tonumber(last[2]) > oldest[2]) then
+                oldest, key = {last[1], tonumber(last[2])}, k
+            end
+        end
+        if not oldest or (total <= HISTORY_CAP and -oldest[2] >= now - keep) then return end
+        redis.call('ZREM', key, oldest[1])
+        if record_of_entry(oldest[1], topic, -oldest[2]) then
+            redis.call('DEL', record_key(oldest[1]), delivery_key(oldest[1]))
+        end
+        total = total - 1
+    end
+end
+
+-- Leaves the record of job j (as load_job answered it, whole), which is
+-- being removed as `kind` ('finished' or 'deleted'), for keep ms.
+local function keep_record(id, j, kind, keep)
+    local now = clock()
+    redis.call('SET', record_key(id), struct.pack(RECORD, OUTCOME_CODE[kind], j.c, j.du or -1,
+        j.fd or -1, now, j.n, #j.t) .. j.t .. (j.g or ''), 'PX', num(keep))
+    local other = kind == 'finished' and 'deleted' or 'finished'
+    redis.call('ZREM', history_index(j.t, other), id)
+    local ik = history_index(j.t, kind)
+    redis.call('ZADD', ik, num(-now), id)
+    trim_history(j.t, now, keep)
+    if redis.call('PTTL', ik) < keep then redis.call('PEXPIRE', ik, num(keep)) end
+end
+
+-- Delivery log. A push job's callback attempts, oldest first, in the list
+-- P:dl:<id>: one MessagePack array per attempt (at: when its outcome was
+-- recorded, ms; the HTTP status, the error text, its duration in ms and
+-- the response body's first bytes, false where there was none; decision:
+-- finished, deleted, retry or buried; retry_at: when a retry is due, ms,
+-- else false). At most DELIVERY_LOG_MAX entries, the oldest dropped. The
+-- list lives with the job and goes with it, or stays as long as its
+-- record (remove_job).
+-- reply delivery: at status error ms response decision retry_at
+local function log_delivery(id, e)
+    local key = delivery_key(id)
+    redis.call('RPUSH', key, cmsgpack.pack({e.at, e.status or false, e.error or false, e.ms or false,
+        e.response or false, e.decision, e.retry_at or false}))
+    redis.call('LTRIM', key, num(-DELIVERY_LOG_MAX), '-1')
+end
+
+-- A failed attempt's log entry fields (e) completed with what after_failure
+-- decided (state: its answer; j: the job it wrote), then logged.
+local function log_failed_delivery(id, j, state, now, e)
+    e.at = now
+    if state == 'buried' then
+        e.decision = 'buried'
+    else
+        e.decision, e.retry_at = 'retry', state == 'delay' and j.d or now
+    end
+    log_delivery(id, e)
+end
+
+-- The delivery log as get answers it (false when there is none).
+local function deliveries_view(id)
+    local list = redis.call('LRANGE', delivery_key(id), '0', '-1')
+    if #list == 0 then return false end
+    local out = {}
+    for i, v in ipairs(list) do
+        local x = cmsgpack.unpack(v)
+        out[i] = reply_delivery{at = x[1], status = x[2], error = x[3], ms = x[4], response = x[5],
+            decision = x[6], retry_at = x[7]}
+    end
+    return out
+end
+
+-- Notes job j's first delivery (now) when its topic keeps history, for
+-- its record: the job is then written whole (its tail grows), once.
+local function note_delivery(j, now)
+    if j.n == 1 and keep_of(j.t) > 0 then j.fd, j.whole = now, true end
+end
+
+-- A record as get and `jobs` answer it: job_view's fields, state its
+-- outcome, no body, ttr or retries.
+-- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error key traceparent tracestate ended first_delivered deliveries
+local function record_view(r)
+    return reply_job_view{state = r.outcome, topic = r.t, body = false, due = r.du, ttr_ms = false,
+        attempts = r.n, retries = false, created = r.c, backoff = false, url = false,
+        timeout_ms = false, last_at = false, last_status = false, last_error = false,
+        key = r.g or false, traceparent = false, tracestate = false, ended = r.e,
+        first_delivered = r.fd, deliveries = deliveries_view(r.id)}
+end
+
 -- Creates job `id` (the caller made sure it does not exist) from the
 -- fields of f: topic, body, ttr (ms), retries (-1 unlimited), k (bucket)
 -- and due (ms; due <= now means ready at once, which takes sequence number
 -- seq); optional backoff (JSON array of seconds), url and timeout (ms) of
 -- a callback, key (the grouping key), traceparent and tracestate (its
--- trace context). Counts it. Returns 'ready' or 'delay'. A delayed job's
+-- trace context). In a topic that keeps history it also holds its due
+-- time, for its record. Counts it. Returns 'ready' or 'delay'. A delayed job's
 -- bucket and index entries are written by flush() (schedule, batched).
 local function create_job(id, f, now, seq)
     local ready = f.due <= now
@@ -516,6 +714,7 @@ local function create_job(id, f, now, seq)
     if f.backoff then j.bo = backoff_ms(f.backoff) end
     if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
     j.g, j.tp, j.ts = f.key, f.traceparent, f.tracestate
+    if keep_of(f.topic) > 0 then j.du = f.due end -- for its record
     store_job(id, j)
     if ready then
         enqueue_ready(id, f.topic, seq, f.url)
@@ -532,12 +731,17 @@ end
 -- What get answers about a job (nil when there is none), false where a
 -- job has none: backoff is its steps in ms, last_at, last_status and
 -- last_error its last callback attempt, key its grouping key, traceparent
--- and tracestate its trace context. Also each entry of a `jobs` page.
--- The job as load_job read it comes second.
--- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error key traceparent tracestate
+-- and tracestate its trace context, ended -1, first_delivered its first
+-- delivery or -1. Also each entry of a `jobs` page. The job as load_job
+-- read it comes second (the record, for a record).
+-- A kept record (nil when the job is live) answers as record_view.
 local function job_view(id)
     local j = load_job(id)
-    if not j then return nil end
+    if not j then
+        local r = load_record(id)
+        if not r then return nil end
+        return record_view(r), r
+    end
     -- false, not nil, where a job has no such field: a nil would end the
     -- reply there (Redis stops an array at its first nil).
     local function opt(x)
@@ -547,13 +751,28 @@ local function job_view(id)
     return reply_job_view{state = j.s, topic = j.t, body = job_body(j), due = j.d, ttr_ms = j.ttr,
         attempts = j.n, retries = j.r, created = j.c, backoff = opt(j.bo), url = opt(j.u),
         timeout_ms = opt(j.to), last_at = opt(j.la), last_status = opt(j.ls),
-        last_error = opt(j.le), key = opt(j.g), traceparent = opt(j.tp), tracestate = opt(j.ts)}, j
+        last_error = opt(j.le), key = opt(j.g), traceparent = opt(j.tp), tracestate = opt(j.ts),
+        ended = -1, first_delivered = j.fd or -1, deliveries = j.push and deliveries_view(id)}, j
 end
 
 -- Removes job j (as load_job answered it) whatever its state; kind is the
--- counter it goes to ('finished' or 'deleted').
-local function remove_job(id, j, kind)
+-- counter it goes to ('finished' or 'deleted'). Its record is kept when
+-- its topic keeps history, unless no_record (purge).
+local function remove_job(id, j, kind, no_record)
     local state, topic = j.s, j.t
+    local keep = not no_record and keep_of(topic) or 0
+    if keep > 0 then
+        -- the record takes fields of the tail a head-only read left out
+        if j.head_only then j = load_job(id) end
+        keep_record(id, j, kind, keep)
+    end
+    if j.push then -- its delivery log stays as long as its record
+        if keep > 0 then
+            redis.call('PEXPIRE', delivery_key(id), num(keep))
+        else
+            redis.call('DEL', delivery_key(id))
+        end
+    end
     if state == 'delay' or state == 'reserved' then
         bucket_remove(id, j.k, topic, state)
     else
@@ -623,32 +842,6 @@ local function after_failure(id, j, now, wait)
     bucket_add(id, j.k, due, topic, 'delay')
     move_count(topic, 'reserved', 'delay')
     return 'delay'
-end
-
--- A topic's flow-control policy: the hash P:pol:<topic>, a copy in every
--- shard (policy.lua writes them all), with the fields below (counts, and
--- periods and keep in ms); P:policies lists the topics that have one.
-local POLICY_FIELDS = {'concurrency', 'rate', 'period_ms', 'key_concurrency', 'key_rate',
-    'key_period_ms', 'keep_ms'}
-local function policy_key(topic) return P .. ':pol:' .. topic end
-local function policies_key() return P .. ':policies' end
-
--- The topic's policy in this shard: {field = number} of the fields set.
-local function read_policy(topic)
-    local h = redis.call('HGETALL', policy_key(topic))
-    local pol = {}
-    for i = 1, #h, 2 do pol[h[i]] = tonumber(h[i + 1]) end
-    return pol
-end
-
--- The topic's policy, read once per call.
-local function policy_of(topic)
-    local pol = policy_cache[topic]
-    if not pol then
-        pol = read_policy(topic)
-        policy_cache[topic] = pol
-    end
-    return pol
 end
 
 -- This shard's place: its index and the deployment's shard count, read

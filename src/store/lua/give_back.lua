@@ -20,6 +20,7 @@ for i = 1, #ARGV, ARG_JOB_FIELDS do
         local seq = head[2] and tonumber(head[2]) - 1 or reserve_seq(1)
         bucket_remove(id, j.k, j.t, 'reserved')
         j.s, j.d, j.n = 'ready', -1, j.n - 1 -- rt stays: ready since then
+        if j.n == 0 and j.fd then j.fd, j.whole = nil, true end -- never delivered, after all
         store_job(id, j)
         enqueue_ready(id, j.t, seq, j.push)
         move_count(j.t, 'reserved', 'ready')

@@ -1,7 +1,11 @@
 -- jobs: one page of a topic's jobs in one state, in the order of the set
 -- that holds them: delay by due time (P:d:<topic>), reserved by TTR
 -- deadline (P:w:<topic>), ready by sequence (P:r:<topic> merged with the
--- topic's ready push jobs, P:q:<topic>), buried by sequence (P:x:<topic>).
+-- topic's ready push jobs, P:q:<topic>), buried by sequence (P:x:<topic>),
+-- finished and deleted (kept records) newest first (P:hf:<topic>,
+-- P:hd:<topic>, scored by minus the ended time). A record's index entry
+-- can outlive it until the next record of the topic trims it: such an
+-- entry is left out of the page.
 -- The position after which the page starts is a (score, id) pair: members
 -- with a higher score, or the same score and a greater id (byte order, as
 -- a sorted set orders equal scores), found by rank (entries_after in
@@ -19,10 +23,17 @@ local topic, state, limit = ARGV[ARG.topic], ARGV[ARG.state], tonumber(ARGV[ARG.
 local entries = entries_after(state_sets(topic, state), ARGV[ARG.after_score], ARGV[ARG.after_id],
     limit + 1)
 local out = reply{more = #entries > limit and 1 or 0}
+local history = state == 'finished' or state == 'deleted'
 for i = 1, math.min(limit, #entries) do
     local id = entries[i][1]
-    local view = job_view(id)
-    if view then -- every member names a job of that state (kept with it)
+    local view
+    if history then
+        local r = record_of_entry(id, topic, -entries[i][2])
+        view = r and record_view(r)
+    else
+        view = job_view(id) -- every member names a job of that state (kept with it)
+    end
+    if view then
         reply_entry({id = id, score = num(entries[i][2]), view = view}, out)
     end
 end

@@ -30,6 +30,17 @@ if not paused(topic) then
     if back > 0 then redis.call('SPUBLISH', P .. ':pushwake', num(back)) end
 end
 local pol = read_policy(topic)
+-- Kept history: P:keeping lists the topics that keep it; P:history stays
+-- while one does, and KEEP_MAX_MS after the last one stopped (no record
+-- outlives that), so that the other functions look for records only in a
+-- shard that may hold some (history_on in common.lua).
+if (pol.keep_ms or 0) > 0 then
+    redis.call('SADD', P .. ':keeping', topic)
+    redis.call('SET', history_flag_key(), '1')
+elseif redis.call('SREM', P .. ':keeping', topic) == 1 and
+    redis.call('EXISTS', P .. ':keeping') == 0 then
+    redis.call('PEXPIRE', history_flag_key(), num(KEEP_MAX_MS))
+end
 if next(pol) then
     redis.call('ZADD', policies_key(), '0', topic)
 else

@@ -29,6 +29,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
         local j = load_job(id)
         local due = now + j.ttr
         j.s, j.n, j.d = 'reserved', j.n + 1, due
+        note_delivery(j, now)
         store_job(id, j)
         bucket_add(id, j.k, due, topic, 'reserved', true)
         move_count(topic, 'ready', 'reserved')

@@ -6,6 +6,8 @@
 -- topic's size.
 -- A job goes exactly as `delete` removes it (remove_job: its bucket and
 -- index entries, its topic's gauges, `deleted`, the push sets and hold),
+-- except that it leaves no kept record (history is of deliveries, and a
+-- purge empties a queue: its ids may be added again at once),
 -- and only when it was created at or before `since`, the shard's time at
 -- the purge's first step: jobs added while a purge runs are kept. A job
 -- that changes state while it runs is deleted when the walk meets it
@@ -28,7 +30,7 @@ for i = 1, looked do
     local j = load_job(id, true) -- removing needs only the head
     -- every member names a job of that state (kept with it)
     if j and j.c <= since then
-        remove_job(id, j, 'deleted')
+        remove_job(id, j, 'deleted', true) -- emptying a queue keeps no history
         purged = purged + 1
     end
 end

@@ -57,6 +57,7 @@ while #out < want and looked < budget do
         else
             local deadline = now + j.to + grace
             j.s, j.n, j.d = 'reserved', j.n + 1, deadline
+            note_delivery(j, now)
             store_job(id, j)
             redis.call('ZREM', push_index(topic), id)
             bucket_add(id, j.k, deadline, topic, 'reserved')

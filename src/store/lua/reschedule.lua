@@ -23,6 +23,7 @@ if state == 'buried' then j.kb = j.n end
 local now = now_ms()
 local due = now + delay
 if at >= 0 then due = math.max(at, now) end
+if j.du then j.du, j.whole = due, true end -- its kept record's due
 if due <= now then
     make_ready(id, j, reserve_seq(1))
     move_count(topic, state, 'ready')

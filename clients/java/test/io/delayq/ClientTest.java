@@ -35,6 +35,23 @@ public class ClientTest {
         c.delete(made);
     }
 
+    public void testKeptHistory() {
+        String topic = Check.unique("kept");
+        c.call("policy", Map.of("topic", topic, "keep", 60));
+        String id = c.add(NewJob.of(topic, 1).id(topic + "-1"));
+        Check.equal(id, c.pop(topic, 0).id());
+        c.finish(id);
+        JobInfo rec = c.get(id);
+        Check.that(rec.kept(), "a kept record");
+        Check.equal("finished", rec.state());
+        Check.equal(1, rec.attempts());
+        Check.equal("null", rec.bodyJson());
+        Check.that(rec.firstDelivered() != null && rec.firstDelivered() <= rec.ended(), "first delivered, then ended");
+        Check.equal(id, c.jobs(topic, "finished", null, null).jobs().get(0).id());
+        ConflictException conflict = Check.fails(ConflictException.class, () -> c.add(NewJob.of(topic, 1).id(id)));
+        Check.that(conflict.reason().contains("was finished at"), conflict.reason());
+    }
+
     public void testBodyComesBackExactly() {
         String topic = Check.unique("exact");
         String text = "{\"n\":12345678901234567890123,\"s\":\"caf\\u00e9\",\"f\":1.0e+2}";
