@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 
+from .deployment import DeploymentTestCase
+
 
 class Request:
     def __init__(self, handler, body):
@@ -93,3 +95,22 @@ class Receiver:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class ReceiverTestCase(DeploymentTestCase):
+    """A deployment and a Receiver (cls.rx) answering with cls.answer(req),
+    started before the deployment and stopped after it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rx = Receiver(cls.answer).start()
+        try:
+            super().setUpClass()
+        except BaseException:
+            cls.rx.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.rx.stop()

@@ -15,7 +15,7 @@ import time
 import urllib.parse
 
 from dqtest import SLOW, DeploymentTestCase, Http, invariants, main, unique
-from dqtest.receiver import Receiver
+from dqtest.receiver import ReceiverTestCase
 from dqtest.redis_cluster import key_slot
 
 # src/job/job.h, DQ_HISTORY_CAP: records per topic in each shard.
@@ -340,7 +340,7 @@ class History(DeploymentTestCase):
         self.assertOk(st, r)
 
 
-class HistoryPush(DeploymentTestCase):
+class HistoryPush(ReceiverTestCase):
     """A callback's outcome leaves the record: 2xx finished, 410 deleted,
     with the attempts it took and its first delivery."""
     DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback")
@@ -349,13 +349,7 @@ class HistoryPush(DeploymentTestCase):
     def setUpClass(cls):
         cls.failing = set()
         cls.calls = {}
-        cls.rx = Receiver(cls.answer).start()
         super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        cls.rx.stop()
 
     @classmethod
     def answer(cls, req):

@@ -11,7 +11,7 @@ import json
 import urllib.parse
 
 from dqtest import SLOW, DeploymentTestCase, invariants, main, unique
-from dqtest.receiver import Receiver
+from dqtest.receiver import ReceiverTestCase
 
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 TP2 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
@@ -253,7 +253,7 @@ class Trace(DeploymentTestCase):
                             "control characters)", ok, t)
 
 
-class TracePush(DeploymentTestCase):
+class TracePush(ReceiverTestCase):
     """delayq-push sends a job's trace context as the traceparent and
     tracestate headers, on every attempt; a job without sends neither."""
     DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback")
@@ -261,13 +261,7 @@ class TracePush(DeploymentTestCase):
     @classmethod
     def setUpClass(cls):
         cls.paths_failing = set()
-        cls.rx = Receiver(cls.answer).start()
         super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        cls.rx.stop()
 
     @classmethod
     def answer(cls, req):
