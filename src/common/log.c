@@ -4,9 +4,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/util.h"
 
 static const char *process_name = "delayq";
 static log_level min_level = DQ_LOG_INFO;
@@ -27,13 +27,9 @@ void log_msg(log_level level, const char *fmt, ...)
     if (level < min_level)
         return;
     char line[1024], when[32];
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    int n = snprintf(line, sizeof line, "%s.%03ldZ %s[%d] %s ", when, (long)(tv.tv_usec / 1000),
-                     process_name, (int)getpid(), tags[level]);
+    util_format_utc_ms(util_wall_ms(), when, sizeof when);
+    int n = snprintf(line, sizeof line, "%s %s[%d] %s ", when, process_name, (int)getpid(),
+                     tags[level]);
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line)
