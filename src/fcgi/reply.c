@@ -80,6 +80,16 @@ static void job_head(dq_buf *out, const store_job *j)
     optional_string(out, "tracestate", j->tracestate, j->tracestate_len);
 }
 
+/* ,"name":"<s>" or null (s NULL). */
+static void string_or_null(dq_buf *out, const char *name, const char *s, size_t n)
+{
+    buf_printf(out, ",\"%s\":", name);
+    if (s)
+        buf_put_json_string(out, s, n);
+    else
+        buf_puts(out, "null");
+}
+
 /* A body is stored as the JSON text the producer sent: written as it is. */
 static void job_value(dq_buf *out, const store_job *j)
 {
@@ -170,22 +180,8 @@ static void job_push_fields(dq_buf *out, const store_job *j)
     buf_puts(out, "{\"at\":");
     buf_put_i64(out, j->last_at);
     reply_int_or_null(out, "status", j->last_status);
-    buf_puts(out, ",\"error\":");
-    if (j->last_error && j->last_error_len)
-        buf_put_json_string(out, j->last_error, j->last_error_len);
-    else
-        buf_puts(out, "null");
+    string_or_null(out, "error", j->last_error_len ? j->last_error : NULL, j->last_error_len);
     buf_putc(out, '}');
-}
-
-/* ,"name":"<s>" or null (s NULL). */
-static void string_or_null(dq_buf *out, const char *name, const char *s, size_t n)
-{
-    buf_printf(out, ",\"%s\":", name);
-    if (s)
-        buf_put_json_string(out, s, n);
-    else
-        buf_puts(out, "null");
 }
 
 /* A push job's callback attempts, oldest first, when it has a log. */
