@@ -143,6 +143,7 @@ static void run_pops(dq_store *s, op **batch, size_t n)
             o->pop->finished[k] = finished[f++];
         for (int k = 0; k < o->pop->count && next < all.n; k++)
             store_jobs_copy(o->jobs, &all.jobs[next++]);
+        o->jobs->token_wait_ms = all.token_wait_ms; /* each would have met the same rate */
         o->status = st;
         *o->err = err;
     }

@@ -27,7 +27,7 @@ typedef struct {
 
 static dq_response answer(dq_status st)
 {
-    return (dq_response){st, 0, 0};
+    return (dq_response){st, 0, 0, 0};
 }
 
 /* The sentence for a failure that came from Redis rather than the request. */
@@ -288,8 +288,10 @@ static dq_response handle_pop(call_ctx *c)
         return store_failure(c, st, &err);
     if (jobs.n == 0 && !c->h->stopping &&
         util_mono_ms() < c->h->started_ms + req->timeout_ms) {
+        int64_t token_wait = jobs.token_wait_ms;
         store_jobs_free(&jobs);
-        return (dq_response){DQ_OK, 0, 1}; /* wait for a job */
+        /* wait for a job, or for the token a rate-limited topic's ready jobs need */
+        return (dq_response){DQ_OK, 0, 1, token_wait};
     }
     if (req->count > 0) {
         buf_puts(c->out, "{\"success\":true,\"jobs\":[");
@@ -715,6 +717,14 @@ static dq_response handle_policy(call_ctx *c)
                                    "field 'concurrency' must be at least %d on this deployment of "
                                    "%d shards: each shard allows its share of it",
                                    shards, shards));
+    /* The same for `rate` (common.lua, rate_share): below one token per
+     * shard, the shards' bursts together would pass the one burst of
+     * `rate` the protocol allows. */
+    if (spec->op[DQ_POLICY_RATE] == DQ_POLICY_SET && spec->value[DQ_POLICY_RATE] < shards)
+        return answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'rate' must be at least %d on this deployment of "
+                                   "%d shards: each shard allows its share of it",
+                                   shards, shards));
     store_policy p;
     store_error err;
     dq_status st = store_policy_set(c->h->store, topic, spec, &p, &err);
@@ -745,8 +755,12 @@ static dq_response handle_policies(call_ctx *c)
         buf_put_json_string(c->out, p->topic, p->topic_len);
         buf_puts(c->out, ":{");
         reply_policy_fields(c->out, p);
-        buf_printf(c->out, ",\"reserved\":%lld,\"throttled\":%lld}", (long long)p->reserved,
+        buf_printf(c->out, ",\"reserved\":%lld,\"throttled\":%lld,\"tokens\":", (long long)p->reserved,
                    (long long)p->throttled);
+        if (p->tokens >= 0)
+            buf_printf(c->out, "%lld}", (long long)p->tokens);
+        else
+            buf_puts(c->out, "null}");
     }
     buf_puts(c->out, "},\"cursor\":");
     if (ps.next_cursor)
@@ -842,7 +856,7 @@ static dq_response handle_metrics(call_ctx *c)
     store_lag_free(&lag);
     store_stats_free(&st);
     metrics_render_requests(c->out);
-    return (dq_response){DQ_OK, 1, 0};
+    return (dq_response){DQ_OK, 1, 0, 0};
 }
 
 /* The stored layout of the deployment's data (its oldest shard's; the one

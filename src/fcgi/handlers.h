@@ -34,6 +34,8 @@ typedef struct {
     int is_text; /* /metrics: Prometheus text rather than JSON */
     int wait;    /* pop found nothing and may still wait: nothing was written;
                     run it again when a job may have become ready */
+    int64_t wait_ms; /* wait: run it again after this long at most (a topic's
+                        `rate` has its next token due then); 0: no such bound */
 } dq_response;
 
 /* What a request has done across the runs of a parked long-poll: the

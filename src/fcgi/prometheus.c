@@ -161,29 +161,59 @@ static void put_job_counters(dq_buf *out, const store_stats *st, size_t shown)
     }
 }
 
-/* Flow control, per topic with a policy: its concurrency limit (when it
- * has one), its jobs reserved against it and its ready jobs held back now. */
+/* Flow control, per topic with a policy: its concurrency limit and its
+ * rate per second (when it has them), its jobs reserved against them, its
+ * ready jobs held back now and the tokens its rate has left. */
+enum { FLOW_CONCURRENCY, FLOW_RATE, FLOW_RESERVED, FLOW_THROTTLED, FLOW_TOKENS };
+
+/* One flow series' value for a topic; -1 where it has no such limit. */
+static double flow_value(const store_policy *p, int series)
+{
+    switch (series) {
+    case FLOW_CONCURRENCY:
+        return (double)p->value[DQ_POLICY_CONCURRENCY];
+    case FLOW_RATE: {
+        int64_t rate = p->value[DQ_POLICY_RATE], period = p->value[DQ_POLICY_PERIOD];
+        if (rate < 0)
+            return -1;
+        return (double)rate * 1000.0 / (double)(period > 0 ? period : 1000);
+    }
+    case FLOW_RESERVED:
+        return (double)p->reserved;
+    case FLOW_THROTTLED:
+        return (double)p->throttled;
+    default:
+        return (double)p->tokens;
+    }
+}
+
 static void put_flow_metrics(dq_buf *out, const store_policies *ps)
 {
     static const struct {
         const char *name, *help;
     } series[] = {
-        {"delayq_topic_concurrency_limit", "The topic's concurrency limit (policy)."},
-        {"delayq_topic_reserved", "Jobs of a topic with a policy reserved by pops plus callbacks "
-                                  "in flight, counted against its limits."},
-        {"delayq_topic_throttled", "Ready jobs of the topic held back by its limits now."},
+        [FLOW_CONCURRENCY] = {"delayq_topic_concurrency_limit", "The topic's concurrency limit (policy)."},
+        [FLOW_RATE] = {"delayq_topic_rate_limit_per_second",
+                       "The topic's rate limit (policy), as deliveries per second."},
+        [FLOW_RESERVED] = {"delayq_topic_reserved",
+                           "Jobs of a topic with a policy reserved by pops plus callbacks "
+                           "in flight, counted against its limits."},
+        [FLOW_THROTTLED] = {"delayq_topic_throttled",
+                            "Ready jobs of the topic held back by its limits now."},
+        [FLOW_TOKENS] = {"delayq_topic_tokens",
+                         "Deliveries the topic's rate allows at once now (tokens left)."},
     };
-    for (size_t s = 0; s < sizeof series / sizeof series[0]; s++) {
+    for (int s = 0; s < (int)(sizeof series / sizeof series[0]); s++) {
         buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", series[s].name, series[s].help,
                    series[s].name);
         for (size_t i = 0; ps && i < ps->n; i++) {
             const store_policy *p = &ps->policies[i];
-            int64_t v = s == 0 ? p->value[DQ_POLICY_CONCURRENCY] : s == 1 ? p->reserved : p->throttled;
+            double v = flow_value(p, s);
             if (v < 0)
                 continue; /* no such limit */
             buf_printf(out, "%s{topic=\"", series[s].name);
             put_label(out, p->topic, p->topic_len);
-            buf_printf(out, "\"} %lld\n", (long long)v);
+            buf_printf(out, "\"} %.15g\n", v);
         }
     }
 }

@@ -31,7 +31,12 @@ static void pop_from(pop_round *p, int k, size_t nfirst)
     q.count = p->q.count - (int)before;
     q.ntopics = nfirst;
     uint64_t seen = hints_seen(p->hints);
+    int64_t token_wait = p->out->token_wait_ms;
+    p->out->token_wait_ms = 0;
     dq_status st = store_pop(p->s, k, &q, p->out, p->err);
+    int throttled = p->out->token_wait_ms > 0;
+    if (token_wait > 0 && (!throttled || token_wait < p->out->token_wait_ms))
+        p->out->token_wait_ms = token_wait;
     if (st != DQ_OK) {
         p->down[k] = 1;
         p->failure = st;
@@ -41,6 +46,13 @@ static void pop_from(pop_round *p, int k, size_t nfirst)
     p->answered = 1;
     for (size_t i = before; i < p->out->n; i++)
         hints_take(p->hints, p->out->jobs[i].topic, p->out->jobs[i].topic_len, k, 1);
+    if (throttled) {
+        /* A topic's `rate` held back jobs the shard has: the hints stay (a
+         * pop goes there again when its token is due, and learns when that
+         * is), and the shard is not asked again this round. */
+        p->down[k] = 1;
+        return;
+    }
     if ((int)(p->out->n - before) < q.count) {
         for (size_t t = 0; t < nfirst; t++)
             hints_set(p->hints, q.topics[t], strlen(q.topics[t]), k, 0, seen);

@@ -303,14 +303,18 @@ static void finish(thread_state *t, conn *c, dq_command cmd, dq_status st, int i
     release_to(c, C_IDLE);
 }
 
-static void park(conn *c, uint64_t gen)
+/* wait_ms: run it again after this long at most (0: no bound but its
+ * timeout): when a rate-limited topic's next token is due. */
+static void park(conn *c, uint64_t gen, int64_t wait_ms)
 {
     int first_park = !c->parked_before;
     c->parked_before = 1;
+    int64_t deadline = c->started_ms + c->req.timeout_ms;
+    if (wait_ms > 0 && util_mono_ms() + wait_ms < deadline)
+        deadline = util_mono_ms() + wait_ms;
     /* Armed before it is parked: once parked, another thread may run it. */
     release_to(c, C_PARKED);
-    notify_park(&c->w, c->req.topics, c->req.ntopics, gen, c->started_ms + c->req.timeout_ms,
-                first_park);
+    notify_park(&c->w, c->req.topics, c->req.ntopics, gen, deadline, first_park);
 }
 
 /* Reads and parses a new request on c. Returns 0 when it is ready to run;
@@ -383,7 +387,7 @@ static void serve(thread_state *t, conn *c)
     t->h.recheck = c->parked_before && c->w.woken_by == 0;
     dq_response res = handle_request(&t->h, &c->req, &c->progress, &t->out);
     if (res.wait) {
-        park(c, gen);
+        park(c, gen, res.wait_ms);
         return;
     }
     finish(t, c, c->req.cmd, res.status, res.is_text);

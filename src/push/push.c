@@ -74,6 +74,11 @@ typedef struct {
      * make every round take and give back the same jobs. */
     int64_t *retry_at;
     int *retry_ms;
+    /* Per shard: when a token is next due for a topic whose jobs wait for
+     * their `rate` (0: none); the shard is asked again then, and its take
+     * puts them back. */
+    int64_t *token_at;
+    int64_t *token_wait; /* one round's answers, ms from now */
     int first_shard;
     int64_t next_rescan;
     /* Outcomes not yet recorded in Redis (it did not answer). */
@@ -312,11 +317,17 @@ static void take_where_ready(pusher *p)
         memset(p->more, 1, (size_t)p->nshards);
         p->next_rescan = now + RESCAN_MS;
     }
+    for (int k = 0; k < p->nshards; k++) {
+        if (p->token_at[k] && now >= p->token_at[k]) {
+            p->more[k] = 1;
+            p->token_at[k] = 0;
+        }
+    }
     int room = p->cfg->push_concurrency - p->inflight;
     if (room <= 0 || !share_room(p, room, now))
         return;
     store_jobs jobs = {0};
-    store_push_take(p->cmd, p->limits, p->cfg->push_grace_ms, &jobs, p->took);
+    store_push_take(p->cmd, p->limits, p->cfg->push_grace_ms, &jobs, p->took, p->token_wait);
     int *got = p->got;
     memset(got, 0, (size_t)p->nshards * sizeof *got);
     for (size_t i = 0; i < jobs.n; i++) {
@@ -332,6 +343,8 @@ static void take_where_ready(pusher *p)
         int ok = p->took[k] == DQ_OK;
         note_take(p, k, ok, now);
         p->more[k] = !ok || got[k] == p->limits[k]; /* failed, or full: may hold more */
+        if (ok)
+            p->token_at[k] = p->token_wait[k] > 0 ? now + p->token_wait[k] : 0;
     }
 }
 
@@ -486,8 +499,10 @@ static int pusher_init(pusher *p, const dq_config *cfg)
     p->got = calloc((size_t)p->nshards, sizeof *p->got);
     p->retry_at = calloc((size_t)p->nshards, sizeof *p->retry_at);
     p->retry_ms = calloc((size_t)p->nshards, sizeof *p->retry_ms);
+    p->token_at = calloc((size_t)p->nshards, sizeof *p->token_at);
+    p->token_wait = calloc((size_t)p->nshards, sizeof *p->token_wait);
     if (!p->cmd || !p->sub || !p->multi || !p->more || !p->limits || !p->took || !p->got ||
-        !p->retry_at || !p->retry_ms)
+        !p->retry_at || !p->retry_ms || !p->token_at || !p->token_wait)
         return -1;
     curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->push_per_host);
     curl_multi_setopt(p->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->push_concurrency);
@@ -512,6 +527,8 @@ static void pusher_free(pusher *p)
     free(p->got);
     free(p->retry_at);
     free(p->retry_ms);
+    free(p->token_at);
+    free(p->token_wait);
 }
 
 int push_run(const dq_config *cfg, int stop_fd)
@@ -560,6 +577,8 @@ int push_run(const dq_config *cfg, int stop_fd)
         for (int k = 0; k < p.nshards && wait > 0; k++) {
             if (p.more[k] && p.inflight < cfg->push_concurrency && p.retry_at[k] - now < wait)
                 wait = p.retry_at[k] - now; /* a shard may hold more, and there is room */
+            if (p.token_at[k] && p.token_at[k] - now < wait)
+                wait = p.token_at[k] - now; /* a rate-held topic's next token */
         }
         if (wait < 0)
             wait = 0;

@@ -336,6 +336,13 @@ void store_jobs_free(store_jobs *j)
     memset(j, 0, sizeof *j);
 }
 
+/* Keeps the soonest of a call's token waits (-1 or 0 from Lua: none). */
+static void note_token_wait(store_jobs *j, int64_t ms)
+{
+    if (ms > 0 && (j->token_wait_ms == 0 || ms < j->token_wait_ms))
+        j->token_wait_ms = ms;
+}
+
 static store_job *next_job(store_jobs *j)
 {
     if (j->n == j->cap) {
@@ -516,6 +523,7 @@ dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *
     }
     if (st != DQ_OK)
         return st;
+    note_token_wait(out, reply_int(reply_at(r, POP_REPLY_TOKEN_WAIT_MS)));
     for (size_t i = POP_REPLY_NFIELDS; i < reply_len(r); i++) {
         store_job *j = next_job(out);
         read_popped(reply_at(r, i), j);
@@ -772,7 +780,7 @@ static void read_taken(const store_reply *e, store_job *j)
 }
 
 void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,
-                     dq_status *status)
+                     dq_status *status, int64_t *token_wait)
 {
     int shards = store_shards(s);
     store_batch_begin(s);
@@ -798,10 +806,16 @@ void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *o
             to = &unconfirmed;
         }
         call++;
+        token_wait[k] = 0;
         if (!r)
             continue;
         keep_reply(&to->replies, &to->nreplies, r);
-        for (size_t i = 0; i < reply_len(r); i++) {
+        if (status[k] == DQ_OK) {
+            int64_t w = reply_int(reply_at(r, PUSH_TAKE_REPLY_TOKEN_WAIT_MS));
+            token_wait[k] = w > 0 ? w : 0;
+            note_token_wait(out, w);
+        }
+        for (size_t i = PUSH_TAKE_REPLY_NFIELDS; i < reply_len(r); i++) {
             store_job *j = next_job(to);
             read_taken(reply_at(r, i), j);
             j->shard = k;
@@ -1123,6 +1137,7 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
                 p->value[f] = reply_int(reply_at(r, i + (size_t)policy_entry[f]));
             p->reserved = reply_int(reply_at(r, i + POLICIES_ENTRY_RESERVED));
             p->throttled = reply_int(reply_at(r, i + POLICIES_ENTRY_THROTTLED));
+            p->tokens = reply_int(reply_at(r, i + POLICIES_ENTRY_TOKENS));
             out->n++;
         }
     }
@@ -1133,6 +1148,9 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
         if (kept && policy_cmp(&out->policies[kept - 1], p) == 0) {
             out->policies[kept - 1].reserved += p->reserved;
             out->policies[kept - 1].throttled += p->throttled;
+            int64_t *tokens = &out->policies[kept - 1].tokens;
+            if (p->tokens >= 0) /* -1: no rate in that shard's copy */
+                *tokens = (*tokens < 0 ? 0 : *tokens) + p->tokens;
         } else {
             out->policies[kept++] = *p;
         }

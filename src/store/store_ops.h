@@ -99,6 +99,9 @@ typedef struct {
     size_t nreplies;
     char **copies; /* strings of jobs copied in by store_jobs_copy */
     size_t ncopies;
+    /* pop, push_take: 0, or the ms until the next token of a topic whose
+     * `rate` held back jobs the call could have taken (the soonest) */
+    int64_t token_wait_ms;
 } store_jobs;
 
 void store_jobs_free(store_jobs *j);
@@ -259,6 +262,7 @@ typedef struct {
     int64_t value[DQ_POLICY_NFIELDS]; /* counts, periods and keep in ms; -1: unset */
     int64_t reserved;  /* jobs reserved by pops plus callbacks in flight, every shard */
     int64_t throttled; /* ready jobs held back by a limit, every shard */
+    int64_t tokens;    /* whole tokens of its `rate` left now, every shard; -1: no rate */
 } store_policy;
 
 typedef struct {
@@ -317,9 +321,11 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why);
  * theirs added up. status[k] tells how shard k's take went; the jobs of a
  * take Redis ran but replicas did not confirm (DQ_TIMEOUT) are given back
  * (store_give_back), since a failover could undo their reservations and
- * another pusher send them again. */
+ * another pusher send them again. token_wait[k]: 0, or the ms until the
+ * next token of a topic of shard k whose jobs wait for their `rate` (call
+ * shard k again then: its take puts them back). */
 void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,
-                     dq_status *status);
+                     dq_status *status, int64_t *token_wait);
 /* The outcome of one delivery, for push_done. */
 typedef struct {
     const char *id;      /* in: the job and its delivery number */

@@ -878,6 +878,94 @@ local function concurrency_room(topic)
     return math.max(0, shard_share(limit) - reserved - pending)
 end
 
+-- Token buckets: a topic's `rate` per `period` (and, with the same
+-- functions, other rates). A bucket holds up to `rate` tokens and gains
+-- rate/period_ms of one per ms; a delivery spends a whole token. So in
+-- any window of one period at most rate + rate deliveries pass (a full
+-- bucket, then a period's refill): the contract's "plus a burst of at most
+-- rate", and over a long run the mean is exactly rate per period. A
+-- sliding window would need one entry per delivery (a sorted set of the
+-- last `rate` deliveries) where a bucket is two numbers, and a window
+-- that opens all at once, which brings a burst at each period's edge too.
+-- `bucket` is the Redis key of a hash: n, the tokens at `at` (ms, a
+-- fraction kept), and at. A missing hash is a full bucket; an idle one
+-- expires after two periods (by then it would be full again anyway).
+local function refilled_tokens(bucket, rate, period_ms, now)
+    local s = redis.call('HMGET', bucket, 'n', 'at')
+    local tokens, at = tonumber(s[1]), tonumber(s[2])
+    if not tokens or not at then return rate end
+    -- A clock that went back (a failover) refills nothing until it passes `at`.
+    return math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
+end
+
+-- Whole tokens in `tokens` (a fraction a hair under one, from the float
+-- arithmetic of the refill, counts as one).
+local function whole_tokens(tokens)
+    return math.floor(tokens + 1e-9)
+end
+
+-- ms until `tokens` grow to one whole token (0: there is one now).
+local function ms_until_token(tokens, rate, period_ms)
+    if whole_tokens(tokens) >= 1 then return 0 end
+    return math.max(1, math.ceil((1 - tokens) * period_ms / rate))
+end
+
+-- The bucket's whole tokens now and the ms until its next one, read only.
+local function peek_tokens(bucket, rate, period_ms, now)
+    local tokens = refilled_tokens(bucket, rate, period_ms, now)
+    return whole_tokens(tokens), ms_until_token(tokens, rate, period_ms)
+end
+
+-- Takes min(want, whole tokens) from the bucket and writes it back;
+-- returns the tokens taken and the ms until the next one is due.
+local function take_tokens(bucket, rate, period_ms, want, now)
+    local tokens = refilled_tokens(bucket, rate, period_ms, now)
+    local taken = math.max(0, math.min(want, whole_tokens(tokens)))
+    if taken > 0 then
+        tokens = math.max(0, tokens - taken)
+        redis.call('HSET', bucket, 'n', string.format('%.9f', tokens), 'at', num(now))
+        redis.call('PEXPIRE', bucket, num(2 * period_ms))
+    end
+    return taken, ms_until_token(tokens, rate, period_ms)
+end
+
+-- A topic's bucket for its `rate`, in each shard.
+local function rate_bucket_key(topic) return P .. ':tk:' .. topic end
+-- Topics with push jobs held for their `rate`, scored by when a token is
+-- next due (ms): push_take puts them back then.
+local function rate_held_key() return P .. ':rh' end
+
+-- This shard's part of the topic's `rate` per `period` (nil: no rate):
+-- the shards split it evenly, a fraction each if need be (a bucket takes
+-- fractional rates as they are), so the parts add up to the rate
+-- exactly. The policy command refuses a rate below the shard count: a
+-- shard's bucket would then hold less than one token, and the shards'
+-- bursts together would pass the contract's one burst of `rate`.
+local function rate_share(topic)
+    local pol = policy_of(topic)
+    if not pol.rate then return nil end
+    local _, shards = shard_index_count()
+    return pol.rate / shards, pol.period_ms or 1000
+end
+
+-- How many more jobs of the topic this shard may deliver now under its
+-- `rate` (nil: no such limit), and the ms until its next token. Read only:
+-- spend_tokens takes what was delivered.
+local function rate_room(topic, now)
+    local rate, period_ms = rate_share(topic)
+    if not rate then return nil end
+    return peek_tokens(rate_bucket_key(topic), rate, period_ms, now)
+end
+
+-- Spends n of the topic's tokens, for n jobs delivered (no-op without a
+-- rate); returns the ms until its next token.
+local function spend_tokens(topic, n, now)
+    local rate, period_ms = rate_share(topic)
+    if not rate or n <= 0 then return 0 end
+    local _, wait = take_tokens(rate_bucket_key(topic), rate, period_ms, n, now)
+    return wait
+end
+
 -- A policy as the replies give it: every field, false where unset.
 local function policy_view(pol)
     local v = {}

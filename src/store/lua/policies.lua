@@ -4,15 +4,16 @@
 -- KEYS: P.
 -- argv: topic cursor limit
 -- reply: next_cursor
--- reply entry: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms reserved throttled
+-- reply entry: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms reserved throttled tokens
 -- topic is '' for a page of all topics with a policy; cursor lists the
 -- topics after this one ('' from the start); next_cursor is false on the
 -- last page. An `entry` per topic that has a policy in this shard follows
 -- (policy fields false where unset): reserved counts the topic's jobs
 -- reserved by pops plus callbacks in flight (the shard's `reserved`
--- gauge); throttled its ready jobs that its `concurrency` holds back
--- now: those pop could take beyond the room the shard's share leaves, and
--- the push jobs push_take holds for it.
+-- gauge); throttled its ready jobs that its `concurrency` or `rate` holds
+-- back now: those pop could take beyond the room the shard's share leaves
+-- (or beyond its tokens), and the push jobs push_take holds for them;
+-- tokens the whole tokens its share of a `rate` has now (false: no rate).
 local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
 local topics, next_cursor = {}, false
 if topic ~= '' then
@@ -26,6 +27,7 @@ else
     end
 end
 local out = reply{next_cursor = next_cursor}
+local now = now_ms()
 for _, t in ipairs(topics) do
     local pol = read_policy(t)
     if next(pol) then
@@ -33,10 +35,13 @@ for _, t in ipairs(topics) do
         e.topic = t
         e.reserved = tonumber(redis.call('HGET', stats_key(t), 'reserved') or '0')
         local room = concurrency_room(t)
+        local tokens = rate_room(t, now)
+        e.tokens = tokens or false
+        if tokens and (not room or tokens < room) then room = tokens end
         e.throttled = 0
         if room then
             e.throttled = math.max(0, redis.call('ZCARD', ready_key(t)) - room)
-            if not paused(t) then -- push jobs held for the limit
+            if not paused(t) then -- push jobs held for the limits
                 e.throttled = e.throttled + redis.call('ZCARD', hold_key(t))
             end
         end

@@ -1,19 +1,24 @@
 -- pop: finishes the jobs a consumer is done with (finish-and-pop), then
 -- reserves up to `count` ready jobs, taking from the topics in order (a
--- paused topic gives none, and a topic under a `concurrency` limit no more
--- than this shard's share of it allows: its other jobs stay ready).
+-- paused topic gives none, and a topic under a `concurrency` or `rate`
+-- limit no more than this shard's share of it allows: its other jobs stay
+-- ready; a job taken spends one of the topic's tokens, an empty pop none).
 -- KEYS: P.
 -- argv: allow count nfinish
--- reply: finished
+-- reply: finished token_wait_ms
 -- reply job: id topic body attempts ttr_ms key traceparent tracestate
 -- nfinish ids follow the arguments, then the topics. finished holds the
--- finish items (see remove_ids); a `job` per job taken follows it.
+-- finish items (see remove_ids); token_wait_ms is -1, or, when a topic's
+-- `rate` held back ready jobs the pop could have taken, the ms until that
+-- topic's next token is due (a long-poll that got nothing waits that
+-- long at most); a `job` per job taken follows.
 limit_topics(ARGV[ARG.allow])
 local want = tonumber(ARGV[ARG.count])
 local nfinish = tonumber(ARGV[ARG.nfinish])
 local finished = remove_ids(ARGV, 'finished', NARGS + 1, NARGS + nfinish)
 local now = now_ms()
 local out = {}
+local token_wait = -1
 
 for ti = NARGS + 1 + nfinish, #ARGV do
     local topic = ARGV[ti]
@@ -21,8 +26,14 @@ for ti = NARGS + 1 + nfinish, #ARGV do
     local n = want - #out
     local room = concurrency_room(topic)
     if room and room < n then n = room end
+    local tokens, wait = rate_room(topic, now)
+    local out_of_tokens = tokens and tokens < 1 and n > 0
+    if tokens and tokens < n then n = tokens end
     if n > 0 and not paused(topic) then
         taken = redis.call('ZPOPMIN', ready_key(topic), num(n))
+        if tokens then spend_tokens(topic, #taken / 2, now) end
+    elseif out_of_tokens and not paused(topic) and redis.call('ZCARD', ready_key(topic)) > 0 then
+        if token_wait < 0 or wait < token_wait then token_wait = wait end
     end
     for i = 1, #taken, 2 do
         local id = taken[i]
@@ -40,6 +51,6 @@ for ti = NARGS + 1 + nfinish, #ARGV do
     end
     if #out >= want then break end
 end
-local result = reply{finished = finished}
+local result = reply{finished = finished, token_wait_ms = token_wait}
 for _, job in ipairs(out) do result[#result + 1] = job end
 return result

@@ -10,17 +10,50 @@
 -- topic newer than what stays held goes to the hold too, so the topic's
 -- jobs keep their order and never wait on an abandoned hold. A topic under
 -- a `concurrency` limit with no room left is held back the same way (the
--- call that frees room wakes the pushers). At most limit + 1000 entries of
--- P:push are looked at per call.
+-- call that frees room wakes the pushers), and so is one whose `rate` has
+-- no token left: the topic goes in P:rh, scored by when its next token is
+-- due, and the first call after that puts as many of its held jobs back
+-- as it has tokens for. At most limit + 1000 entries of P:push are looked
+-- at per call.
 -- KEYS: P.
 -- argv: limit grace_ms
+-- reply: token_wait_ms
 -- reply job: id topic body url attempt timeout_ms key traceparent tracestate
--- Returns a list of `job`.
+-- token_wait_ms: -1, or the ms until the earliest token due of a topic
+-- whose jobs wait for their `rate` (the pusher calls again then); a `job`
+-- per job taken follows.
 local want, grace = tonumber(ARGV[ARG.limit]), tonumber(ARGV[ARG.grace_ms])
 local now = now_ms()
 local out = {}
 local hold_head = {} -- topic -> lowest score left in its hold (false: empty)
 local drain = 1000   -- held jobs this call may still move back
+local tokens_left = {} -- topic -> tokens this call may still spend (false: no rate)
+local spent = {}       -- topic -> tokens this call spent
+local rate_waiting = {} -- topics held for their rate in this call
+local token_wait = -1
+local function note_wait(ms)
+    if token_wait < 0 or ms < token_wait then token_wait = math.max(0, ms) end
+end
+
+-- Topics held for their rate whose next token is due: as many of their
+-- held jobs go back to P:push as they have tokens for (all, up to the
+-- drain, when the rate is gone); a topic that keeps some held is entered
+-- again below. The others' next token tells when to call again.
+local rh = redis.call('ZRANGE', rate_held_key(), '0', '-1', 'WITHSCORES')
+for i = 1, #rh, 2 do
+    local topic, due = rh[i], tonumber(rh[i + 1])
+    if due <= now then
+        redis.call('ZREM', rate_held_key(), topic)
+        if not paused(topic) then -- a paused topic's wait for its resume
+            local room = rate_room(topic, now)
+            local back = unhold_oldest(topic, math.min(room or drain, drain))
+            drain = drain - back
+            if redis.call('EXISTS', hold_key(topic)) == 1 then rate_waiting[topic] = true end
+        end
+    else
+        note_wait(due - now)
+    end
+end
 -- Moves up to `drain` of a resumed topic's oldest held jobs back to P:push
 -- (the next ZPOPMIN meets them first); returns the lowest score left held.
 local function unhold(topic)
@@ -36,6 +69,17 @@ local function held_back(topic, score)
     -- back (below) once a call finds room again.
     local room = concurrency_room(topic)
     if room and room <= 0 then return true end
+    -- A topic whose `rate` has no token left: held the same way, until
+    -- its next token (P:rh).
+    local left = tokens_left[topic]
+    if left == nil then
+        left = rate_room(topic, now) or false
+        tokens_left[topic] = left
+    end
+    if left and left <= 0 then
+        rate_waiting[topic] = true
+        return true
+    end
     local head = hold_head[topic]
     if head == nil then
         head = unhold(topic)
@@ -63,10 +107,27 @@ while #out < want and looked < budget do
             bucket_add(id, j.k, deadline, topic, 'reserved')
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
+            if tokens_left[topic] then
+                tokens_left[topic] = tokens_left[topic] - 1
+                spent[topic] = (spent[topic] or 0) + 1
+            end
             out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
                 attempt = j.n, timeout_ms = j.to, key = j.g or false, traceparent = j.tp or false,
                 tracestate = j.ts or false}
         end
     end
 end
-return out
+for topic, n in pairs(spent) do spend_tokens(topic, n, now) end
+-- Each topic held for its rate is looked at again when its next token is
+-- due, so no job stays held for want of a caller.
+for topic in pairs(rate_waiting) do
+    local _, wait = rate_room(topic, now)
+    if wait then
+        wait = math.max(wait, 1)
+        redis.call('ZADD', rate_held_key(), num(now + wait), topic)
+        note_wait(wait)
+    end
+end
+local result = reply{token_wait_ms = token_wait}
+for _, job in ipairs(out) do result[#result + 1] = job end
+return result
