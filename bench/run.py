@@ -6,6 +6,7 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
     bench/run.py [--quick] group     # single add and finish-and-pop with group commit on and off
     bench/run.py [--quick] moves     # Redis time of the move function alone, per job
+    bench/run.py [--quick] pops      # Redis time per pop: unlimited vs `rate` (and `concurrency`)
     bench/run.py [--quick] push      # callbacks/s, due -> POST lateness, pusher CPU
     bench/run.py [--quick] jobs      # a GET /jobs page with 10k and with 1M jobs stored
 
@@ -1077,6 +1078,62 @@ def move_cost(P, library=None):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def pop_cost(P, library=None):
+    """The pop function alone, on an otherwise idle Redis: the same number
+    of ready jobs (200-byte bodies) in a topic without a policy, one with a
+    `rate` (high enough never to hold a job back, so every pop reads and
+    writes its token bucket), and one with a `rate` and a `concurrency`;
+    each popped one job per call, as a single-job pop does. Redis' own time
+    per pop comes from INFO commandstats. library: as move_cost's."""
+    n = P["big"] // 10
+    lib = open(library or os.path.join(ARGS.build, "src", "store", "lua_library.lua")).read()
+    ver = re.search(r"name=delayq_(\w+)", lib).group(1)
+    d = tempfile.mkdtemp(prefix="delayq-bench-pops-")
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc, "redis-server")
+        r = Resp(port, timeout=60)
+        r("FUNCTION", "LOAD", "REPLACE", lib)
+        fn = lambda name: "dq_%s_%s" % (ver, name)  # noqa: E731
+        body = json.dumps("x" * 198)
+        m = re.search(r"run_add\(KEYS, ARGV\)\n[^\n]*\nlocal ARG_JOB, ARG_JOB_FIELDS = \{[^}]*\}, (\d+)",
+                      lib)
+        stride = int(m.group(1)) if m else 11
+        # policy's arguments: topic concurrency rate period_ms key_concurrency
+        # key_rate key_period_ms keep_ms ('' keeps a field unset)
+        policies = {"unlimited": None, "rate": ("", 1000000, 1000),
+                    "rate_concurrency": (10 * n, 1000000, 1000)}
+        usec_per_pop = {}
+        for topic, pol in policies.items():
+            if pol:
+                r("FCALL", fn("policy"), 1, "{dq}", topic, pol[0], pol[1], pol[2], "", "", "", "")
+            for start in range(0, n, 1000):
+                args = []
+                for i in range(start, min(start + 1000, n)):
+                    args += ["%s-%d" % (topic, i), topic, body, 600000, -1, 0, -1, i % 16, "", "", 0]
+                    args += [""] * (stride - 11)
+                r("FCALL", fn("add"), 1, "{dq}", "", 16, 1, len(args) // stride, *args)
+            r("CONFIG", "RESETSTAT")
+            popped = 0
+            for _ in range(n):
+                got = r("FCALL", fn("pop"), 1, "{dq}", "", 1, 0, topic)
+                popped += len(got) - 2  # finished, token_wait_ms, then the jobs
+            calls, usec = script_calls(commandstats_of(r))
+            if popped != n:
+                note("WARNING: %s: popped %d of %d" % (topic, popped, n))
+            usec_per_pop[topic] = usec / calls
+            fig("pops.%s_redis_usec_per_pop" % topic, usec / calls, "us")
+        for topic in ("rate", "rate_concurrency"):
+            fig("pops.%s_vs_unlimited" % topic, usec_per_pop[topic] / usec_per_pop["unlimited"], "x")
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def group_commit_ab(P):
     """Group commit on (the shipped 64) and off (1): single-job W1 add and
     W2 finish-and-pop drain, each in a fresh stack, two rounds interleaved."""
@@ -1399,7 +1456,7 @@ def ratios():
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, profile, perf, syscalls, jobs (these nine are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, pops, profile, perf, syscalls, jobs (these ten are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
@@ -1416,7 +1473,7 @@ def main():
     ap.add_argument("--json", help="write the figures as JSON here")
     ap.add_argument("--outdir", default=os.path.join(HERE, "out"), help="lateness samples go here")
     ap.add_argument("--keep", action="store_true", help="keep temp dirs")
-    ap.add_argument("--library", help="moves: this src/store/lua_library.lua instead of --build's")
+    ap.add_argument("--library", help="moves, pops: this src/store/lua_library.lua instead of --build's")
     ap.add_argument("--build", default=TOP,
                     help="take delayq-fcgi and delayq-timer from this build dir (another "
                          "checkout, to compare two versions in one run); default the top dir")
@@ -1491,6 +1548,8 @@ def main():
         timed("group", group_commit_ab, P)
     if "moves" in what:
         timed("moves", move_cost, P, ARGS.library)
+    if "pops" in what:
+        timed("pops", pop_cost, P, ARGS.library)
     if "profile" in what:
         timed("profile", profile, P)
     if "perf" in what:

@@ -82,7 +82,11 @@ class Functions(unittest.TestCase):
     def pop_finish(self, finish, *topics, count=1, allow=""):
         """(the outcome of each id finished, the jobs popped)"""
         got = self.call("pop", allow, count, len(finish), *finish, *topics)
-        return got[0], got[1:]
+        return got[0], got[2:]  # got[1]: token_wait_ms
+
+    def push_take(self, limit, grace_ms):
+        """push_take's jobs (its first field, token_wait_ms, left out)."""
+        return self.call("push_take", limit, grace_ms)[1:]
 
     def job(self, jid):
         return job_keys.read(self.server.resp(), P, jid)
@@ -243,12 +247,12 @@ class Functions(unittest.TestCase):
         # A push job's delivery log stays with its record, for keep; a deadline
         # that passed with no outcome is logged too.
         self.add("h3", topic="hq", url="http://example.com/h", timeout=1000, backoff="[1]")
-        self.call("push_take", 10, 500)
+        self.push_take(10, 500)
         self.due_now("h3")
         self.call("move", self.job("h3")["k"], 100)
         self.due_now("h3")
         self.call("move", self.job("h3")["k"], 100)
-        self.call("push_take", 10, 500)
+        self.push_take(10, 500)
         self.assertEqual(self.call("push_done", "h3", 2, "gone", 0, 410, "", 5, ""), b"deleted")
         log = self.call("get", "", "h3", ro=True)[19]
         self.assertEqual([(e[1], e[2], e[5]) for e in log],
@@ -277,7 +281,7 @@ class Functions(unittest.TestCase):
         self.assertEqual([g[-3:] for g in got], views, "pop's key, traceparent, tracestate")
         # A push job's callback carries them: push_take answers them.
         self.add("t3", topic="tpush", url="http://127.0.0.1:9/x", traceparent=tp, tracestate="c=d")
-        taken = self.call("push_take", 10, 1000)
+        taken = self.push_take(10, 1000)
         self.assertEqual([(j[0], j[-2], j[-1]) for j in taken], [(b"t3", tp.encode(), b"c=d")])
 
 
@@ -647,7 +651,7 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [], "not in the ready set")
         self.assertIn((P + ":pushwake", "1"), self.messages())
         self.assertEqual(self.pop("q"), [], "pop never takes a push job")
-        got = self.call("push_take", 10, 500)
+        got = self.push_take(10, 500)
         self.assertEqual(got, [[b"h1", b"q", b'{"x":1}', b"http://example.com/h", 1, 2000, None, None, None]])
         j = self.job("h1")
         self.assertEqual((j["s"], j["n"], j["bo"]), ("reserved", "1", "1000,2500"))
@@ -666,13 +670,13 @@ class Functions(unittest.TestCase):
         # Retries spent (1): the second failure buries it.
         self.due_now("h1")
         self.call("move", j["k"], 100)
-        self.assertEqual(self.call("push_take", 10, 500)[0][4], 2)
+        self.assertEqual(self.push_take(10, 500)[0][4], 2)
         self.assertEqual(self.call("push_done", "h1", 2, "wait", 60000, 429, "", 0, ""), b"buried")
         self.assertEqual(self.redis("ZRANGE", P + ":x:q", 0, -1), [b"h1"])
         # Kicked back: to the push set, not the ready set.
         self.assertEqual(self.call("kick", "q", 1), 1)
         self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
-        self.call("push_take", 10, 500)
+        self.push_take(10, 500)
         self.assertEqual([e[5] for e in self.call("get", "", "h1", ro=True)[19]], [b"retry", b"buried"])
         self.assertEqual(self.call("push_done", "h1", 3, "ok", 0, 204, "", 0, ""), b"finished")
         self.assertEqual(self.redis("EXISTS", P + ":j:h1", P + ":v:h1", P + ":dl:h1"), 0,
@@ -685,7 +689,7 @@ class Functions(unittest.TestCase):
         self.add("h3", url="http://example.com/h", backoff="[5]", retries=1)
         rt = {j: self.job(j)["rt"] for j in ("g1", "g2", "h3")}
         self.assertEqual([j[0] for j in self.pop("q", count=2)], [b"g1", b"g2"])
-        self.call("push_take", 10, 500)
+        self.push_take(10, 500)
         self.add("g3")
         popped = self.stats("q").get("popped", 0)
         self.assertEqual(self.call("give_back", "g2", 1, "h3", 1, "g1", 2), 2,
@@ -701,13 +705,13 @@ class Functions(unittest.TestCase):
         st = self.stats("q")
         self.assertEqual((st["reserved"], st["ready"], st.get("popped", 0)), (0, 4, popped - 3))
         # Its one retry is still there: the next take is attempt 1 again.
-        self.assertEqual(self.call("push_take", 10, 500)[0][4], 1)
+        self.assertEqual(self.push_take(10, 500)[0][4], 1)
         self.assertEqual(self.call("push_done", "h3", 1, "fail", 0, 500, "", 0, ""), b"delay")
         self.assertEqual(self.call("give_back", "h3", 1), 0, "only a reservation still held")
 
     def test_push_wait_is_bounded_by_the_last_step(self):
         self.add("h2", url="http://example.com/", backoff="[5,2]")
-        self.call("push_take", 1, 500)
+        self.push_take(1, 500)
         self.assertEqual(self.call("push_done", "h2", 1, "wait", 3600000, 503, "", 0, ""), b"delay")
         j = self.job("h2")
         self.assertEqual(int(j["d"]) - int(j["la"]), 2000)
@@ -747,7 +751,7 @@ class Functions(unittest.TestCase):
             self.add(jid, url="http://example.com/h")
         self.add("g1", topic="other", url="http://example.com/g")
         self.add("h3", url="http://example.com/h")
-        got = self.call("push_take", 10, 500)
+        got = self.push_take(10, 500)
         self.assertEqual([j[0] for j in got], [b"g1"], "the paused topic's jobs wait")
         self.assertEqual(self.redis("ZRANGE", P + ":ph:q", 0, -1), [b"h1", b"h2", b"h3"])
         self.assertEqual(self.redis("ZCARD", P + ":push"), 0)
@@ -762,7 +766,7 @@ class Functions(unittest.TestCase):
         self.add("h4", url="http://example.com/h")
         self.assertEqual(self.call("pause", "resume", "q", 1), 0)
         self.assertEqual(self.redis("EXISTS", P + ":ph:q"), 0)
-        got = self.call("push_take", 10, 500)
+        got = self.push_take(10, 500)
         self.assertEqual([j[0] for j in got], [b"h1", b"h3", b"h4"])
 
     def test_push_take_finishes_an_abandoned_resume_in_order(self):
@@ -772,20 +776,20 @@ class Functions(unittest.TestCase):
             args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
                      "http://example.com/h", 1000, "", "", ""]
         self.call("add", "", BUCKETS, SHARDS, 1200, *args)
-        self.call("push_take", 1, 500)  # all 1200 looked at: 1001 held
-        self.call("push_take", 1, 500)
+        self.push_take(1, 500)  # all 1200 looked at: 1001 held
+        self.push_take(1, 500)
         self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 1200)
         # A resume whose caller died after its first call: 1 moved back.
         self.assertEqual(self.call("pause", "resume", "q", 1), 1199)
         self.add("new", url="http://example.com/h")
-        got = [j[0] for j in self.call("push_take", 5, 500)]
+        got = [j[0] for j in self.push_take(5, 500)]
         self.assertEqual(got, [b"p0000", b"p0001", b"p0002", b"p0003", b"p0004"])
         # 1000 moved back by that call; "new" joined the 199 left held, behind them.
         self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 200)
         self.assertEqual(self.redis("ZRANGE", P + ":ph:q", -1, -1), [b"new"])
         taken = got
         while True:
-            got = [j[0] for j in self.call("push_take", 500, 500)]
+            got = [j[0] for j in self.push_take(500, 500)]
             if not got:
                 break
             taken += got
@@ -801,11 +805,11 @@ class Functions(unittest.TestCase):
         self.call("add", "", BUCKETS, SHARDS, 1100, *args)
         self.add("g1", topic="other", url="http://example.com/g")
         # limit 1 looks at 1 + 1000 entries at most: those are held, g1 not reached.
-        self.assertEqual(self.call("push_take", 1, 500), [])
+        self.assertEqual(self.push_take(1, 500), [])
         self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 1001)
         self.assertEqual(self.redis("ZCARD", P + ":push"), 100)
         # The next call skips the other 99 held jobs and fills its limit.
-        got = self.call("push_take", 1, 500)
+        got = self.push_take(1, 500)
         self.assertEqual([j[0] for j in got], [b"g1"])
         self.assertEqual(self.redis("ZCARD", P + ":ph:q"), 1100)
 
@@ -953,7 +957,7 @@ class Functions(unittest.TestCase):
         self.assertEqual((more, [p[0] for p in page]), (1, ["h1"]))
         # reserved by deadline, from pop and from push_take
         self.pop("q")
-        self.call("push_take", 10, 500)
+        self.push_take(10, 500)
         more, page = self.jobs("q", "reserved", 10)
         self.assertEqual(sorted(p[0] for p in page), ["h1", "r1"])
         self.assertEqual(self.redis("ZCARD", P + ":q:q"), 0)
@@ -982,7 +986,7 @@ class Functions(unittest.TestCase):
 
     def test_kick_ids_sends_push_jobs_back_to_push(self):
         self.add("h1", url="http://example.com/h", retries=0)
-        self.call("push_take", 10, 500)
+        self.push_take(10, 500)
         self.assertEqual(self.call("push_done", "h1", 1, "fail", 0, 500, "", 0, ""), b"buried")
         self.assertEqual(self.call("kick_ids", "", "h1"), [b"ok"])
         self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h1"])
@@ -1007,7 +1011,7 @@ class Functions(unittest.TestCase):
         self.assertEqual((st["delay"], st["ready"]), (1, 0))
         # buried -> ready with fresh retries; a push job goes to P:push
         self.add("h", url="http://example.com/h", retries=0)
-        self.call("push_take", 10, 500)
+        self.push_take(10, 500)
         self.call("push_done", "h", 1, "fail", 0, 500, "", 0, "")
         self.assertEqual(self.call("reschedule", "", "h", 0, 1000), [b"ready", -1])
         self.assertEqual(self.redis("ZRANGE", P + ":push", 0, -1), [b"h"])
@@ -1040,7 +1044,7 @@ class Functions(unittest.TestCase):
                     r("FCALL", name("add"), 1, P, "", BUCKETS, SHARDS, 1, jid, "crash", "1", 5000, -1,
                       (0, 1, 50)[i % 3], -1, i % BUCKETS, "", "", 0, "", "", "")
                     got = r("FCALL", name("pop"), 1, P, "", 2, 0, "crash")
-                    for g in got[1:2]:
+                    for g in got[2:3]:  # got[1]: token_wait_ms
                         r("FCALL", name("remove"), 1, P, "", "finished", g[0])
                     if i % 7 == 0:
                         r("FCALL", name("move"), 1, P, i % BUCKETS, 100)
