@@ -294,8 +294,12 @@ void cli_out_policies(FILE *out, json_object *ans)
                 if (v)
                     fprintf(out, "  %s %s", policy_names[i], json_text(v));
             }
-            fprintf(out, "  reserved %s  throttled %s\n", json_text(field(pol, "reserved")),
+            fprintf(out, "  reserved %s  throttled %s", json_text(field(pol, "reserved")),
                     json_text(field(pol, "throttled")));
+            json_object *tokens = field(pol, "tokens");
+            if (tokens) /* only with a rate */
+                fprintf(out, "  tokens %s", json_text(tokens));
+            fputc('\n', out);
         }
     }
     const char *cursor = field_str(ans, "cursor", NULL);

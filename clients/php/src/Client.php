@@ -452,7 +452,8 @@ final class Client
 
     /**
      * The policies of one topic, or of every topic that has one (all
-     * pages): [topic => [limits..., 'reserved' => n, 'throttled' => n]].
+     * pages): [topic => [limits..., 'reserved' => n, 'throttled' => n,
+     * 'tokens' => n (tokens its rate has left now), or null without a rate]].
      *
      * @return array<string,array<string,int|float|null>>
      */
