@@ -1118,9 +1118,11 @@ def pop_cost(P, library=None):
                 r("FCALL", fn("add"), 1, "{dq}", "", 16, 1, len(args) // stride, *args)
             r("CONFIG", "RESETSTAT")
             popped = 0
+            # the reply's fields before its jobs: finished (and token_wait_ms)
+            head = 2 if "token_wait_ms" in lib else 1
             for _ in range(n):
                 got = r("FCALL", fn("pop"), 1, "{dq}", "", 1, 0, topic)
-                popped += len(got) - 2  # finished, token_wait_ms, then the jobs
+                popped += len(got) - head
             calls, usec = script_calls(commandstats_of(r))
             if popped != n:
                 note("WARNING: %s: popped %d of %d" % (topic, popped, n))

@@ -306,6 +306,7 @@ local paused_cache  -- topic -> paused (read once per call)
 local policy_cache  -- topic -> its policy in this shard (read once per call)
 local call_now      -- Redis' time, read once per call by clock()
 local history_cache -- does P:history exist (nil: not read yet in this call)
+local bucket_cache  -- token bucket key -> {tokens, at}, as read or written in this call
 
 local function begin(keys)
     P = keys[1]
@@ -319,6 +320,7 @@ local function begin(keys)
     policy_cache = {}
     call_now = nil
     history_cache = nil
+    bucket_cache = {}
 end
 
 -- Redis' time, read once per call (a call is atomic: one instant).
@@ -891,8 +893,13 @@ end
 -- fraction kept), and at. A missing hash is a full bucket; an idle one
 -- expires after two periods (by then it would be full again anyway).
 local function refilled_tokens(bucket, rate, period_ms, now)
-    local s = redis.call('HMGET', bucket, 'n', 'at')
-    local tokens, at = tonumber(s[1]), tonumber(s[2])
+    local s = bucket_cache[bucket] -- a pop peeks, then takes: one read
+    if not s then
+        s = redis.call('HMGET', bucket, 'n', 'at')
+        s = {tonumber(s[1]), tonumber(s[2])}
+        bucket_cache[bucket] = s
+    end
+    local tokens, at = s[1], s[2]
     if not tokens or not at then return rate end
     -- A clock that went back (a failover) refills nothing until it passes `at`.
     return math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
@@ -925,6 +932,7 @@ local function take_tokens(bucket, rate, period_ms, want, now)
         tokens = math.max(0, tokens - taken)
         redis.call('HSET', bucket, 'n', string.format('%.9f', tokens), 'at', num(now))
         redis.call('PEXPIRE', bucket, num(2 * period_ms))
+        bucket_cache[bucket] = {tokens, now}
     end
     return taken, ms_until_token(tokens, rate, period_ms)
 end
