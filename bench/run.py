@@ -1078,16 +1078,27 @@ def move_cost(P, library=None):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def pop_cost(P, library=None):
+def pop_cost(P, library=None, baseline=None):
     """The pop function alone, on an otherwise idle Redis: the same number
     of ready jobs (200-byte bodies) in a topic without a policy, one with a
     `rate` (high enough never to hold a job back, so every pop reads and
     writes its token bucket), and one with a `rate` and a `concurrency`;
-    each popped one job per call, as a single-job pop does. Redis' own time
-    per pop comes from INFO commandstats. library: as move_cost's."""
+    each popped one job per call, as a single-job pop does. baseline:
+    another build's lua_library.lua, loaded beside it (two versions share
+    one Redis), whose pop of a topic without a policy is measured in the
+    same rounds (unlimited_baseline): the A/B of an unlimited pop. Figures:
+    Redis' own time in the function per pop (INFO commandstats: wall time,
+    so a preempted Redis counts its wait) and the redis-server process's
+    CPU time per pop (the call's network and parsing included, a
+    preemption not). library: as move_cost's."""
     n = P["big"] // 10
     lib = open(library or os.path.join(ARGS.build, "src", "store", "lua_library.lua")).read()
-    ver = re.search(r"name=delayq_(\w+)", lib).group(1)
+    libs = {"new": lib}
+    if baseline:
+        libs["base"] = open(baseline).read()
+    ver = {k: re.search(r"name=delayq_(\w+)", v).group(1) for k, v in libs.items()}
+    # the reply's fields before its jobs: finished (and token_wait_ms)
+    head = {k: 2 if "token_wait_ms" in v else 1 for k, v in libs.items()}
     d = tempfile.mkdtemp(prefix="delayq-bench-pops-")
     port = free_port()
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
@@ -1096,19 +1107,20 @@ def pop_cost(P, library=None):
     try:
         wait_port(port, proc, "redis-server")
         r = Resp(port, timeout=60)
-        r("FUNCTION", "LOAD", "REPLACE", lib)
-        fn = lambda name: "dq_%s_%s" % (ver, name)  # noqa: E731
+        for v in libs.values():
+            r("FUNCTION", "LOAD", "REPLACE", v)
+        fn = lambda name, which="new": "dq_%s_%s" % (ver[which], name)  # noqa: E731
         body = json.dumps("x" * 198)
         m = re.search(r"run_add\(KEYS, ARGV\)\n[^\n]*\nlocal ARG_JOB, ARG_JOB_FIELDS = \{[^}]*\}, (\d+)",
                       lib)
         stride = int(m.group(1)) if m else 11
-        # policy's arguments: topic concurrency rate period_ms key_concurrency
-        # key_rate key_period_ms keep_ms ('' keeps a field unset)
-        policies = {"unlimited": None, "rate": ("", 1000000, 1000),
-                    "rate_concurrency": (10 * n, 1000000, 1000)}
-        usec_per_pop = {}
-        for topic, pol in policies.items():
-            if pol:
+        # topic -> (library, policy's concurrency rate period_ms; '' unset)
+        cases = {"unlimited": ("new", None), "rate": ("new", ("", 1000000, 1000)),
+                 "rate_concurrency": ("new", (10 * n, 1000000, 1000))}
+        if baseline:
+            cases["unlimited_baseline"] = ("base", None)
+        for topic, (_, pol) in cases.items():
+            if pol:  # argv: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms
                 r("FCALL", fn("policy"), 1, "{dq}", topic, pol[0], pol[1], pol[2], "", "", "", "")
             for start in range(0, n, 1000):
                 args = []
@@ -1116,20 +1128,37 @@ def pop_cost(P, library=None):
                     args += ["%s-%d" % (topic, i), topic, body, 600000, -1, 0, -1, i % 16, "", "", 0]
                     args += [""] * (stride - 11)
                 r("FCALL", fn("add"), 1, "{dq}", "", 16, 1, len(args) // stride, *args)
-            r("CONFIG", "RESETSTAT")
-            popped = 0
-            # the reply's fields before its jobs: finished (and token_wait_ms)
-            head = 2 if "token_wait_ms" in lib else 1
-            for _ in range(n):
-                got = r("FCALL", fn("pop"), 1, "{dq}", "", 1, 0, topic)
-                popped += len(got) - head
-            calls, usec = script_calls(commandstats_of(r))
-            if popped != n:
-                note("WARNING: %s: popped %d of %d" % (topic, popped, n))
-            usec_per_pop[topic] = usec / calls
-            fig("pops.%s_redis_usec_per_pop" % topic, usec / calls, "us")
-        for topic in ("rate", "rate_concurrency"):
-            fig("pops.%s_vs_unlimited" % topic, usec_per_pop[topic] / usec_per_pop["unlimited"], "x")
+        # Rounds interleave the cases, each round starting with another, so
+        # that a busy spell of the machine (other processes) weighs on all
+        # alike; each figure is the case's median round.
+        rounds = 6
+        usec, cpu = {t: [] for t in cases}, {t: [] for t in cases}
+        names = list(cases)
+        for rnd in range(rounds):
+            at = rnd % len(names)
+            for topic in names[at:] + names[:at]:
+                which = cases[topic][0]
+                r("CONFIG", "RESETSTAT")
+                cpu0 = cpu_seconds(proc.pid)
+                popped = 0
+                for _ in range(n // rounds):
+                    got = r("FCALL", fn("pop", which), 1, "{dq}", "", 1, 0, topic)
+                    popped += len(got) - head[which]
+                cpu[topic].append((cpu_seconds(proc.pid) - cpu0) * 1e6 / (n // rounds))
+                calls, us = script_calls(commandstats_of(r))
+                usec[topic].append(us / calls)
+                if popped != n // rounds:
+                    note("WARNING: %s: popped %d of %d" % (topic, popped, n // rounds))
+
+        def median(xs):
+            return sorted(xs)[len(xs) // 2]
+
+        for topic in cases:
+            fig("pops.%s_redis_usec_per_pop" % topic, median(usec[topic]), "us")
+            fig("pops.%s_redis_cpu_usec_per_pop" % topic, median(cpu[topic]), "us")
+        for topic in names[1:]:
+            fig("pops.%s_vs_unlimited" % topic, median(usec[topic]) / median(usec["unlimited"]), "x")
+            fig("pops.%s_vs_unlimited_cpu" % topic, median(cpu[topic]) / median(cpu["unlimited"]), "x")
     finally:
         proc.terminate()
         proc.wait()
@@ -1476,6 +1505,8 @@ def main():
     ap.add_argument("--outdir", default=os.path.join(HERE, "out"), help="lateness samples go here")
     ap.add_argument("--keep", action="store_true", help="keep temp dirs")
     ap.add_argument("--library", help="moves, pops: this src/store/lua_library.lua instead of --build's")
+    ap.add_argument("--baseline", help="pops: also an unlimited pop of this (another build's) "
+                                       "src/store/lua_library.lua, in the same Redis and rounds")
     ap.add_argument("--build", default=TOP,
                     help="take delayq-fcgi and delayq-timer from this build dir (another "
                          "checkout, to compare two versions in one run); default the top dir")
@@ -1551,7 +1582,7 @@ def main():
     if "moves" in what:
         timed("moves", move_cost, P, ARGS.library)
     if "pops" in what:
-        timed("pops", pop_cost, P, ARGS.library)
+        timed("pops", pop_cost, P, ARGS.library, ARGS.baseline)
     if "profile" in what:
         timed("profile", profile, P)
     if "perf" in what:
