@@ -112,6 +112,10 @@ final class ClientTest extends DelayqTestCase
         $this->assertNull($this->client->policy($topic, ['period' => null])['period']);
         $this->assertSame(5, $this->client->policies($topic)[$topic]['concurrency']);
         $this->assertArrayHasKey($topic, $this->client->policies());
+        $this->assertNull($this->client->policies($topic)[$topic]['tokens']);
+        $this->client->policy($topic, ['rate' => 12, 'period' => 60]);
+        $this->assertSame(12, $this->client->policies($topic)[$topic]['tokens']);
+        $this->client->policy($topic, ['rate' => null, 'period' => null]);
         try {
             $this->client->policy($topic, ['rate' => 0]);
             $this->fail('a bad policy was accepted');

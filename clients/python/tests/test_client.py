@@ -156,6 +156,10 @@ class Commands(Base):
         self.assertEqual(c.policies(t)[t]["concurrency"], 5)
         self.assertIn(t, c.policies())
         self.assertEqual(c.policies(t)[t]["reserved"], 0)
+        self.assertIsNone(c.policies(t)[t]["tokens"], "no rate")
+        c.policy(t, rate=12, period=timedelta(minutes=1))  # 12 a minute
+        self.assertEqual((c.policies(t)[t]["rate"], c.policies(t)[t]["tokens"]), (12, 12))
+        c.policy(t, rate=None, period=None)
         with self.assertRaises(BadRequest) as cm:
             c.policy(t, rate=0)
         self.assertIn("'rate'", cm.exception.message)
