@@ -28,8 +28,16 @@ local out = {}
 local hold_head = {} -- topic -> lowest score left in its hold (false: empty)
 local drain = 1000   -- held jobs this call may still move back
 local tokens_left = {} -- topic -> tokens this call may still spend (false: no rate)
-local spent = {}       -- topic -> tokens this call spent
-local rate_waiting = {} -- topics held for their rate in this call
+local spent, spent_order = {}, {} -- topic -> tokens this call spent; the topics in order
+-- topics held for their rate in this call (a set, and its order, so the
+-- writes below come in a fixed order)
+local rate_waiting, rate_waiting_order = {}, {}
+local function wait_for_rate(topic)
+    if not rate_waiting[topic] then
+        rate_waiting[topic] = true
+        rate_waiting_order[#rate_waiting_order + 1] = topic
+    end
+end
 local token_wait = -1
 local function note_wait(ms)
     if token_wait < 0 or ms < token_wait then token_wait = math.max(0, ms) end
@@ -48,17 +56,19 @@ for i = 1, #rh, 2 do
             local room = rate_room(topic, now)
             local back = unhold_oldest(topic, math.min(room or drain, drain))
             drain = drain - back
-            if redis.call('EXISTS', hold_key(topic)) == 1 then rate_waiting[topic] = true end
+            if redis.call('EXISTS', hold_key(topic)) == 1 then wait_for_rate(topic) end
         end
     else
         note_wait(due - now)
     end
 end
 -- Moves up to `drain` of a resumed topic's oldest held jobs back to P:push
--- (the next ZPOPMIN meets them first); returns the lowest score left held.
-local function unhold(topic)
+-- (the next ZPOPMIN meets them first), and no more than `most` (the tokens
+-- of a rate-limited topic: the others would only be held again); returns
+-- the lowest score left held.
+local function unhold(topic, most)
     local hk = hold_key(topic)
-    drain = drain - unhold_oldest(topic, drain)
+    drain = drain - unhold_oldest(topic, math.min(drain, most or drain))
     local first = redis.call('ZRANGE', hk, 0, 0, 'WITHSCORES')
     return first[2] and tonumber(first[2]) or false
 end
@@ -77,12 +87,12 @@ local function held_back(topic, score)
         tokens_left[topic] = left
     end
     if left and left <= 0 then
-        rate_waiting[topic] = true
+        wait_for_rate(topic)
         return true
     end
     local head = hold_head[topic]
     if head == nil then
-        head = unhold(topic)
+        head = unhold(topic, left or nil)
         hold_head[topic] = head
     end
     return head and tonumber(score) > head
@@ -109,6 +119,7 @@ while #out < want and looked < budget do
             count(topic, 'popped', 1)
             if tokens_left[topic] then
                 tokens_left[topic] = tokens_left[topic] - 1
+                if not spent[topic] then spent_order[#spent_order + 1] = topic end
                 spent[topic] = (spent[topic] or 0) + 1
             end
             out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
@@ -117,10 +128,10 @@ while #out < want and looked < budget do
         end
     end
 end
-for topic, n in pairs(spent) do spend_tokens(topic, n, now) end
+for _, topic in ipairs(spent_order) do spend_tokens(topic, spent[topic], now) end
 -- Each topic held for its rate is looked at again when its next token is
 -- due, so no job stays held for want of a caller.
-for topic in pairs(rate_waiting) do
+for _, topic in ipairs(rate_waiting_order) do
     local _, wait = rate_room(topic, now)
     if wait then
         wait = math.max(wait, 1)
