@@ -21,6 +21,9 @@ from dqtest.receiver import ReceiverTestCase
 RATE = 50          # per second, for the measured runs
 RUN_S = 30.0       # the measured span
 TOLERANCE = 0.05
+# With the servers under valgrind (SLOW > 1) they may not keep up with the
+# rate: the limits are still checked (never more), the accuracy is not.
+EXACT = SLOW == 1.0
 
 
 def most_in_window(times, window):
@@ -99,11 +102,14 @@ class RateBase(DeploymentTestCase):
               "%d/s), error %+.2f%%; most in any 1 s window %d (bound %d)"
               % (measured, RUN_S, expected, RATE, RATE, 100.0 * (measured - expected) / expected,
                  most_in_window(times, 1.0), 2 * RATE))
-        self.assertLessEqual(abs(measured - expected), TOLERANCE * expected,
-                             "%d pops in %.0f s" % (measured, RUN_S))
-        # Steady state, after the burst: the rate itself.
+        self.assertLessEqual(measured, (1 + TOLERANCE) * expected, "%d pops in %.0f s" % (measured, RUN_S))
         steady = count_between(times, t0 + 5, t0 + RUN_S)
-        self.assertLessEqual(abs(steady - RATE * (RUN_S - 5)), TOLERANCE * RATE * (RUN_S - 5))
+        self.assertLessEqual(steady, (1 + TOLERANCE) * RATE * (RUN_S - 5))
+        if EXACT:
+            self.assertGreaterEqual(measured, (1 - TOLERANCE) * expected,
+                                    "%d pops in %.0f s" % (measured, RUN_S))
+            # Steady state, after the burst: the rate itself.
+            self.assertGreaterEqual(steady, (1 - TOLERANCE) * RATE * (RUN_S - 5))
         self.assertLessEqual(most_in_window(times, 1.0), 2 * RATE, "rate plus a burst of rate")
         self.assertEqual(len(set(ids)), len(ids))
         use = self.use(t)
@@ -194,9 +200,13 @@ class RateBase(DeploymentTestCase):
         after_lower = count_between(times, lowered_at + 1, lowered_at + 3)
         print("\nper 2 s: %d at rate %d; %d from 1 s after raising to %d; %d from 1 s after "
               "lowering to %d" % (before, low, after_raise, high, after_lower, low))
-        self.assertLessEqual(abs(before - 2 * low), 0.15 * 2 * low + 1)
-        self.assertLessEqual(abs(after_raise - 2 * high), 0.15 * 2 * high)
-        self.assertLessEqual(abs(after_lower - 2 * low), 0.15 * 2 * low + 1)
+        self.assertLessEqual(before, 1.15 * 2 * low + 1)
+        self.assertLessEqual(after_raise, 1.15 * 2 * high)
+        self.assertLessEqual(after_lower, 1.15 * 2 * low + 1, "lowered: at the new rate within 1 s")
+        if EXACT:
+            self.assertGreaterEqual(before, 0.85 * 2 * low - 1)
+            self.assertGreaterEqual(after_raise, 0.85 * 2 * high, "raised: at the new rate within 1 s")
+            self.assertGreaterEqual(after_lower, 0.85 * 2 * low - 1)
         self.policy(t, rate=None)
         self.c.req("purge", topic=t, state="ready")
         self.c.req("purge", topic=t, state="reserved")
@@ -213,6 +223,9 @@ class RateBase(DeploymentTestCase):
 
 class RateFourShards(RateBase):
     DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000, shards=4)
+
+    def test_limit_changed_under_load(self):
+        self.skipTest("RateBase's run covers it; the shards' split is the measured rate's test")
 
 
 class PushRate(ReceiverTestCase):
@@ -248,7 +261,9 @@ class PushRate(ReceiverTestCase):
               "most in any 1 s window %d (bound %d)"
               % (measured, RUN_S, expected, 100.0 * (measured - expected) / expected,
                  most_in_window(times, 1.0), 2 * RATE))
-        self.assertLessEqual(abs(measured - expected), TOLERANCE * expected)
+        self.assertLessEqual(measured, (1 + TOLERANCE) * expected)
+        if EXACT:
+            self.assertGreaterEqual(measured, (1 - TOLERANCE) * expected)
         self.assertLessEqual(most_in_window(times, 1.0), 2 * RATE)
         st, r = self.c.get("/policies?topic=" + t)
         self.assertGreater(r["policies"][t]["throttled"], 0, "callbacks held for the rate")
