@@ -294,6 +294,8 @@ try {
     await page.click("#search-form button");
     await expectText(page.locator('#job-fields dd[data-field="last attempt"]'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d: \S/,
         "the job's last attempt: when and what failed");
+    await expectText(page.locator("#job-timeline"), /created[\s\S]*attempt 1: [^\n]+, buried/,
+        "a live job's timeline lists its callback attempts and what followed");
 
     step = "schedules";
     await apiOk("schedule", { id: "ui-nightly", topic: "ui.report", cron: "0 3 * * *", tz: "UTC", body: 1 });
