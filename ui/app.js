@@ -491,6 +491,31 @@ async function refreshSchedules() {
             h("td", {}, fmtTime(x.last)), h("td", { class: "num" }, x.missed))))));
 }
 
+// Each topic's policy (GET /policies): its limits, and their use now.
+// Use fields a server does not give (an older one) are left out.
+const POLICY_USE = ["reserved", "throttled", "tokens", "keys_waiting"];
+
+async function refreshPolicies() {
+    const out = $("policies-body");
+    const r = await get("policies");
+    if (r.status !== 200) return fill(out, isUnknownCommand(r) ? "needs a newer server (GET /policies)" : "policies: " + r.error);
+    const topics = Object.entries(r.body.policies || {});
+    if (!topics.length) return fill(out, "no topic has a policy");
+    out.classList.remove("muted");
+    const limit = (n, per) => (n === null || n === undefined ? "–" : per ? `${n} / ${per} s` : String(n));
+    const use = POLICY_USE.filter((f) => topics.some(([, p]) => p[f] !== undefined));
+    fill(out, h("table", {},
+        h("thead", {}, h("tr", {}, ["topic", "concurrency", "rate", "key concurrency", "key rate", "keep", ...use]
+            .map((x) => h("th", {}, x.replace("_", " "))))),
+        h("tbody", {}, topics.map(([name, p]) => h("tr", { "data-topic": name },
+            h("td", {}, name), h("td", { class: "num" }, limit(p.concurrency)),
+            h("td", { class: "num" }, limit(p.rate, p.period)), h("td", { class: "num" }, limit(p.key_concurrency)),
+            h("td", { class: "num" }, limit(p.key_rate, p.key_period)),
+            h("td", { class: "num" }, p.keep ? `${p.keep} s` : "–"),
+            use.map((f) => h("td", { class: "num", "data-use": f }, p[f] ?? "–")))))),
+        r.body.cursor ? h("p", { class: "muted" }, "more topics have policies: `delayq policies` lists them all") : null);
+}
+
 async function refreshCallbacks() {
     const out = $("callbacks-body");
     if (caps.jobs !== true)
@@ -512,6 +537,7 @@ function refreshSlow() {
     refreshAlerts();
     refreshDue();
     refreshSchedules();
+    refreshPolicies();
     refreshCallbacks();
 }
 
