@@ -7,7 +7,8 @@ is created ("replaced": false). Nothing stale is left (the invariants'
 check of every set, index and counter after each test), a bad `replace`
 is 400 and writes nothing, batches take `replace` per job, and a replace
 racing a pop of the same job is one or the other, never a mix. Runs on
-one Redis and, with DQTEST_REDIS=cluster, on a Cluster."""
+one Redis and, with DQTEST_REDIS=cluster, on a Cluster; each with one
+shard (six on a Cluster) and with four."""
 
 import json
 import threading
@@ -351,6 +352,12 @@ class Upsert(DeploymentTestCase):
         self.assertEqual(self.counts(t), {"delay": 0, "ready": 0, "reserved": 0, "buried": 0})
         print("upsert vs pop: %d rounds, pop first %d, replace first %d"
               % (rounds, seen["old"], seen["new"]))
+
+
+class UpsertOnShards(Upsert):
+    """The same with the jobs split over 4 shards whatever Redis runs them
+    (one Redis too): a key's shard must stay the id's."""
+    DEPLOYMENT_KW = dict(Upsert.DEPLOYMENT_KW, shards=4)
 
 
 if __name__ == "__main__":
