@@ -6,7 +6,8 @@ of another topic answers 409 naming it; a kept record or no job: the job
 is created ("replaced": false). Nothing stale is left (the invariants'
 check of every set, index and counter after each test), a bad `replace`
 is 400 and writes nothing, batches take `replace` per job, and a replace
-racing a pop of the same job is one or the other, never a mix. Runs on
+racing a pop of the same job is one or the other, never a mix; a replaced
+callback job is sent anew by a real pusher. Runs on
 one Redis and, with DQTEST_REDIS=cluster, on a Cluster; each with one
 shard (six on a Cluster) and with four."""
 
@@ -16,7 +17,9 @@ import time
 import urllib.parse
 import zlib
 
-from dqtest import DeploymentTestCase, invariants, main, unique
+from dqtest import SLOW, DeploymentTestCase, invariants, main, unique
+from dqtest.receiver import ReceiverTestCase
+from dqtest.redis_cluster import key_slot
 
 # A callback URL for push jobs: no pusher runs here, so a ready push job
 # waits in P:push and is never sent.
@@ -358,6 +361,78 @@ class UpsertOnShards(Upsert):
     """The same with the jobs split over 4 shards whatever Redis runs them
     (one Redis too): a key's shard must stay the id's."""
     DEPLOYMENT_KW = dict(Upsert.DEPLOYMENT_KW, shards=4)
+
+
+class UpsertPush(ReceiverTestCase):
+    """Push jobs with a real pusher and receiver: a replaced callback job
+    keeps its delivery log (what was sent under its id) and starts its
+    attempts again; made a pull job, its log goes."""
+    DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback")
+
+    @classmethod
+    def answer(cls, req):
+        return (500, {}, b"no") if req.path.startswith("/fail") else (200, {}, b"ok")
+
+    def tearDown(self):
+        inv = invariants.check_deployment(self.c)
+        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
+
+    def get(self, jid):
+        st, r = self.c.req("get", id=jid)
+        self.assertOk(st, r)
+        return r
+
+    def failed_once(self, t):
+        """A push job whose first callback failed: now delayed for its
+        next backoff step (a minute), with one attempt logged."""
+        jid = self.add(t, body="old", id=unique("job"), url=self.rx.url("/fail-" + t),
+                       backoff=[60], retries=5)
+        deadline = time.time() + 10 * SLOW
+        while time.time() < deadline:
+            g = self.get(jid)
+            if g["state"] == "delay" and g.get("deliveries"):
+                return jid, g
+            time.sleep(0.02)
+        self.fail("no failed attempt of %s: %r" % (jid, g))
+
+    def exists(self, key):
+        if self.c.redis_mode != "cluster":
+            return self.c.redis("EXISTS", key)
+        rs = self.c.redis_server
+        return rs.client(rs.port_of_slot(key_slot(key)))("EXISTS", key)
+
+    def test_replaced_push_job_keeps_its_log_and_is_sent_anew(self):
+        t = unique("upush")
+        jid, g = self.failed_once(t)
+        self.assertEqual((g["attempts"], len(g["deliveries"])), (1, 1))
+        path = "/ok-" + t
+        st, r = self.c.req("add", id=jid, topic=t, body={"v": "new"}, replace=True,
+                           url=self.rx.url(path), delay=1)
+        self.assertOk(st, r)
+        self.assertIs(r["replaced"], True)
+        g = self.get(jid)
+        self.assertEqual((g["state"], g["attempts"]), ("delay", 0))
+        self.assertEqual([d["status"] for d in g["deliveries"]], [500], "the log stays")
+        self.rx.wait_for(lambda reqs: any(q.path == path for q in reqs), 10 * SLOW, path)
+        sent = [q for q in self.rx.requests if q.path == path]
+        self.assertEqual([q.body for q in sent], [b'{"v":"new"}'])
+        self.assertEqual(sent[0].headers.get("delayq-attempt"), "1", "attempts start again")
+        deadline = time.time() + 10 * SLOW
+        while time.time() < deadline and self.c.req("get", id=jid)[0] == 200:
+            time.sleep(0.02)
+        self.assertEqual(self.c.req("get", id=jid)[0], 404, "a 2xx finished it")
+
+    def test_push_job_made_pull_drops_its_log(self):
+        t = unique("upush")
+        jid, _ = self.failed_once(t)
+        log = "%s:dl:%s" % (self.c.tag(self.c.shard_of(jid)), jid)
+        self.assertEqual(self.exists(log), 1)
+        self.assertIs(self.c.req("add", id=jid, topic=t, body="pull", replace=True)[1]["replaced"],
+                      True)
+        self.assertEqual(self.exists(log), 0, "a pull job keeps no delivery log")
+        st, r = self.c.req("pop", topic=t)
+        self.assertEqual((r["id"], r["value"], r["attempts"]), (jid, "pull", 1))
+        self.assertOk(*self.c.req("finish", id=jid))
 
 
 if __name__ == "__main__":
