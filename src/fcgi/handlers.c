@@ -745,8 +745,8 @@ static dq_response handle_policies(call_ctx *c)
         buf_put_json_string(c->out, p->topic, p->topic_len);
         buf_puts(c->out, ":{");
         reply_policy_fields(c->out, p);
-        buf_printf(c->out, ",\"reserved\":%lld,\"throttled\":%lld}", (long long)p->reserved,
-                   (long long)p->throttled);
+        buf_printf(c->out, ",\"reserved\":%lld,\"throttled\":%lld,\"keys_waiting\":%lld}",
+                   (long long)p->reserved, (long long)p->throttled, (long long)p->keys_waiting);
     }
     buf_puts(c->out, "},\"cursor\":");
     if (ps.next_cursor)

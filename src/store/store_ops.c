@@ -1123,6 +1123,7 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
                 p->value[f] = reply_int(reply_at(r, i + (size_t)policy_entry[f]));
             p->reserved = reply_int(reply_at(r, i + POLICIES_ENTRY_RESERVED));
             p->throttled = reply_int(reply_at(r, i + POLICIES_ENTRY_THROTTLED));
+            p->keys_waiting = reply_int(reply_at(r, i + POLICIES_ENTRY_KEYS_WAITING));
             out->n++;
         }
     }
@@ -1133,6 +1134,7 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
         if (kept && policy_cmp(&out->policies[kept - 1], p) == 0) {
             out->policies[kept - 1].reserved += p->reserved;
             out->policies[kept - 1].throttled += p->throttled;
+            out->policies[kept - 1].keys_waiting += p->keys_waiting; /* a key lives in one shard */
         } else {
             out->policies[kept++] = *p;
         }

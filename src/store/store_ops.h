@@ -259,6 +259,7 @@ typedef struct {
     int64_t value[DQ_POLICY_NFIELDS]; /* counts, periods and keep in ms; -1: unset */
     int64_t reserved;  /* jobs reserved by pops plus callbacks in flight, every shard */
     int64_t throttled; /* ready jobs held back by a limit, every shard */
+    int64_t keys_waiting; /* keys with jobs held back by key_concurrency, every shard */
 } store_policy;
 
 typedef struct {

@@ -188,6 +188,8 @@ local function push_key() return P .. ':push' end
 local function delay_index(topic) return P .. ':d:' .. topic end
 local function reserved_index(topic) return P .. ':w:' .. topic end
 local function push_index(topic) return P .. ':q:' .. topic end
+-- A topic's ready jobs set aside in their key's lane (see lane_remove).
+local function lanes_index(topic) return P .. ':kr:' .. topic end
 local function state_index(topic, state)
     if state == 'delay' then return delay_index(topic) end
     if state == 'reserved' then return reserved_index(topic) end
@@ -204,13 +206,14 @@ end
 -- The sets that list a topic's jobs of a state (a name `jobs` and `purge`
 -- take), in the state's order: delay by due time, reserved by TTR
 -- deadline, ready by sequence (the ready set merged with the ready push
--- jobs, whose scores share the shard's sequence), buried by sequence;
+-- jobs, whose scores share the shard's sequence, and the jobs set aside in
+-- their key's lane), buried by sequence;
 -- and (`jobs` only) the records of finished and deleted jobs, newest first.
 local function state_sets(topic, state)
     if state == 'finished' or state == 'deleted' then return {history_index(topic, state)} end
     if state == 'delay' then return {delay_index(topic)} end
     if state == 'reserved' then return {reserved_index(topic)} end
-    if state == 'ready' then return {ready_key(topic), push_index(topic)} end
+    if state == 'ready' then return {ready_key(topic), push_index(topic), lanes_index(topic)} end
     return {buried_key(topic)}
 end
 
@@ -306,6 +309,8 @@ local paused_cache  -- topic -> paused (read once per call)
 local policy_cache  -- topic -> its policy in this shard (read once per call)
 local call_now      -- Redis' time, read once per call by clock()
 local history_cache -- does P:history exist (nil: not read yet in this call)
+local keys_cache    -- does P:klim exist (nil: not read yet in this call)
+local draining_cache -- topic -> its lanes are being drained (read once per call)
 
 local function begin(keys)
     P = keys[1]
@@ -319,6 +324,8 @@ local function begin(keys)
     policy_cache = {}
     call_now = nil
     history_cache = nil
+    keys_cache = nil
+    draining_cache = {}
 end
 
 -- Redis' time, read once per call (a call is atomic: one instant).
@@ -410,6 +417,17 @@ local function reserve_seq(n)
     return tonumber(redis.call('INCRBY', P .. ':seq', num(n))) - n + 1
 end
 
+-- A job of `topic` became ready at sequence number seq: flush() tells
+-- the topic's long-polls.
+local function note_ready(topic, seq)
+    if not ready_topics[topic] then
+        ready_topics[topic] = 0
+        ready_first[topic] = seq
+        ready_order[#ready_order + 1] = topic
+    end
+    ready_topics[topic] = ready_topics[topic] + 1
+end
+
 -- Queues a job whose hash already says s=ready on its topic's ready set,
 -- or for delayq-push when it is a push job (push: its URL, or false).
 local function enqueue_ready(id, topic, seq, push)
@@ -420,12 +438,7 @@ local function enqueue_ready(id, topic, seq, push)
         return
     end
     zadd(ready_key(topic), num(seq), id)
-    if not ready_topics[topic] then
-        ready_topics[topic] = 0
-        ready_first[topic] = seq
-        ready_order[#ready_order + 1] = topic
-    end
-    ready_topics[topic] = ready_topics[topic] + 1
+    note_ready(topic, seq)
 end
 
 -- Makes job j ready: it says so (with rt, when it became ready, for the
@@ -444,9 +457,60 @@ local function bury(id, j, seq)
     count(j.t, 'buries', 1)
 end
 
--- Takes a job out of its topic's ready or buried set, whichever holds it.
-local function unlist(id, topic, state, push)
+-- Per-key limits (key_concurrency; docs/DESIGN.md, "Per-key limits").
+-- Only a topic whose policy has one (or whose lanes are still being
+-- drained after it was raised or removed) has these keys:
+--   P:klim            the shard's topics with key limits or lanes left
+--                     (exists while any does: keys_on())
+--   P:kc:<topic>      hash: key -> its jobs reserved now
+--   P:ko:<topic>      hash: id -> '<seq>:<key>' for each counted reserved
+--                     job: its key and its place in the due order (the
+--                     sequence number it was taken at, 0 if unknown)
+--   P:kl:<n>:<topic>:<key>  the key's lane (n: the topic's length, so no
+--                     two topics' lanes share a name): its ready jobs that
+--                     a pop or push_take met while the key was at its
+--                     limit, by sequence number
+--   P:kr:<topic>      every lane job of the topic, by sequence number
+--                     (`jobs` and purge list them, stats count them)
+--   P:kw:<topic>      keys with a non-empty lane (scored 0)
+--   P:kdrain          topics whose lanes go back to their queue (a raised
+--                     or removed limit), a bounded step per call
+-- A job in a lane is still `ready` (its head, the ready gauge); it is in
+-- neither P:r nor P:push nor P:q.
+local function key_limited_key() return P .. ':klim' end
+local function key_count_key(topic) return P .. ':kc:' .. topic end
+local function key_owner_key(topic) return P .. ':ko:' .. topic end
+local function lane_key(topic, key) return P .. ':kl:' .. num(#topic) .. ':' .. topic .. ':' .. key end
+local function keys_waiting_key(topic) return P .. ':kw:' .. topic end
+local function lanes_drain_key() return P .. ':kdrain' end
+-- How many jobs one call may set aside into lanes or move back from them,
+-- beyond what it takes: a pop over a big key's backlog costs at most this.
+local LANE_STEP = 1000
+
+-- Does any topic of the shard have key limits (or lanes left)? Without,
+-- no function looks at the structures above: one EXISTS per call.
+local function keys_on()
+    if keys_cache == nil then keys_cache = redis.call('EXISTS', key_limited_key()) == 1 end
+    return keys_cache
+end
+
+-- Takes a ready job out of its key's lane if it is in one (job j as
+-- load_job answered it); returns whether it was.
+local function lane_remove(id, j)
+    if not keys_on() or redis.call('ZREM', lanes_index(j.t), id) == 0 then return false end
+    if j.head_only then j = load_job(id) end -- the key is among the fields some jobs have
+    local lk = lane_key(j.t, j.g)
+    redis.call('ZREM', lk, id)
+    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', keys_waiting_key(j.t), j.g) end
+    return true
+end
+
+-- Takes a job out of its topic's ready or buried set, whichever holds it
+-- (or its key's lane); j: as load_job answered it, in its current state.
+local function unlist(id, j)
+    local topic, state, push = j.t, j.s, j.push
     if state == 'ready' then
+        if lane_remove(id, j) then return end
         if push then
             redis.call('ZREM', push_key(), id)
             redis.call('ZREM', push_index(topic), id)
@@ -540,6 +604,192 @@ local function policy_of(topic)
         policy_cache[topic] = pol
     end
     return pol
+end
+
+-- Per-key limits, continued (the keys are described above lane_remove).
+-- A pop or push_take that takes a job of a key at its key_concurrency sets
+-- it aside in the key's lane, once, and goes on to the next job; the end
+-- of one of the key's reservations moves the lane's oldest job back to the
+-- topic's queue at its old place (its sequence number), where the next pop
+-- meets it before the key's later jobs. So each job costs O(1) lane moves
+-- whatever the key's backlog, other keys' jobs behind a limited key's are
+-- reached, and a key's jobs keep their due order.
+
+-- Puts a lane job back in its topic's queue at sequence number seq, at
+-- once (a pop later in the same call must see it before the key's later
+-- jobs), and has its waiters told: long-polls by flush(), or the pushers.
+local function requeue(id, topic, seq, push)
+    if push then
+        redis.call('ZADD', push_key(), num(seq), id)
+        redis.call('ZADD', push_index(topic), num(seq), id)
+        push_ready = push_ready + 1
+    else
+        redis.call('ZADD', ready_key(topic), num(seq), id)
+        note_ready(topic, seq)
+    end
+end
+
+-- Sets ready job j, just taken from its queue at sequence number seq,
+-- aside in its key's lane.
+local function lane_add(id, j, seq)
+    local topic, key = j.t, j.g
+    redis.call('ZADD', lane_key(topic, key), num(seq), id)
+    redis.call('ZADD', lanes_index(topic), num(seq), id)
+    redis.call('ZADD', keys_waiting_key(topic), '0', key)
+    if j.push then redis.call('ZREM', push_index(topic), id) end
+end
+
+-- Moves up to n of a key's oldest lane jobs back to the topic's queue;
+-- returns how many.
+local function lane_release(topic, key, n)
+    local lk = lane_key(topic, key)
+    local jobs = redis.call('ZRANGE', lk, '0', num(n - 1), 'WITHSCORES')
+    if #jobs == 0 then return 0 end
+    local ids = {}
+    for i = 1, #jobs, 2 do
+        local id = jobs[i]
+        local j = load_job(id, true) -- a lane entry goes with its job, so it exists
+        ids[#ids + 1] = id
+        requeue(id, topic, tonumber(jobs[i + 1]), j.push)
+    end
+    redis.call('ZREM', lanes_index(topic), unpack(ids))
+    redis.call('ZREMRANGEBYRANK', lk, '0', num(#ids - 1))
+    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', keys_waiting_key(topic), key) end
+    return #ids
+end
+
+-- Moves up to n of a topic's lane jobs back to its queue, key by key, each
+-- key's oldest first; when none is left the topic's drain is over (and,
+-- without a key limit, its key structures are gone). Returns how many.
+local function lanes_drain(topic, n)
+    local moved = 0
+    while moved < n do
+        local key = redis.call('ZRANGE', keys_waiting_key(topic), '0', '0')[1]
+        if not key then break end
+        moved = moved + lane_release(topic, key, n - moved)
+    end
+    if redis.call('EXISTS', keys_waiting_key(topic)) == 0 then
+        redis.call('SREM', lanes_drain_key(), topic)
+        if not read_policy(topic).key_concurrency then redis.call('SREM', key_limited_key(), topic) end
+        draining_cache[topic] = false
+    end
+    return moved
+end
+
+-- A step of the lane drains of the shard (policy raised or removed a key
+-- limit): up to LANE_STEP jobs of the topics in P:kdrain go back. pop and
+-- push_take run it first, so a drain finishes without a caller of its own.
+local function lanes_drain_step()
+    if not keys_on() then return end
+    local budget = LANE_STEP
+    for _, topic in ipairs(redis.call('SRANDMEMBER', lanes_drain_key(), '8')) do
+        if budget <= 0 then break end
+        budget = budget - lanes_drain(topic, budget)
+    end
+end
+
+-- May ready job j, just taken from its queue at sequence number seq, be
+-- reserved now under its key's key_concurrency? If so it is counted
+-- against its key (key_reservation_ends uncounts it); if not it is set
+-- aside in its key's lane. A job without a key, or of a topic without a
+-- key limit, always may (and costs nothing here).
+local function key_admits(id, j, seq)
+    local key = j.g
+    local limit = key and policy_of(j.t).key_concurrency
+    if not limit then return true end
+    local topic = j.t
+    local ck = key_count_key(topic)
+    local inflight = tonumber(redis.call('HGET', ck, key) or '0')
+    seq = tonumber(seq)
+    if inflight >= limit then
+        lane_add(id, j, seq)
+        return false
+    end
+    -- Room, but older jobs of the key wait in its lane (the limit was
+    -- raised, or lanes are draining): the oldest goes first.
+    local head = redis.call('ZRANGE', lane_key(topic, key), '0', '0', 'WITHSCORES')
+    if head[2] and tonumber(head[2]) < seq then
+        lane_add(id, j, seq)
+        lane_release(topic, key, 1)
+        return false
+    end
+    redis.call('HINCRBY', ck, key, '1')
+    redis.call('HSET', key_owner_key(topic), id, num(seq) .. ':' .. key)
+    return true
+end
+
+-- Job `id` of `topic` leaves reserved (finished, deleted, buried, released,
+-- failed, given back, its TTR expired). If key_admits counted it, its key
+-- is uncounted and, unless to_ready (the job itself goes back to ready, at
+-- the place this returns, and takes the room it frees), the oldest job of
+-- the key's lane goes back to the queue while the key has room. Returns
+-- the job's place in the due order (its sequence number when taken), or
+-- nil when it was not counted or the place is unknown.
+local function key_reservation_ends(id, topic, to_ready)
+    if not keys_on() then return nil end
+    local ok = key_owner_key(topic)
+    local v = redis.call('HGET', ok, id)
+    if not v then return nil end
+    redis.call('HDEL', ok, id)
+    local seq, key = string.match(v, '^(%d+):(.*)$')
+    local ck = key_count_key(topic)
+    local inflight = redis.call('HINCRBY', ck, key, '-1')
+    if inflight <= 0 then redis.call('HDEL', ck, key) end
+    local limit = policy_of(topic).key_concurrency
+    if not to_ready and limit and inflight < limit then lane_release(topic, key, 1) end
+    seq = tonumber(seq)
+    return seq > 0 and seq or nil
+end
+
+-- Counts the keys of a topic's reserved jobs (its index P:w) into P:kc and
+-- P:ko, when a key limit is set on a topic that had none: so jobs already
+-- in flight count against it at once. Their place is unknown (0).
+local function key_count_reserved(topic)
+    local ck, ok = key_count_key(topic), key_owner_key(topic)
+    redis.call('DEL', ck, ok)
+    for _, id in ipairs(redis.call('ZRANGE', reserved_index(topic), '0', '-1')) do
+        local j = load_job(id)
+        if j and j.g then
+            redis.call('HINCRBY', ck, j.g, '1')
+            redis.call('HSET', ok, id, '0:' .. j.g)
+        end
+    end
+end
+
+-- policy.lua changed a topic's key_concurrency from `old` to `new` (nil:
+-- none). Set: the jobs in flight are counted. Removed: the counts go.
+-- Raised or removed: the lanes go back to their queue (LANE_STEP jobs
+-- now, the rest by lanes_drain_step), where pops sort them again.
+local function key_limit_changed(topic, old, new)
+    if old == new then return end
+    if new then
+        redis.call('SADD', key_limited_key(), topic)
+        keys_cache = true
+        if not old then key_count_reserved(topic) end
+    else
+        redis.call('DEL', key_count_key(topic), key_owner_key(topic))
+    end
+    if not new or (old and new > old) then
+        redis.call('SADD', lanes_drain_key(), topic)
+        lanes_drain(topic, LANE_STEP)
+    end
+end
+
+-- Is the topic's lanes' drain under way? (Read once per call.)
+local function lanes_draining(topic)
+    if not keys_on() then return false end
+    local v = draining_cache[topic]
+    if v == nil then
+        v = redis.call('SISMEMBER', lanes_drain_key(), topic) == 1
+        draining_cache[topic] = v
+    end
+    return v
+end
+
+-- Tells a topic's waiting long-polls that `n` of its jobs may be taken,
+-- the first at sequence number seq (the ready message's form, flush()).
+local function publish_ready(topic, n, seq)
+    redis.call('SPUBLISH', P .. ':ready', num(n) .. ':' .. topic .. '\0' .. num(seq) .. '@' .. num(clock()))
 end
 
 -- Kept history. In a topic whose policy has `keep` (keep_ms > 0), a job
@@ -775,8 +1025,9 @@ local function remove_job(id, j, kind, no_record)
     end
     if state == 'delay' or state == 'reserved' then
         bucket_remove(id, j.k, topic, state)
+        if state == 'reserved' then key_reservation_ends(id, topic) end
     else
-        unlist(id, topic, state, j.push)
+        unlist(id, j)
     end
     count(topic, state, -1)
     count(topic, kind, 1)
@@ -824,6 +1075,7 @@ end
 local function after_failure(id, j, now, wait)
     local topic = j.t
     if retries_spent(j.n, j.r, j.kb) then
+        key_reservation_ends(id, topic)
         bury(id, j, reserve_seq(1))
         move_count(topic, 'reserved', 'buried')
         return 'buried'
@@ -832,10 +1084,13 @@ local function after_failure(id, j, now, wait)
     if j.bo then delay = backoff_step(j.bo, j.n) end
     if wait then delay = j.bo and math.min(wait, backoff_step(j.bo, 1e9)) or wait end
     if delay <= 0 then
-        make_ready(id, j, reserve_seq(1))
+        -- Under a key limit the job goes back to its place, before its
+        -- key's later jobs (a serial key keeps its due order).
+        make_ready(id, j, key_reservation_ends(id, topic, true) or reserve_seq(1))
         move_count(topic, 'reserved', 'ready')
         return 'ready'
     end
+    key_reservation_ends(id, topic)
     local due = now + delay
     j.s, j.d = 'delay', due
     store_job(id, j)

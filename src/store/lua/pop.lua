@@ -1,7 +1,9 @@
 -- pop: finishes the jobs a consumer is done with (finish-and-pop), then
 -- reserves up to `count` ready jobs, taking from the topics in order (a
 -- paused topic gives none, and a topic under a `concurrency` limit no more
--- than this shard's share of it allows: its other jobs stay ready).
+-- than this shard's share of it allows: its other jobs stay ready; a job
+-- whose key is at its `key_concurrency` is set aside in its key's lane and
+-- the pop goes on to the next: see key_admits in common.lua).
 -- KEYS: P.
 -- argv: allow count nfinish
 -- reply: finished
@@ -15,28 +17,44 @@ local finished = remove_ids(ARGV, 'finished', NARGS + 1, NARGS + nfinish)
 local now = now_ms()
 local out = {}
 
+lanes_drain_step()
 for ti = NARGS + 1 + nfinish, #ARGV do
     local topic = ARGV[ti]
-    local taken = {}
     local n = want - #out
     local room = concurrency_room(topic)
     if room and room < n then n = room end
-    if n > 0 and not paused(topic) then
-        taken = redis.call('ZPOPMIN', ready_key(topic), num(n))
+    -- Jobs set aside for their key's limit (key_admits) do not count
+    -- against n; at most LANE_STEP of them per topic and call.
+    local looked, budget = 0, n + LANE_STEP
+    local got = 0
+    while n > got and looked < budget and not paused(topic) do
+        local ask = math.min(n - got, budget - looked)
+        local taken = redis.call('ZPOPMIN', ready_key(topic), num(ask))
+        for i = 1, #taken, 2 do
+            looked = looked + 1
+            local id = taken[i]
+            local j = load_job(id)
+            if key_admits(id, j, taken[i + 1]) then
+                got = got + 1
+                local due = now + j.ttr
+                j.s, j.n, j.d = 'reserved', j.n + 1, due
+                note_delivery(j, now)
+                store_job(id, j)
+                bucket_add(id, j.k, due, topic, 'reserved', true)
+                move_count(topic, 'ready', 'reserved')
+                count(topic, 'popped', 1)
+                out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
+                    ttr_ms = j.ttr, key = j.g or false, traceparent = j.tp or false,
+                    tracestate = j.ts or false}
+            end
+        end
+        if #taken < 2 * ask then break end -- the queue ran dry
     end
-    for i = 1, #taken, 2 do
-        local id = taken[i]
-        local j = load_job(id)
-        local due = now + j.ttr
-        j.s, j.n, j.d = 'reserved', j.n + 1, due
-        note_delivery(j, now)
-        store_job(id, j)
-        bucket_add(id, j.k, due, topic, 'reserved', true)
-        move_count(topic, 'ready', 'reserved')
-        count(topic, 'popped', 1)
-        out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
-            ttr_ms = j.ttr, key = j.g or false, traceparent = j.tp or false,
-            tracestate = j.ts or false}
+    if looked >= budget and got < n then
+        -- The step ended among jobs set aside: those behind may be
+        -- eligible, so the topic's long-polls (this one too) look again.
+        local head = redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES')
+        if head[2] then publish_ready(topic, 1, tonumber(head[2])) end
     end
     if #out >= want then break end
 end

@@ -10,8 +10,10 @@
 -- topic newer than what stays held goes to the hold too, so the topic's
 -- jobs keep their order and never wait on an abandoned hold. A topic under
 -- a `concurrency` limit with no room left is held back the same way (the
--- call that frees room wakes the pushers). At most limit + 1000 entries of
--- P:push are looked at per call.
+-- call that frees room wakes the pushers). A job whose key is at its
+-- `key_concurrency` goes to its key's lane (key_admits in common.lua), and
+-- back when the key has room. At most limit + 1000 entries of P:push are
+-- looked at per call.
 -- KEYS: P.
 -- argv: limit grace_ms
 -- reply job: id topic body url attempt timeout_ms key traceparent tracestate
@@ -43,6 +45,7 @@ local function held_back(topic, score)
     end
     return head and tonumber(score) > head
 end
+lanes_drain_step()
 local looked, budget = 0, want + 1000
 while #out < want and looked < budget do
     local taken = redis.call('ZPOPMIN', push_key(), num(math.min(want - #out, budget - looked)))
@@ -54,7 +57,7 @@ while #out < want and looked < budget do
         local topic = j.t
         if held_back(topic, taken[i + 1]) then
             redis.call('ZADD', hold_key(topic), taken[i + 1], id)
-        else
+        elseif key_admits(id, j, taken[i + 1]) then -- else set aside in its key's lane
             local deadline = now + j.to + grace
             j.s, j.n, j.d = 'reserved', j.n + 1, deadline
             note_delivery(j, now)
