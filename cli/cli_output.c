@@ -294,8 +294,9 @@ void cli_out_policies(FILE *out, json_object *ans)
                 if (v)
                     fprintf(out, "  %s %s", policy_names[i], json_text(v));
             }
-            fprintf(out, "  reserved %s  throttled %s\n", json_text(field(pol, "reserved")),
-                    json_text(field(pol, "throttled")));
+            fprintf(out, "  reserved %s  throttled %s  keys_waiting %s\n",
+                    json_text(field(pol, "reserved")), json_text(field(pol, "throttled")),
+                    json_text(field(pol, "keys_waiting")));
         }
     }
     const char *cursor = field_str(ans, "cursor", NULL);

@@ -162,7 +162,8 @@ static void put_job_counters(dq_buf *out, const store_stats *st, size_t shown)
 }
 
 /* Flow control, per topic with a policy: its concurrency limit (when it
- * has one), its jobs reserved against it and its ready jobs held back now. */
+ * has one), its jobs reserved against it, its ready jobs held back now and
+ * the keys that have jobs held back by key_concurrency. */
 static void put_flow_metrics(dq_buf *out, const store_policies *ps)
 {
     static const struct {
@@ -172,13 +173,18 @@ static void put_flow_metrics(dq_buf *out, const store_policies *ps)
         {"delayq_topic_reserved", "Jobs of a topic with a policy reserved by pops plus callbacks "
                                   "in flight, counted against its limits."},
         {"delayq_topic_throttled", "Ready jobs of the topic held back by its limits now."},
+        {"delayq_topic_keys_waiting", "Keys of the topic with jobs held back by its "
+                                      "key_concurrency now."},
     };
     for (size_t s = 0; s < sizeof series / sizeof series[0]; s++) {
         buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", series[s].name, series[s].help,
                    series[s].name);
         for (size_t i = 0; ps && i < ps->n; i++) {
             const store_policy *p = &ps->policies[i];
-            int64_t v = s == 0 ? p->value[DQ_POLICY_CONCURRENCY] : s == 1 ? p->reserved : p->throttled;
+            int64_t v = s == 0   ? p->value[DQ_POLICY_CONCURRENCY]
+                        : s == 1 ? p->reserved
+                        : s == 2 ? p->throttled
+                                 : p->keys_waiting;
             if (v < 0)
                 continue; /* no such limit */
             buf_printf(out, "%s{topic=\"", series[s].name);

@@ -452,7 +452,7 @@ final class Client
 
     /**
      * The policies of one topic, or of every topic that has one (all
-     * pages): [topic => [limits..., 'reserved' => n, 'throttled' => n]].
+     * pages): [topic => [limits..., 'reserved' => n, 'throttled' => n, 'keys_waiting' => n]].
      *
      * @return array<string,array<string,int|float|null>>
      */

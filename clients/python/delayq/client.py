@@ -549,7 +549,7 @@ class Client:
         return dict(self._call("policy", fields)["policy"])
 
     def policies(self, topic: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
-        """{topic: {limits..., "reserved": n, "throttled": n}} for the topic
+        """{topic: {limits..., "reserved": n, "throttled": n, "keys_waiting": n}} for the topic
         named, or for every topic that has a policy (all pages)."""
         if topic is not None:
             return dict(self._call("policies", {"topic": topic})["policies"])
