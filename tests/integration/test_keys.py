@@ -325,6 +325,32 @@ class KeyConcurrency(KeyTestCase):
         st, r = self.c.req("delete", ids=ids)
         self.assertOk(st, r)
 
+    def test_removing_the_limit_releases_every_lane(self):
+        """2,500 jobs of a serial key held back: removing key_concurrency
+        lets them all go, in order (1000 in the policy call, the rest by the
+        next pops), while the other key's jobs went meanwhile."""
+        t = unique("kr")
+        self.policy(t, key_concurrency=1)
+        a, b = t + "-a", t + "-b"
+        ids = ["%s@%d" % (a, i) for i in range(2500)]
+        self.add_many(t, [(jid, a) for jid in ids] + [("%s@%d" % (b, i), b) for i in range(3)])
+        self.assertEqual([j["id"] for j in self.pop(t)], ids[:1])
+        others = []
+        for _ in range(4):  # each pop sets up to 1000 of a's jobs aside
+            others += [j["id"] for j in self.pop(t, count=10)]
+        self.assertEqual(others, [b + "@0"], "b's first, alone (b is serial too)")
+        use = self.use(t)
+        self.assertEqual((use["throttled"], use["keys_waiting"]), (2499 + 2, 2))
+        self.policy(t, key_concurrency=None)
+        got = []
+        for _ in range(40):
+            got += [j["id"] for j in self.pop(t, count=100)]
+        self.assertEqual([x for x in got if x.startswith(a)], ids[1:], "every one, in order")
+        self.assertEqual([x for x in got if x.startswith(b)], [b + "@1", b + "@2"])
+        st, r = self.c.req("purge", topic=t, state="reserved")
+        self.assertOk(st, r)
+        self.assertEqual(r["purged"], 2503)
+
     def test_bad_key_policies_name_the_field(self):
         t = unique("kp")
         for fields, name in ((dict(key_concurrency=-1), "key_concurrency"),
