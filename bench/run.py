@@ -507,8 +507,13 @@ def keys(s, P):
             post_json(s.http_port, "/add", {"jobs": [
                 {"topic": "wk", "body": "x" * 200, "ttr": 60, "key": "k%d" % ((i + j) % 1000)}
                 for j in range(min(1000, n - i))]})
+        c0 = script_calls(commandstats(s))
         r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="wk", finish_and_pop=True)
+        c1 = script_calls(commandstats(s))
         fig("keys.%s.drain_fap.jobs_s" % name, r["jobs_per_s"], "jobs/s")
+        # Redis time per function call (finish-and-pop: one call per job)
+        calls = c1[0] - c0[0]
+        fig("keys.%s.redis_us_per_call" % name, (c1[1] - c0[1]) / calls if calls else 0, "us")
         if r.get("jobs", n) < n:
             note("WARNING: keys %s drained %d of %d jobs" % (name, r["jobs"], n))
         check_errors(r, "keys " + name)
