@@ -396,6 +396,103 @@ class KeyConcurrency(KeyTestCase):
         self.c.req("delete", ids=big)
 
 
+class KeyRate(KeyTestCase):
+    """key_rate per key_period: a token bucket per key (up to key_rate
+    jobs at once, then key_rate per key_period); other keys are not held;
+    a waiting long-poll is woken when the next token comes (the recheck is
+    30 s: only the wake-up answers in time)."""
+
+    def consume(self, topic, seconds_idle=3):
+        """4 consumers pop (long-polls of 4 s) and finish at once until
+        nothing came for seconds_idle: [(monotonic time, key, id)]."""
+        got, lock, errors = [], threading.Lock(), []
+        stop_at = [time.monotonic() + 60 * SLOW]
+
+        def run():
+            conn = self.c.new_http()
+            try:
+                last = time.monotonic()
+                while time.monotonic() - last < seconds_idle and time.monotonic() < stop_at[0]:
+                    jobs = self.pop(topic, timeout=4, conn=conn)
+                    for j in jobs:
+                        last = time.monotonic()
+                        with lock:
+                            got.append((last, j["key"], j["id"]))
+                        self.finish(j["id"], conn=conn)
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(90 * SLOW)
+        self.assertEqual(errors, [])
+        return sorted(got)
+
+    def assert_token_bucket(self, times, rate, period):
+        """No window of the deliveries holds more than a full bucket plus
+        what it refills meanwhile (50 ms of slack for the clocks)."""
+        for i in range(len(times)):
+            for j in range(i, len(times)):
+                allowed = rate + rate * (times[j] - times[i] + 0.05) / period
+                self.assertLessEqual(j - i + 1, allowed + 1e-9,
+                                     "%d jobs in %.3f s" % (j - i + 1, times[j] - times[i]))
+
+    def test_each_key_paced_others_not_held(self):
+        t, rate = unique("kr"), 4
+        self.policy(t, key_rate=rate, key_period=1)
+        a, b = t + "-a", t + "-b"
+        self.add_many(t, [("%s@%d" % (a, i), a) for i in range(16)] +
+                      [("%s@%d" % (b, i), b) for i in range(4)])
+        t0 = time.monotonic()
+        got = self.consume(t)
+        times_a = [x[0] for x in got if x[1] == a]
+        times_b = [x[0] for x in got if x[1] == b]
+        self.assertEqual(len(times_a), 16)
+        self.assertEqual(len(times_b), 4)
+        self.assert_token_bucket(times_a, rate, 1.0)
+        self.assertLess(max(times_b) - t0, 1.0, "b (a bucket of its own) is not held behind a")
+        span = times_a[-1] - times_a[0]
+        self.assertGreater(span, (16 - rate) / rate - 0.2, "a's 12 beyond the burst take 3 s")
+        self.assertLess(span, (16 - rate) / rate + 1.5, "woken as tokens come, not by rechecks")
+        self.assertEqual(sorted(x[2] for x in got if x[1] == a),
+                         sorted("%s@%d" % (a, i) for i in range(16)), "each once")
+
+    def test_rate_accuracy_over_ten_seconds(self):
+        t, rate = unique("ka"), 10
+        self.policy(t, key_rate=rate, key_period=1)
+        k = t + "-k"
+        n = rate + 10 * rate  # the burst, then 10 s of tokens
+        self.add_many(t, [("%s@%d" % (k, i), k) for i in range(n)])
+        got = self.consume(t)
+        times = [x[0] for x in got]
+        self.assertEqual(len(times), n)
+        self.assert_token_bucket(times, rate, 1.0)
+        steady = (n - rate) / (times[-1] - times[rate - 1])
+        print("\nkey_rate %d/s: measured %.2f/s over %.1f s after the burst" %
+              (rate, steady, times[-1] - times[rate - 1]), file=sys.stderr)
+        self.assertLess(abs(steady - rate) / rate, 0.05, "within 5%% of the limit: %.2f/s" % steady)
+
+    def test_key_rate_removed_releases_the_lane(self):
+        t = unique("kq")
+        self.policy(t, key_rate=1, key_period=60)
+        k = t + "-k"
+        ids = ["%s@%d" % (k, i) for i in range(5)]
+        self.add_many(t, [(jid, k) for jid in ids])
+        got = [j["id"] for j in self.pop(t, count=10)]
+        self.assertEqual(got, ids[:1], "one token a minute")
+        self.assertEqual(self.pop(t, count=10), [])
+        self.assertEqual(self.use(t)["keys_waiting"], 1)
+        self.policy(t, key_rate=None, key_period=None)
+        got += [j["id"] for j in self.pop(t, count=10)]
+        self.assertEqual(got, ids)
+        st, r = self.c.req("delete", ids=ids)
+        self.assertOk(st, r)
+
+
 class KeyConcurrencyFourShards(KeyConcurrency):
     DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000, shards=4)
 
@@ -449,6 +546,21 @@ class KeyPush(ReceiverTestCase):
             self.assertEqual(self.ledger.most[k], 2, "key %s: at most (and up to) 2" % k)
             self.assertEqual(len(self.ledger.order[k]), 6)
         self.assertGreater(self.total["most"], 2, "other keys are sent meanwhile")
+
+    def test_callbacks_paced_per_key(self):
+        t, path = unique("kprate"), "/" + unique("rate")
+        st, r = self.c.req("policy", topic=t, key_rate=3, key_period=1)
+        self.assertOk(st, r)
+        key = "%s-k" % t
+        for i in range(9):
+            self.add(t, body=i, key=key, id="%s@%d" % (key, i), url=self.rx.url(path))
+        qs = self.rx.wait_for(lambda qs: len([q for q in qs if q.path == path]) >= 9, 20 * SLOW, path)
+        at = sorted(q.at for q in qs if q.path == path)
+        self.assertGreater(at[-1] - at[0], 1.8, "3 at once, then 3 a second")
+        for i in range(len(at)):
+            for j in range(i, len(at)):
+                self.assertLessEqual(j - i + 1, 3 + 3 * (at[j] - at[i] + 0.05) + 1e-9)
+        self.delivered(t, 9)
 
     def test_serial_key_callbacks_in_order(self):
         t, path = unique("kpser"), "/" + unique("ser")

@@ -457,9 +457,9 @@ local function bury(id, j, seq)
     count(j.t, 'buries', 1)
 end
 
--- Per-key limits (key_concurrency; docs/DESIGN.md, "Per-key limits").
--- Only a topic whose policy has one (or whose lanes are still being
--- drained after it was raised or removed) has these keys:
+-- Per-key limits (key_concurrency, key_rate; docs/DESIGN.md, "Per-key
+-- limits"). Only a topic whose policy has one (or whose lanes are still
+-- being drained after it was changed or removed) has these keys:
 --   P:klim            the shard's topics with key limits or lanes left
 --                     (exists while any does: keys_on())
 --   P:kc:<topic>      hash: key -> its jobs reserved now
@@ -468,21 +468,39 @@ end
 --                     sequence number it was taken at, 0 if unknown)
 --   P:kl:<n>:<topic>:<key>  the key's lane (n: the topic's length, so no
 --                     two topics' lanes share a name): its ready jobs that
---                     a pop or push_take met while the key was at its
+--                     a pop or push_take met while the key was at a
 --                     limit, by sequence number
+--   P:kt:<n>:<topic>:<key>  the key's token bucket under key_rate
+--                     (take_tokens); absent when full
+--   P:krt             '<n>:<topic>:<key>' of the keys whose lane waits for
+--                     key_rate's next token, scored by when it comes (ms):
+--                     the move of bucket 0 and every pop and push_take
+--                     move one job of each due lane back
 --   P:kr:<topic>      every lane job of the topic, by sequence number
 --                     (`jobs` and purge list them, stats count them)
 --   P:kw:<topic>      keys with a non-empty lane (scored 0)
---   P:kdrain          topics whose lanes go back to their queue (a raised
---                     or removed limit), a bounded step per call
+--   P:kdrain          topics whose lanes go back to their queue (a
+--                     changed or removed limit), a bounded step per call
 -- A job in a lane is still `ready` (its head, the ready gauge); it is in
 -- neither P:r nor P:push nor P:q.
 local function key_limited_key() return P .. ':klim' end
 local function key_count_key(topic) return P .. ':kc:' .. topic end
 local function key_owner_key(topic) return P .. ':ko:' .. topic end
-local function lane_key(topic, key) return P .. ':kl:' .. num(#topic) .. ':' .. topic .. ':' .. key end
 local function keys_waiting_key(topic) return P .. ':kw:' .. topic end
 local function lanes_drain_key() return P .. ':kdrain' end
+-- A key of a topic, as one string ('<n>:<topic>:<key>', n the topic's
+-- length): a member of P:krt, a part of a lane's or token bucket's name.
+local function topic_key(topic, key) return num(#topic) .. ':' .. topic .. ':' .. key end
+local function split_topic_key(m)
+    local n, rest = string.match(m, '^(%d+):(.*)$')
+    n = tonumber(n)
+    return string.sub(rest, 1, n), string.sub(rest, n + 2)
+end
+-- The token bucket of a key under key_rate (take_tokens).
+local function key_tokens_key(topic, key) return P .. ':kt:' .. topic_key(topic, key) end
+-- Keys whose lane waits for key_rate's next token: topic_key -> when (ms).
+local function rate_lanes_key() return P .. ':krt' end
+local function lane_key(topic, key) return P .. ':kl:' .. topic_key(topic, key) end
 -- How many jobs one call may set aside into lanes or move back from them,
 -- beyond what it takes: a pop over a big key's backlog costs at most this.
 local LANE_STEP = 1000
@@ -658,6 +676,57 @@ local function lane_release(topic, key, n)
     return #ids
 end
 
+-- A token bucket: the hash `bucket` (t: tokens, fractional; at: when
+-- they were counted, ms) holds up to `rate` tokens and refills rate per
+-- period_ms, continuously; an absent bucket is full (a full one is
+-- deleted: it needs no state, and one refilled from empty takes period_ms,
+-- its expiry). Takes up to `want` tokens at `now`; returns how many it
+-- took and the ms until the next whole token (0: one is there now).
+local function take_tokens(bucket, rate, period_ms, want, now)
+    local h = redis.call('HMGET', bucket, 't', 'at')
+    local tokens, at = tonumber(h[1]), tonumber(h[2])
+    if not tokens or not at then tokens, at = rate, now end
+    tokens = math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
+    local taken = math.min(want, math.floor(tokens))
+    tokens = tokens - taken
+    if tokens >= rate then
+        redis.call('DEL', bucket)
+    else
+        redis.call('HSET', bucket, 't', string.format('%.6f', tokens), 'at', num(now))
+        redis.call('PEXPIRE', bucket, num(period_ms))
+    end
+    if tokens >= 1 then return taken, 0 end
+    return taken, math.ceil((1 - tokens) * period_ms / rate)
+end
+
+-- A key's lane waits for key_rate's next token, due at `at` (ms). When
+-- that is the shard's earliest, the timer holding bucket 0 is told
+-- ("0:<ms>" on P:wake, as for a job due in bucket 0): its move of bucket
+-- 0 moves due lanes back (rate_lanes_due) and answers the next due time.
+local function rate_lane_wait(topic, key, at)
+    local rk = rate_lanes_key()
+    local first = redis.call('ZRANGE', rk, '0', '0', 'WITHSCORES')
+    redis.call('ZADD', rk, 'LT', num(at), topic_key(topic, key))
+    if not first[2] or at < tonumber(first[2]) then
+        redis.call('SPUBLISH', P .. ':wake', '0:' .. num(at))
+    end
+end
+
+-- Moves the oldest job of each lane whose next token is due at `now` back
+-- to its queue (at most LANE_STEP lanes); returns the next due time of
+-- the lanes left waiting (ms), or nil.
+local function rate_lanes_due(now)
+    local rk = rate_lanes_key()
+    local due = redis.call('ZRANGEBYSCORE', rk, '-inf', num(now), 'LIMIT', '0', num(LANE_STEP))
+    for _, m in ipairs(due) do
+        local topic, key = split_topic_key(m)
+        lane_release(topic, key, 1)
+    end
+    if #due > 0 then redis.call('ZREM', rk, unpack(due)) end
+    local first = redis.call('ZRANGE', rk, '0', '0', 'WITHSCORES')
+    return first[2] and tonumber(first[2]) or nil
+end
+
 -- Moves up to n of a topic's lane jobs back to its queue, key by key, each
 -- key's oldest first; when none is left the topic's drain is over (and,
 -- without a key limit, its key structures are gone). Returns how many.
@@ -670,17 +739,22 @@ local function lanes_drain(topic, n)
     end
     if redis.call('EXISTS', keys_waiting_key(topic)) == 0 then
         redis.call('SREM', lanes_drain_key(), topic)
-        if not read_policy(topic).key_concurrency then redis.call('SREM', key_limited_key(), topic) end
+        local pol = read_policy(topic)
+        if not pol.key_concurrency and not pol.key_rate then
+            redis.call('SREM', key_limited_key(), topic)
+        end
         draining_cache[topic] = false
     end
     return moved
 end
 
--- A step of the lane drains of the shard (policy raised or removed a key
--- limit): up to LANE_STEP jobs of the topics in P:kdrain go back. pop and
+-- A step of the lane drains of the shard (policy changed or removed a key
+-- limit): up to LANE_STEP jobs of the topics in P:kdrain go back, and one
+-- of each lane whose key_rate token is due (rate_lanes_due). pop and
 -- push_take run it first, so a drain finishes without a caller of its own.
 local function lanes_drain_step()
     if not keys_on() then return end
+    rate_lanes_due(clock())
     local budget = LANE_STEP
     for _, topic in ipairs(redis.call('SRANDMEMBER', lanes_drain_key(), '8')) do
         if budget <= 0 then break end
@@ -695,26 +769,45 @@ end
 -- key limit, always may (and costs nothing here).
 local function key_admits(id, j, seq)
     local key = j.g
-    local limit = key and policy_of(j.t).key_concurrency
-    if not limit then return true end
+    if not key then return true end
+    local pol = policy_of(j.t)
+    local limit, rate = pol.key_concurrency, pol.key_rate
+    if not limit and not rate then return true end
     local topic = j.t
     local ck = key_count_key(topic)
-    local inflight = tonumber(redis.call('HGET', ck, key) or '0')
+    local inflight = limit and tonumber(redis.call('HGET', ck, key) or '0')
     seq = tonumber(seq)
-    if inflight >= limit then
+    if limit and inflight >= limit then
         lane_add(id, j, seq)
         return false
     end
     -- Room, but older jobs of the key wait in its lane (the limit was
-    -- raised, or lanes are draining): the oldest goes first.
+    -- raised, lanes are draining, a token came): the oldest goes first.
     local head = redis.call('ZRANGE', lane_key(topic, key), '0', '0', 'WITHSCORES')
     if head[2] and tonumber(head[2]) < seq then
         lane_add(id, j, seq)
-        lane_release(topic, key, 1)
+        -- (unless the lane waits for a token: the oldest is let go then)
+        if not (rate and redis.call('ZSCORE', rate_lanes_key(), topic_key(topic, key))) then
+            lane_release(topic, key, 1)
+        end
         return false
     end
-    redis.call('HINCRBY', ck, key, '1')
-    redis.call('HSET', key_owner_key(topic), id, num(seq) .. ':' .. key)
+    if rate then
+        local taken, wait = take_tokens(key_tokens_key(topic, key), rate, pol.key_period_ms or 1000, 1,
+            clock())
+        if taken == 0 then
+            lane_add(id, j, seq)
+            rate_lane_wait(topic, key, clock() + wait)
+            return false
+        end
+        -- A token may be left for the key's next job in its lane: it goes
+        -- back to the queue (where the next token decides it).
+        if head[2] and (not limit or inflight + 1 < limit) then lane_release(topic, key, 1) end
+    end
+    if limit then
+        redis.call('HINCRBY', ck, key, '1')
+        redis.call('HSET', key_owner_key(topic), id, num(seq) .. ':' .. key)
+    end
     return true
 end
 
@@ -756,20 +849,26 @@ local function key_count_reserved(topic)
     end
 end
 
--- policy.lua changed a topic's key_concurrency from `old` to `new` (nil:
--- none). Set: the jobs in flight are counted. Removed: the counts go.
--- Raised or removed: the lanes go back to their queue (LANE_STEP jobs
--- now, the rest by lanes_drain_step), where pops sort them again.
+-- policy.lua changed a topic's policy from `old` to `new`. key_concurrency
+-- set: the jobs in flight are counted; removed: the counts go. Any other
+-- change of the key limits but a lowered key_concurrency: the lanes go
+-- back to their queue (LANE_STEP jobs now, the rest by lanes_drain_step),
+-- where pops sort them again under the new limits.
 local function key_limit_changed(topic, old, new)
-    if old == new then return end
-    if new then
+    local kc, rate = new.key_concurrency, new.key_rate
+    if old.key_concurrency == kc and old.key_rate == rate and old.key_period_ms == new.key_period_ms then
+        return
+    end
+    if kc or rate then
         redis.call('SADD', key_limited_key(), topic)
         keys_cache = true
-        if not old then key_count_reserved(topic) end
-    else
-        redis.call('DEL', key_count_key(topic), key_owner_key(topic))
     end
-    if not new or (old and new > old) then
+    if kc and not old.key_concurrency then key_count_reserved(topic) end
+    if not kc then redis.call('DEL', key_count_key(topic), key_owner_key(topic)) end
+    local lowered = kc and old.key_concurrency and kc < old.key_concurrency and
+        old.key_rate == rate and old.key_period_ms == new.key_period_ms
+    local had = old.key_concurrency or old.key_rate
+    if had and not lowered then
         redis.call('SADD', lanes_drain_key(), topic)
         lanes_drain(topic, LANE_STEP)
     end
