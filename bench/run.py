@@ -8,6 +8,7 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] moves     # Redis time of the move function alone, per job
     bench/run.py [--quick] push      # callbacks/s, due -> POST lateness, pusher CPU
     bench/run.py [--quick] jobs      # a GET /jobs page with 10k and with 1M jobs stored
+    bench/run.py [--quick] purge     # purge of 1M jobs: each step's Redis time (SLOWLOG)
     bench/run.py [--quick] keys      # finish-and-pop with and without per-key limits
 
 Each run starts its own redis-server, delayq-fcgi, delayq-timer, nginx (and
@@ -58,10 +59,10 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 FULL = dict(w1_jobs=100000, w2_jobs=50000, w3_jobs=10000, w3_spread=10, big=1000000,
             idle_s=30, idle_settle_s=33, w7_base=10000000, ceil_reqs=100000, tune_jobs=40000,
-            jobs_small=10000, jobs_big=1000000)
+            jobs_small=10000, jobs_big=1000000, purge_jobs=1000000)
 QUICK = dict(w1_jobs=10000, w2_jobs=5000, w3_jobs=2000, w3_spread=4, big=100000,
              idle_s=5, idle_settle_s=3, w7_base=100000, ceil_reqs=10000, tune_jobs=5000,
-             jobs_small=10000, jobs_big=100000)
+             jobs_small=10000, jobs_big=100000, purge_jobs=100000)
 
 FIGS = {}
 LOADS = {}  # workload -> (1-min load average at its start, at its end)
@@ -827,6 +828,60 @@ def page_latency(s, query, n=300):
     return pctl(xs, 0.5), pctl(xs, 0.99), len(got["jobs"])
 
 
+def purge_big(s, P):
+    """A purge of purge_jobs jobs of one topic (1M full; half delayed, half
+    ready), one state at a time: how long it takes, its steps' mean Redis
+    time (commandstats), and from SLOWLOG every call of 1 ms or more (Redis
+    logs the commands a function runs too, so logging every call would
+    need millions of entries): the longest step, the steps of 10 ms or
+    more, and the longest other call meanwhile."""
+    import http.client
+    n, topic = P["purge_jobs"], "pg"
+    s.flush()
+    load_delayed(s, n // 2, topic, "d")
+    load_delayed(s, n - n // 2, topic, "r", delay=0)
+    time.sleep(3)  # let the load's aftermath settle
+    saved = {k: s.redis("CONFIG", "GET", k)[1] for k in ("slowlog-log-slower-than", "slowlog-max-len")}
+    s.redis("CONFIG", "SET", "slowlog-max-len", "100000")
+    s.redis("CONFIG", "SET", "slowlog-log-slower-than", "1000")
+    s.redis("SLOWLOG", "RESET")
+    s.redis("CONFIG", "RESETSTAT")
+    t0 = time.monotonic()
+    try:
+        for state in ("delay", "ready"):
+            c = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=600)
+            c.request("POST", "/purge", json.dumps({"topic": topic, "state": state}))
+            r = c.getresponse()
+            body = r.read()
+            c.close()
+            if r.status != 200:  # nginx gave up waiting (504): the purge goes on
+                note("purge %s: %d %s" % (state, r.status, body[:200]))
+        while s.stat(topic, "deleted") < n and time.monotonic() - t0 < 1200:
+            time.sleep(0.2)
+        took = time.monotonic() - t0
+        log = s.redis("SLOWLOG", "GET", "-1")
+        stats = s.redis("INFO", "commandstats").decode()
+    finally:
+        for k, v in saved.items():
+            s.redis("CONFIG", "SET", k, v)
+    if s.stat(topic, "deleted") != n:
+        raise RuntimeError("purged %d of %d jobs" % (s.stat(topic, "deleted"), n))
+    m = re.search(r"cmdstat_fcall:calls=(\d+),usec=(\d+)", stats)
+    calls, usec = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    steps = [e[2] for e in log if e[3][0].upper() == b"FCALL" and e[3][1].endswith(b"_purge")]
+    other = [e[2] for e in log if e[3][0].upper() == b"FCALL" and not e[3][1].endswith(b"_purge")]
+    fig("purge.jobs", n, "jobs")
+    fig("purge.seconds", took, "s")
+    fig("purge.jobs_s", n / took, "jobs/s")
+    # Every FCALL meanwhile: the purge's steps and the timer's few calls.
+    fig("purge.fcalls", calls, "calls")
+    fig("purge.fcall_mean_us", usec / calls if calls else float("nan"), "us")
+    fig("purge.step_max_us", max(steps) if steps else 0, "us (0: none reached 1 ms)")
+    fig("purge.steps_10ms_or_more", sum(1 for us in steps if us >= 10000), "calls")
+    fig("purge.other_call_max_us", max(other) if other else 0, "us (0: none reached 1 ms)")
+    s.flush()
+
+
 def jobs_pages(s, P):
     """A page of 50 delayed jobs of one topic, from the start and from a
     cursor in the middle of the topic's index, with jobs_small and then
@@ -1441,7 +1496,7 @@ def ratios():
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, profile, perf, syscalls, jobs, keys (these ten are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, profile, perf, syscalls, jobs, purge, keys (these eleven are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
@@ -1493,7 +1548,7 @@ def main():
     note("profile %s, settings: workers=%d threads=%d nginx_workers=%d keepalive=%d redis_unix=%s"
          % ("quick" if ARGS.quick else "full", ARGS.workers, ARGS.threads, ARGS.nginx_workers,
             ARGS.keepalive, ARGS.redis_unix))
-    need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "jobs", "keys"}
+    need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "jobs", "purge", "keys"}
     if need_stack:
         s = Stack(workers=ARGS.workers, threads=ARGS.threads, redis_unix=ARGS.redis_unix,
                   nginx_workers=ARGS.nginx_workers, keepalive=ARGS.keepalive)
@@ -1516,6 +1571,8 @@ def main():
                 timed("w7", w7, s, P)
             if "jobs" in what:
                 timed("jobs", jobs_pages, s, P)
+            if "purge" in what:
+                timed("purge", purge_big, s, P)
             if "keys" in what:
                 timed("keys", keys, s, P)
         finally:

@@ -56,6 +56,11 @@ static int field_by_name(const char *name, size_t n)
     return -1;
 }
 
+int cli_field_is_switch(cli_field f)
+{
+    return f == CLI_F_REPLACE;
+}
+
 /* Switches take no value; "--json=1" is a mistake worth reporting. */
 static int set_switch(cli_args *a, const char *name, size_t n)
 {
@@ -102,7 +107,13 @@ static int parse_flag(int argc, char **argv, int *i, cli_args *a, char *err, siz
         snprintf(err, errlen, "--%.*s given twice", (int)n, name);
         return -1;
     }
-    if (eq) {
+    if (field >= 0 && cli_field_is_switch((cli_field)field)) {
+        if (eq) {
+            snprintf(err, errlen, "--%.*s takes no value", (int)n, name);
+            return -1;
+        }
+        *slot = "true";
+    } else if (eq) {
         *slot = eq + 1;
     } else if (*i + 1 < argc) {
         /* The next word is the value even if it starts with "-": a body

@@ -47,6 +47,8 @@ typedef struct {
  * (an unknown flag, a missing value, a flag given twice, a stray word). */
 int cli_args_parse(int argc, char **argv, cli_args *a, char *err, size_t errlen);
 
+/* Does flag f take no value (a switch that sends true)? */
+int cli_field_is_switch(cli_field f);
 /* The flag's name without dashes ("topic", "body-file"). */
 const char *cli_field_flag(cli_field f);
 /* The protocol field flag f fills ("callback" fills "url", every body flag

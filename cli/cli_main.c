@@ -76,9 +76,13 @@ typedef struct {
 #define B(f) CLI_BIT(CLI_F_##f)
 
 static const cli_command commands[] = {
-    {"add", 0, 0, B(TOPIC) | CLI_BODY_FLAGS, OUT_ADD, NULL, "add a job; prints its id",
+    {"add", 0, 0, B(TOPIC) | CLI_BODY_FLAGS, OUT_ADD, NULL,
+     "add a job; prints its id (with --replace: \"replaced ID\" or \"added ID\")",
      "  --topic T             topic of the job (required)\n"
      "  --id ID               job id (default: the server makes one)\n"
+     "  --replace             upsert (needs --id): a delayed, ready or buried job of this id\n"
+     "                        and topic is replaced by this one, else the job is added; a\n"
+     "                        reserved job or one of another topic is a conflict\n"
      "  --key KEY             grouping key (a merchant or user id) that flow limits count by\n"
      "  --traceparent TP      W3C trace context: 00-<32 hex>-<16 hex>-<2 hex>; pop, get and\n"
      "                        callbacks carry it on\n"
@@ -314,7 +318,7 @@ static int print_human(const cli_command *c, const cli_json *answer)
     const char *failed;
     switch (c->out) {
     case OUT_ADD:
-        cli_out_id(stdout, ans, NULL);
+        cli_out_added(stdout, ans);
         break;
     case OUT_POP:
         /* The finishes happened first: their lines come first. A finish

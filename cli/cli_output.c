@@ -67,6 +67,16 @@ void cli_out_id(FILE *out, json_object *ans, const char *verb)
         fprintf(out, "%s\n", id);
 }
 
+void cli_out_added(FILE *out, json_object *ans)
+{
+    json_object *replaced = NULL;
+    if (!json_object_object_get_ex(ans, "replaced", &replaced)) {
+        cli_out_id(out, ans, NULL);
+        return;
+    }
+    cli_out_id(out, ans, json_object_get_boolean(replaced) ? "replaced" : "added");
+}
+
 /* A job's body as the server sent it (a json-c tree would round numbers). */
 static void print_value(FILE *out, const cli_json *answer, long index)
 {

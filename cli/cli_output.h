@@ -11,6 +11,8 @@
 
 /* "added ID" style: the answer's id after a verb; add prints the bare id. */
 void cli_out_id(FILE *out, json_object *ans, const char *verb);
+/* add's answer: the id; an upsert's: "replaced ID" or "added ID". */
+void cli_out_added(FILE *out, json_object *ans);
 /* A pop answer, one job or "jobs": id, topic, attempts, ttr, value; "no job"
  * when empty. */
 void cli_out_pop(FILE *out, const cli_json *answer);

@@ -210,6 +210,10 @@ int cli_request_build(const cli_args *a, dq_buf *out, char *err, size_t errlen)
         case CLI_F_BACKOFF:
             rc = put_backoff(out, a->value[f], err, errlen);
             break;
+        case CLI_F_REPLACE: /* a switch */
+            buf_puts(out, "true");
+            rc = 0;
+            break;
         case CLI_F_IDS:
             rc = put_list_of(out, f, a->value[f], put_string, err, errlen);
             break;

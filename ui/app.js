@@ -320,7 +320,7 @@ async function search(id) {
         rows.push(["last attempt", j.last_attempt === null ? "none failed"
             : `${fmtTime(j.last_attempt.at)}: ${attemptText(j.last_attempt)}`]);
     for (const [k, v] of Object.entries(j))
-        if (!["success", "id", "topic", "state", "due", "ttr", "attempts", "retries", "created", "backoff", "callback", "last_attempt", "value"].includes(k))
+        if (!["success", "id", "topic", "state", "due", "ttr", "attempts", "retries", "created", "backoff", "callback", "last_attempt", "value", "deliveries", "first_delivered"].includes(k))
             rows.push([k, typeof v === "object" ? JSON.stringify(v) : v]);
     const acts = [];
     if (caps.kickById && j.state === "buried")
@@ -329,6 +329,7 @@ async function search(id) {
         acts.push(h("button", { type: "button", class: "action danger", id: "job-delete", onclick: () => jobAction("delete", [j.id]) }, "Delete"));
     fill(out,
         h("dl", { class: "job", id: "job-fields" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", { "data-field": k }, v)])),
+        j.deliveries && j.deliveries.length ? timeline(j, []) : null,
         h("div", { class: "muted" }, "body"),
         h("pre", { class: "body", id: "job-body" }, rawMember(r.text, "value") ?? ""),
         h("div", { class: "actions" }, acts));
@@ -340,17 +341,26 @@ function showRecord(out, j) {
     const rows = [["id", j.id], ["topic", j.topic], ["state", j.state]];
     if (j.key !== undefined) rows.push(["key", j.key]);
     rows.push(["attempts", j.attempts]);
-    const attempts = (j.deliveries || []).map((d, i) =>
-        [`attempt ${i + 1}: ${d.error ?? "HTTP " + d.status}${d.ms === null ? "" : ` in ${d.ms} ms`}, ${d.decision}`, d.at]);
-    const timeline = [["created", j.created], ["due", j.due], ["first delivered", j.first_delivered], ...attempts, [j.state, j.ended]]
-        .filter(([, t]) => t !== null && t !== undefined)
-        .sort((a, b) => a[1] - b[1]);
     fill(out,
         h("dl", { class: "job", id: "job-fields" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", { "data-field": k }, v)])),
+        timeline(j, [[j.state, j.ended]]),
+        h("p", { class: "muted" }, "kept history: no body; an add of this id is refused until the record expires"));
+}
+
+// A job's or a record's timeline, oldest first: created, due, first
+// delivered, each callback attempt (what it got, how long it took, what
+// followed), then `last` (a record's end).
+function timeline(j, last) {
+    const attempts = (j.deliveries || []).map((d, i) =>
+        [`attempt ${i + 1}: ${d.error ?? "HTTP " + d.status}${d.ms === null ? "" : ` in ${d.ms} ms`}, ${d.decision}`, d.at]);
+    const events = [["created", j.created], ["due", j.due], ["first delivered", j.first_delivered], ...attempts, ...last]
+        .filter(([, t]) => t !== null && t !== undefined)
+        .sort((a, b) => a[1] - b[1]);
+    return [
         h("div", { class: "muted" }, "timeline"),
         h("ol", { class: "timeline", id: "job-timeline" },
-            timeline.map(([what, t]) => h("li", { "data-event": what }, `${fmtTime(t)}: ${what}`))),
-        h("p", { class: "muted" }, "kept history: no body; an add of this id is refused until the record expires"));
+            events.map(([what, t]) => h("li", { "data-event": what }, `${fmtTime(t)}: ${what}`))),
+    ];
 }
 
 // A state `jobs` lists records of (a topic's keep), not live jobs.
@@ -481,6 +491,31 @@ async function refreshSchedules() {
             h("td", {}, fmtTime(x.last)), h("td", { class: "num" }, x.missed))))));
 }
 
+// Each topic's policy (GET /policies): its limits, and their use now.
+// Use fields a server does not give (an older one) are left out.
+const POLICY_USE = ["reserved", "throttled", "tokens", "keys_waiting"];
+
+async function refreshPolicies() {
+    const out = $("policies-body");
+    const r = await get("policies");
+    if (r.status !== 200) return fill(out, isUnknownCommand(r) ? "needs a newer server (GET /policies)" : "policies: " + r.error);
+    const topics = Object.entries(r.body.policies || {});
+    if (!topics.length) return fill(out, "no topic has a policy");
+    out.classList.remove("muted");
+    const limit = (n, per) => (n === null || n === undefined ? "–" : per ? `${n} / ${per} s` : String(n));
+    const use = POLICY_USE.filter((f) => topics.some(([, p]) => p[f] !== undefined));
+    fill(out, h("table", {},
+        h("thead", {}, h("tr", {}, ["topic", "concurrency", "rate", "key concurrency", "key rate", "keep", ...use]
+            .map((x) => h("th", {}, x.replace("_", " "))))),
+        h("tbody", {}, topics.map(([name, p]) => h("tr", { "data-topic": name },
+            h("td", {}, name), h("td", { class: "num" }, limit(p.concurrency)),
+            h("td", { class: "num" }, limit(p.rate, p.period)), h("td", { class: "num" }, limit(p.key_concurrency)),
+            h("td", { class: "num" }, limit(p.key_rate, p.key_period)),
+            h("td", { class: "num" }, p.keep ? `${p.keep} s` : "–"),
+            use.map((f) => h("td", { class: "num", "data-use": f }, p[f] ?? "–")))))),
+        r.body.cursor ? h("p", { class: "muted" }, "more topics have policies: `delayq policies` lists them all") : null);
+}
+
 async function refreshCallbacks() {
     const out = $("callbacks-body");
     if (caps.jobs !== true)
@@ -502,6 +537,7 @@ function refreshSlow() {
     refreshAlerts();
     refreshDue();
     refreshSchedules();
+    refreshPolicies();
     refreshCallbacks();
 }
 

@@ -106,6 +106,7 @@ static void item_failure(dq_buf *out, size_t i, const char *id, dq_status st, co
 typedef struct {
     const char *done;  /* "added": "... it was not added" */
     int not_found;     /* DQ_NOT_FOUND answers "no job with this id" */
+    int upsert;        /* an item's `replaced` is answered (add) */
     void (*conflict)(char *msg, size_t n, const char *state); /* NULL: none */
 } item_words;
 
@@ -113,11 +114,11 @@ typedef struct {
 static void put_items(dq_buf *out, const char *const *ids, const store_item *items, size_t n,
                       const item_words *w)
 {
-    char msg[192];
+    char msg[DQ_TOPIC_MAX + 256];
     for (size_t i = 0; i < n; i++) {
         dq_status st = items[i].status;
         if (st == DQ_OK) {
-            reply_result_ok(out, i, ids[i]);
+            reply_result_ok(out, i, ids[i], w->upsert ? items[i].replaced : -1);
         } else if (st == DQ_CONFLICT && w->conflict) {
             w->conflict(msg, sizeof msg, items[i].state);
             reply_result_error(out, i, ids[i], DQ_CONFLICT, msg);
@@ -140,7 +141,9 @@ static void reply_items(dq_buf *out, const char *const *ids, const store_item *i
 
 /* Why an add met an existing id: a live job (its state, when the caller
  * may see it), or the kept record of one finished or deleted, with when
- * ("finished 1732582923456": the idempotency window). */
+ * ("finished 1732582923456": the idempotency window); or why an upsert
+ * could not replace a job: it is reserved ("reserved replace"), or of
+ * another topic ("ready topic <topic>"). */
 static void conflict_sentence(char *msg, size_t n, const char *id, const char *state)
 {
     char subject[DQ_ID_MAX + 32] = "a job with this id";
@@ -148,6 +151,17 @@ static void conflict_sentence(char *msg, size_t n, const char *id, const char *s
         snprintf(subject, sizeof subject, "a job with id '%s'", id);
     char outcome[STORE_STATE_MAX];
     long long ended;
+    int topic_at = 0;
+    if (strcmp(state, "reserved replace") == 0) {
+        snprintf(msg, n, "%s is reserved (a consumer or a callback holds it) and cannot be "
+                 "replaced; nothing was written", subject);
+        return;
+    }
+    if (sscanf(state, "%31s topic %n", outcome, &topic_at) == 1 && topic_at > 0) {
+        snprintf(msg, n, "%s is in topic '%s' (state %s); a replace keeps a job's topic, so "
+                 "nothing was written", subject, state + topic_at, outcome);
+        return;
+    }
     if (sscanf(state, "%31s %lld", outcome, &ended) == 2) {
         char when[32];
         util_format_utc_ms(ended, when, sizeof when);
@@ -164,9 +178,9 @@ static void add_conflict(char *msg, size_t n, const char *state)
     conflict_sentence(msg, n, NULL, state);
 }
 
-static const item_words add_words = {"added", 0, add_conflict};
-static const item_words finish_words = {"finished", 1, NULL};
-static const item_words delete_words = {"deleted", 1, NULL};
+static const item_words add_words = {"added", 0, 1, add_conflict};
+static const item_words finish_words = {"finished", 1, 0, NULL};
+static const item_words delete_words = {"deleted", 1, 0, NULL};
 
 static dq_response misconfigured(call_ctx *c, const store_error *err)
 {
@@ -218,12 +232,12 @@ static dq_response handle_add(call_ctx *c)
         res = store_failure(c, st, &err);
     } else if (!req->batch) {
         if (items[0].status == DQ_CONFLICT) {
-            char why[DQ_ID_MAX + 200];
+            char why[DQ_ID_MAX + DQ_TOPIC_MAX + 200];
             conflict_sentence(why, sizeof why, ids[0], items[0].state);
             reply_error(c->out, DQ_CONFLICT, why);
             res = answer(DQ_CONFLICT);
         } else
-            reply_id(c->out, ids[0], NULL, NULL);
+            reply_added(c->out, ids[0], items[0].replaced);
     } else {
         reply_items(c->out, ids, items, req->njobs, &add_words);
     }
@@ -407,7 +421,7 @@ static void kick_conflict(char *msg, size_t n, const char *state)
     snprintf(msg, n, "the job is %s, not buried", state);
 }
 
-static const item_words kick_words = {"kicked", 1, kick_conflict};
+static const item_words kick_words = {"kicked", 1, 0, kick_conflict};
 
 /* kick by id or ids: each named job must be buried. */
 static dq_response kick_ids(call_ctx *c)

@@ -50,6 +50,21 @@ void reply_id(dq_buf *out, const char *id, const char *key, const char *value)
     buf_putc(out, '}');
 }
 
+/* ,"replaced":true|false for an upsert's outcome (nothing for -1). */
+static void put_replaced(dq_buf *out, int replaced)
+{
+    if (replaced >= 0)
+        buf_puts(out, replaced ? ",\"replaced\":true" : ",\"replaced\":false");
+}
+
+void reply_added(dq_buf *out, const char *id, int replaced)
+{
+    buf_puts(out, "{\"success\":true,");
+    reply_key_string(out, "id", id, strlen(id));
+    put_replaced(out, replaced);
+    buf_putc(out, '}');
+}
+
 void reply_id_due(dq_buf *out, const char *id, int64_t due)
 {
     buf_puts(out, "{\"success\":true,");
@@ -252,11 +267,13 @@ void reply_results_begin(dq_buf *out)
     buf_puts(out, "{\"success\":true,\"results\":[");
 }
 
-void reply_result_ok(dq_buf *out, size_t i, const char *id)
+void reply_result_ok(dq_buf *out, size_t i, const char *id, int replaced)
 {
     buf_puts(out, i ? ",{" : "{");
     reply_key_string(out, "id", id, strlen(id));
-    buf_puts(out, ",\"success\":true}");
+    buf_puts(out, ",\"success\":true");
+    put_replaced(out, replaced);
+    buf_putc(out, '}');
 }
 
 void reply_result_error(dq_buf *out, size_t i, const char *id, dq_status st, const char *msg)

@@ -20,6 +20,9 @@ dq_status reply_errorf(dq_buf *out, dq_status st, const char *fmt, ...)
  * (touch's due is a number: see reply_id_due). */
 void reply_id(dq_buf *out, const char *id, const char *key, const char *value);
 void reply_id_due(dq_buf *out, const char *id, int64_t due);
+/* add's answer: {"success":true,"id":..}, with "replaced":true|false for
+ * an upsert (replaced 1 or 0; -1: an add without replace). */
+void reply_added(dq_buf *out, const char *id, int replaced);
 
 /* A popped job: {"success":true,"id":..,"topic":..,"value":..,"attempts":..,"ttr":..}. */
 void reply_popped(dq_buf *out, const store_job *j);
@@ -32,7 +35,8 @@ void reply_job(dq_buf *out, const store_job *j);
 
 /* Batch answers: {"success":true,"results":[...]} built item by item. */
 void reply_results_begin(dq_buf *out);
-void reply_result_ok(dq_buf *out, size_t i, const char *id);
+/* replaced: as reply_added's */
+void reply_result_ok(dq_buf *out, size_t i, const char *id, int replaced);
 void reply_result_error(dq_buf *out, size_t i, const char *id, dq_status st, const char *msg);
 void reply_results_end(dq_buf *out);
 

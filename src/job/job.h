@@ -61,6 +61,9 @@ typedef struct {
      * add, the request's headers */
     const char *traceparent;
     const char *tracestate;
+    /* upsert ("replace": true): a delayed, ready or buried job of this id
+     * and topic is replaced, else the job is created; needs an id */
+    int replace;
 } dq_job_spec;
 
 /* A topic's flow-control policy (the `policy` command), field by field in

@@ -366,6 +366,26 @@ static int int_field(vctx *v, fieldset *f, field_id id, int64_t min, int64_t max
     return 1;
 }
 
+/* Optional JSON boolean (a query value: "true" or "false"). Returns 1 if
+ * present, 0 if absent, -1 on error. */
+static int bool_field(vctx *v, fieldset *f, field_id id, int *out)
+{
+    if (!take(f, id))
+        return 0;
+    if (!f->doc) {
+        if (strcmp(f->qval[id], "true") != 0 && strcmp(f->qval[id], "false") != 0)
+            return invalid(v, DQ_BAD_REQUEST, "field '%s' must be true or false", field_names[id]);
+        *out = f->qval[id][0] == 't';
+        return 1;
+    }
+    const json_tok *t = tok_of(f, id);
+    if (t->type != JSON_TRUE && t->type != JSON_FALSE)
+        return invalid(v, DQ_BAD_REQUEST, "field '%s' must be true or false (a JSON boolean)",
+                       field_names[id]);
+    *out = t->type == JSON_TRUE;
+    return 1;
+}
+
 static int check_name(vctx *v, const char *what, const char *s, size_t n, size_t max)
 {
     if (name_valid(s, n, max))
@@ -581,6 +601,12 @@ static int parse_job(vctx *v, fieldset *f, const dq_limits *lim, dq_job_spec *jo
     job->key = NULL;
     if (key_field(v, f, &job->key) < 0 || trace_fields(v, f, job) < 0)
         return -1;
+    /* An upsert names the job it replaces: a generated id is always new. */
+    job->replace = 0;
+    if (bool_field(v, f, F_REPLACE, &job->replace) < 0)
+        return -1;
+    if (job->replace && !job->id)
+        return invalid(v, DQ_BAD_REQUEST, "field 'replace' needs field 'id': the job to replace");
 
     if (due_fields(v, f, &job->delay_ms, &job->at_ms) < 0)
         return -1;

@@ -51,6 +51,7 @@ typedef struct {
     int truncated;          /* stopped reading at the limit */
     int64_t retry_after_s;  /* -1: none */
     char refused[96];       /* the address push_allow refused, if one was */
+    int sends;              /* times libcurl was about to send the request */
     char errbuf[CURL_ERROR_SIZE];
 } delivery;
 
@@ -152,6 +153,18 @@ static curl_socket_t on_open_socket(void *arg, curlsocktype purpose, struct curl
     return socket(a->family, a->socktype, a->protocol);
 }
 
+/* Called before the request goes out on a connection. libcurl sends it a
+ * second time, on a fresh connection, when a kept-alive one closed before
+ * any answer: but the receiver may have read and acted on the first. An
+ * attempt is sent once; this one ends as failed (outcome unknown) and the
+ * job is retried on its schedule, as the next attempt. */
+static int on_send(void *arg, char *remote_ip, char *local_ip, int remote_port, int local_port)
+{
+    (void)remote_ip, (void)local_ip, (void)remote_port, (void)local_port;
+    delivery *d = arg;
+    return d->sends++ == 0 ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT;
+}
+
 static void delivery_free(delivery *d)
 {
     if (!d)
@@ -247,6 +260,8 @@ static int start(pusher *p, const store_job *j)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, d);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, d);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_send);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, d);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, d);
     free(url);
@@ -382,6 +397,9 @@ static void judge(delivery *d, CURLcode rc, store_push_outcome *o)
         o->outcome = "fail";
         if (answered) {
             snprintf(d->errbuf, sizeof d->errbuf, "HTTP %ld", code);
+        } else if (d->sends > 1) {
+            snprintf(d->errbuf, sizeof d->errbuf, "the connection closed after the request was "
+                     "sent, before any answer");
         } else if (d->refused[0]) {
             snprintf(d->errbuf, sizeof d->errbuf, "address %s not allowed by push_allow",
                      d->refused);

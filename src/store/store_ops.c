@@ -121,6 +121,13 @@ static void read_item(const store_reply *e, store_item *it)
 {
     size_t len;
     const char *v = reply_str(e, &len);
+    /* add's upserts answer "replaced" for a job replaced, "ok" created */
+    it->replaced = v && len == 8 && memcmp(v, "replaced", 8) == 0;
+    if (it->replaced) {
+        it->status = DQ_OK;
+        it->state[0] = '\0';
+        return;
+    }
     it->status = v ? store_error_status(v, len, it->state, sizeof it->state) : DQ_INTERNAL;
 }
 
@@ -142,6 +149,7 @@ static dq_status read_split_items(dq_store *s, const by_shard *g, store_item *it
         for (size_t j = from; j < to; j++) {
             store_item *it = &items[g->order[j]];
             it->state[0] = '\0';
+            it->replaced = 0;
             it->status = st;
             if (st != DQ_OK)
                 continue;
@@ -448,7 +456,8 @@ static void add_job_args(dq_store *s, const dq_job_spec *job, const char *id)
         [ADD_JOB_TIMEOUT_MS] = store_int(job->cb_timeout_ms),
         [ADD_JOB_KEY] = store_str(job->key ? job->key : ""),
         [ADD_JOB_TRACEPARENT] = store_str(job->traceparent ? job->traceparent : ""),
-        [ADD_JOB_TRACESTATE] = store_str(job->tracestate ? job->tracestate : "")};
+        [ADD_JOB_TRACESTATE] = store_str(job->tracestate ? job->tracestate : ""),
+        [ADD_JOB_REPLACE] = store_int(job->replace ? 1 : 0)};
     store_args(s, f, ADD_JOB_NFIELDS);
 }
 
@@ -473,6 +482,8 @@ dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
     }
     store_batch_run(s);
     dq_status st = read_split_items(s, &g, items, err);
+    for (size_t i = 0; i < n; i++) /* read_item set 1 where one was replaced */
+        items[i].replaced = !jobs[i].replace ? -1 : items[i].replaced == 1;
     by_shard_free(&g);
     return st;
 }

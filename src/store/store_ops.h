@@ -22,7 +22,9 @@
 #include "job/job.h"
 #include "store/store.h"
 
-#define STORE_STATE_MAX 32
+/* Room for a conflict's detail: a state, or an upsert's "<state> topic
+ * <the job's topic>" */
+#define STORE_STATE_MAX (DQ_TOPIC_MAX + 32)
 
 /* The outcome of one item of a batch (an added job, a removed id): DQ_OK,
  * DQ_CONFLICT or DQ_NOT_FOUND, or the failure of its shard's call
@@ -31,8 +33,13 @@
 typedef struct {
     dq_status status;
     /* conflict: the live job's state, or "<finished|deleted> <ended ms>"
-     * while its record is kept ("" if hidden) */
+     * while its record is kept ("" if hidden); an upsert's: "reserved
+     * replace" (a reserved job is not replaced) or "<state> topic <topic>"
+     * (the job is of another topic) */
     char state[STORE_STATE_MAX];
+    /* add: 1 when an upsert replaced a job, 0 when it created one, -1 for
+     * an add without replace */
+    int replaced;
 } store_item;
 
 /* An error of a whole call, beyond its status. */

@@ -122,6 +122,32 @@ class CliTest(DeploymentTestCase):
         self.assertExit(self.cli("add", "--topic", topic, "--id", jid2, "--at", "1", "--body", "0"), 0)
         self.assertEqual(self.c.get("/get?id=" + jid2)[1]["state"], "ready")
 
+    def test_add_replace(self):
+        topic, jid = unique("upsert"), unique("upsert-id")
+        r = self.cli("add", "--topic", topic, "--id", jid, "--replace", "--delay", "60", "--body", "1")
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "added %s\n" % jid)
+        r = self.cli("add", "--topic", topic, "--id", jid, "--replace", "--body", '{"v":2}')
+        self.assertExit(r, 0)
+        self.assertEqual(r[1], "replaced %s\n" % jid)
+        st, body = self.c.get("/get?id=" + jid)
+        self.assertEqual((body["state"], body["value"]), ("ready", {"v": 2}))
+        r = self.cli("add", "--topic", topic, "--id", jid, "--replace", "--body", "3", "--json")
+        self.assertEqual(json.loads(r[1]), {"success": True, "id": jid, "replaced": True})
+        self.assertExit(self.cli("pop", "--topic", topic), 0)
+        r = self.cli("add", "--topic", topic, "--id", jid, "--replace", "--body", "4")
+        self.assertExit(r, EXIT["conflict"])
+        self.assertIn("reserved", r[2])
+        r = self.cli("add", "--topic", topic, "--id", jid, "--replace=yes", "--body", "4")
+        self.assertExit(r, EXIT["usage"])
+        self.assertIn("--replace takes no value", r[2])
+        r = self.cli("add", "--topic", topic, "--replace", "--body", "4")
+        self.assertExit(r, EXIT["bad_request"])
+        self.assertIn("'replace'", r[2])
+        self.assertNotEqual(self.cli("pop", "--topic", topic, "--replace")[0], 0,
+                            "only add takes --replace")
+        self.cli("finish", "--id", jid)
+
     def test_add_backoff_and_url(self):
         topic, j1, j2 = unique("bo"), unique("bo-id"), unique("cb-id")
         self.assertExit(self.cli("add", "--topic", topic, "--id", j1, "--delay", "100",

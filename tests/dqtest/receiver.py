@@ -2,7 +2,8 @@
 that records every request (method, path, headers, body bytes, time, the
 sender's address) and
 answers as the test says: `answer(request)` returns (status, headers, body)
-or (status, headers, body, delay_s); the default answers 200."""
+or (status, headers, body, delay_s), or None to hang up without answering;
+the default answers 200."""
 
 import http.server
 import sys
@@ -43,6 +44,9 @@ class Receiver:
                     outer.requests.append(req)
                     outer.cond.notify_all()
                 out = outer.answer(req)
+                if out is None:  # a receiver that dies once it has read the request
+                    self.close_connection = True
+                    return
                 status, headers, body = out[:3]
                 if len(out) > 3 and out[3]:
                     time.sleep(out[3])

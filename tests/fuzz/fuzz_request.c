@@ -84,6 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const dq_job_spec *j = &req.jobs[i];
         assert(request_topic_valid(j->topic, strlen(j->topic)));
         assert(!j->id || request_id_valid(j->id, strlen(j->id)));
+        assert(!j->replace || j->id); /* an upsert names the job it replaces */
         assert(j->ttr_ms >= 1 && j->ttr_ms <= DQ_TTR_MAX_MS);
         assert(j->delay_ms >= 0 && j->delay_ms <= DQ_DELAY_MAX_MS);
         assert(j->body_len <= lim.max_body);

@@ -71,10 +71,11 @@ class Functions(unittest.TestCase):
         return self.server(*args)
 
     def add(self, jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at=-1,
-            allow="", backoff="", url="", timeout=10000, key="", traceparent="", tracestate=""):
+            allow="", backoff="", url="", timeout=10000, key="", traceparent="", tracestate="",
+            replace=0):
         return self.call("add", allow, BUCKETS, SHARDS, 1, jid, topic, body, ttr, retries, delay, at,
                          sum(jid.encode()) % BUCKETS, backoff, url, timeout, key, traceparent,
-                         tracestate)
+                         tracestate, replace)
 
     def pop(self, *topics, count=1):
         return self.pop_finish([], *topics, count=count)[1]
@@ -151,9 +152,9 @@ class Functions(unittest.TestCase):
         self.assertRegex(ids[0], r"^\d+@\d{13}$")
         # A batch: one reply per job, in order; one ready message per topic.
         r = self.call("add", "", BUCKETS, SHARDS, 3,
-                      "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0, "", "", "",
-                      "b2", "q", "2", 1000, 2, 0, -1, 2, "", "", 0, "", "", "",
-                      "a", "q", "3", 1000, 2, 0, -1, 3, "", "", 0, "", "", "")
+                      "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0, "", "", "", 0,
+                      "b2", "q", "2", 1000, 2, 0, -1, 2, "", "", 0, "", "", "", 0,
+                      "a", "q", "3", 1000, 2, 0, -1, 3, "", "", 0, "", "", "", 0)
         self.assertEqual(r, [b"ok", b"ok", b"DQ_CONFLICT ready"])
         ids2 = []
         self.assertIn((P + ":ready", "2:q"), self.messages(ids=ids2))
@@ -165,10 +166,10 @@ class Functions(unittest.TestCase):
         before = sorted(self.redis("KEYS", "*"))
         seq = self.redis("GET", P + ":seq")
         e = self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS + 1, SHARDS, 1,
-                               "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "")
+                               "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "", 0)
         self.assertIn("DQ_LAYOUT buckets %d shards %d" % (BUCKETS, SHARDS), e)
         self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS, SHARDS + 1, 1,
-                           "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "")
+                           "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "", 0)
         self.assertEqual(sorted(self.redis("KEYS", "*")), before)
         self.assertEqual(self.redis("GET", P + ":seq"), seq)
 
@@ -381,7 +382,7 @@ class Functions(unittest.TestCase):
         self.legacy_job("old-reserved", "reserved", b"taken", bo="5000")
         self.assertEqual(self.call("get", "", "old-ready", ro=True)[:3], [b"ready", b"q", body])
         self.assertEqual(self.call("add", "", BUCKETS, SHARDS, 1, "old-ready", "q", b"x", 60000, -1,
-                                   0, -1, 0, "", "", 0, "", "", ""), [b"DQ_CONFLICT ready"])
+                                   0, -1, 0, "", "", 0, "", "", "", 0), [b"DQ_CONFLICT ready"])
         job = self.pop("q")[0]
         self.assertEqual((job[0], job[2], job[3]), (b"old-ready", body, 1))
         self.assertEqual(self.redis("TYPE", P + ":j:old-ready"), "string")
@@ -459,9 +460,9 @@ class Functions(unittest.TestCase):
         # (The caller names each job's bucket: put them all in bucket 0.)
         for i in range(5):
             self.call("add", "", BUCKETS, SHARDS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0,
-                      "", "", 0, "", "", "")
+                      "", "", 0, "", "", "", 0)
         self.call("add", "", BUCKETS, SHARDS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0,
-                  "", "", 0, "", "", "")
+                  "", "", 0, "", "", "", 0)
         time.sleep(0.01)
         n, earliest, now = self.call("move", 0, 3)
         self.assertEqual(n, 3)
@@ -532,7 +533,7 @@ class Functions(unittest.TestCase):
         self.redis("SET", P + ":buckets", BUCKETS)  # what an older delayq wrote
         self.assertEqual(self.add("old"), [b"ok"])
         self.assertDqError("DQ_LAYOUT buckets %d shards 1" % BUCKETS, self.call, "add", "",
-                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "")
+                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "", 0)
 
     # ---------------------------------------------------------- stored layouts, migration
 
@@ -770,7 +771,7 @@ class Functions(unittest.TestCase):
         args = []
         for i in range(1200):
             args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
-                     "http://example.com/h", 1000, "", "", ""]
+                     "http://example.com/h", 1000, "", "", "", 0]
         self.call("add", "", BUCKETS, SHARDS, 1200, *args)
         self.call("push_take", 1, 500)  # all 1200 looked at: 1001 held
         self.call("push_take", 1, 500)
@@ -797,7 +798,7 @@ class Functions(unittest.TestCase):
         args = []
         for i in range(1100):
             args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
-                     "http://example.com/h", 1000, "", "", ""]
+                     "http://example.com/h", 1000, "", "", "", 0]
         self.call("add", "", BUCKETS, SHARDS, 1100, *args)
         self.add("g1", topic="other", url="http://example.com/g")
         # limit 1 looks at 1 + 1000 entries at most: those are held, g1 not reached.
@@ -1038,7 +1039,7 @@ class Functions(unittest.TestCase):
                 try:
                     jid = "c%d-%d" % (k, i)
                     r("FCALL", name("add"), 1, P, "", BUCKETS, SHARDS, 1, jid, "crash", "1", 5000, -1,
-                      (0, 1, 50)[i % 3], -1, i % BUCKETS, "", "", 0, "", "", "")
+                      (0, 1, 50)[i % 3], -1, i % BUCKETS, "", "", 0, "", "", "", 0)
                     got = r("FCALL", name("pop"), 1, P, "", 2, 0, "crash")
                     for g in got[1:2]:
                         r("FCALL", name("remove"), 1, P, "", "finished", g[0])

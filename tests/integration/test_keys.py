@@ -288,6 +288,11 @@ class KeyConcurrency(KeyTestCase):
         self.assertOk(st, r)
         got = self.pop(t, count=10)
         self.assertEqual([j["id"] for j in got], [ids[3]], "a bury ends the turn")
+        # An upsert of a job set aside replaces it (out of its lane).
+        st, r = self.c.req("add", id=ids[5], topic=t, key=t, body="new", replace=True)
+        self.assertOk(st, r)
+        st, g = self.c.req("get", id=ids[5])
+        self.assertEqual(g["state"], "ready")
         st, r = self.c.req("purge", topic=t, state="ready")
         self.assertOk(st, r)
         self.assertEqual(r["purged"], 2)

@@ -179,6 +179,33 @@ class PushTest(DeploymentTestCase):
         self.assertEqual(r["last_attempt"]["status"], 503)
         self.c.req("delete", id=j2)
 
+    def test_a_request_read_then_hung_up_is_one_attempt(self):
+        # A receiver of its own, so that the pusher holds one connection to
+        # it: the first callback's, kept alive. The receiver reads the next
+        # callback on it and hangs up unanswered. That attempt's outcome is
+        # unknown: it counts as failed and is retried on the job's schedule,
+        # never sent again as the same attempt (as an HTTP client's silent
+        # resend on a fresh connection would).
+        rx = Receiver(lambda q: None if q.path == "/hangup" and q.headers["delayq-attempt"] == "1"
+                      else (200, {}, b"")).start()
+        try:
+            t = unique("p")
+            self.assertOk(*self.c.req("policy", topic=t, keep=60))  # for the attempts' record
+            self.add(topic=t, body=1, url=rx.url("/warm"))
+            rx.wait_for(lambda qs: len(qs) == 1, 10 * SLOW)
+            jid = self.add(topic=t, body=2, callback={"url": rx.url("/hangup"), "timeout": 2},
+                           backoff=[1], retries=1)
+            qs = rx.wait_for(lambda qs: len(qs) >= 3, 10 * SLOW)[1:]
+            r = self.wait_state(jid, "finished")
+        finally:
+            rx.stop()
+        self.assertEqual([(q.path, q.headers["delayq-attempt"]) for q in qs],
+                         [("/hangup", "1"), ("/hangup", "2")])
+        self.assertGreaterEqual(qs[1].at - qs[0].at, 0.9, "the second attempt waits its backoff step")
+        self.assertEqual([(d["status"], d["error"]) for d in r["deliveries"]],
+                         [(None, "the connection closed after the request was sent, before any answer"),
+                          (200, None)], r)
+
     def test_redirects_are_not_followed_and_bodies_are_bounded(self):
         t, p1, p2, p3 = unique("p"), "/" + unique("r"), "/" + unique("t"), "/" + unique("big")
         self.answers.by_path[p1] = (302, {"Location": self.rx.url(p2)}, b"")

@@ -294,11 +294,23 @@ try {
     await page.click("#search-form button");
     await expectText(page.locator('#job-fields dd[data-field="last attempt"]'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d: \S/,
         "the job's last attempt: when and what failed");
+    await expectText(page.locator("#job-timeline"), /created[\s\S]*attempt 1: [^\n]+, buried/,
+        "a live job's timeline lists its callback attempts and what followed");
 
     step = "schedules";
     await apiOk("schedule", { id: "ui-nightly", topic: "ui.report", cron: "0 3 * * *", tz: "UTC", body: 1 });
     await page.reload();
     await expectText(page.locator('#schedules-body tr[data-id="ui-nightly"]'), /0 3 \* \* \* UTC/, "the schedule is listed");
+
+    step = "limits";
+    await apiOk("policy", { topic: "ui.limited", concurrency: 2, rate: 10, period: 1 });
+    for (let i = 0; i < 3; i++) await apiOk("add", { topic: "ui.limited", body: i });
+    check((await apiOk("pop", { topic: "ui.limited", count: 3 })).jobs.length === 2, "the limit gave 2 of 3");
+    await page.reload();
+    const limited = page.locator('#policies-body tr[data-topic="ui.limited"]');
+    await expectText(limited, /ui\.limited\s*2\s*10 \/ 1 s/, "a topic's limits");
+    await expectText(limited.locator('td[data-use="reserved"]'), "2", "reserved against the limit");
+    await expectText(limited.locator('td[data-use="throttled"]'), "1", "ready jobs held back");
 
     step = "throughput chart";
     for (let i = 0; i < 20; i++) await apiOk("add", { topic: "ui.rate", body: i });

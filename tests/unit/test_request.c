@@ -916,6 +916,38 @@ static void test_add_key(void **state)
              "'key'", "is not a field of schedule");
 }
 
+/* Upsert: "replace" is a JSON boolean, per job of a batch, and names its
+ * job (an id is required with true). */
+static void test_add_replace(void **state)
+{
+    (void)state;
+    OK_POST("/add", "{\"topic\":\"t\",\"body\":1}");
+    assert_int_equal(req.jobs[0].replace, 0);
+    OK_POST("/add", "{\"topic\":\"t\",\"id\":\"j\",\"replace\":true,\"body\":1}");
+    assert_int_equal(req.jobs[0].replace, 1);
+    OK_POST("/add", "{\"topic\":\"t\",\"replace\":false,\"body\":1}");
+    assert_int_equal(req.jobs[0].replace, 0);
+    static const char *const bad[] = {"\"true\"", "1", "0", "null", "[true]", "{}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *b = fmt("{\"topic\":\"t\",\"id\":\"j\",\"replace\":%s,\"body\":1}", bad[i]);
+        BAD_POST("/add", b, "field 'replace' must be true or false");
+        free(b);
+    }
+    BAD_POST("/add", "{\"topic\":\"t\",\"replace\":true,\"body\":1}",
+             "field 'replace' needs field 'id'");
+    OK_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"id\":\"x\",\"replace\":true,\"body\":1},"
+                    "{\"topic\":\"a\",\"body\":2}]}");
+    assert_int_equal(req.jobs[0].replace, 1);
+    assert_int_equal(req.jobs[1].replace, 0);
+    BAD_POST("/add", "{\"jobs\":[{\"topic\":\"a\",\"body\":1},{\"topic\":\"a\",\"replace\":1,\"body\":1}]}",
+             "field 'jobs[1].replace' must be true or false");
+    /* Per job only: a batch takes no top-level replace. */
+    BAD_POST("/add", "{\"replace\":true,\"jobs\":[{\"topic\":\"a\",\"id\":\"x\",\"body\":1}]}",
+             "'replace'", "is not a field of add");
+    BAD_POST("/reschedule", "{\"id\":\"j\",\"delay\":1,\"replace\":true}", "'replace'",
+             "is not a field of reschedule");
+}
+
 /* Trace context as fields: W3C traceparent version 00 in lowercase hex, ids
  * not all zeros; tracestate up to 512 printable ASCII bytes, only with a
  * traceparent (empty: none). Each rule is named with the field. */
@@ -1656,6 +1688,7 @@ int main(void)
         T(test_add_batch_errors),
         T(test_add_key),
         T(test_add_trace_fields),
+        T(test_add_replace),
         T(test_add_trace_headers),
         T(test_policy),
         T(test_pop_topic),

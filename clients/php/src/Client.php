@@ -25,7 +25,7 @@ final class Client
     /** Fields an add (or one job of addMany) may carry besides topic and body. */
     private const ADD_OPTIONS = [
         'id', 'delay', 'at', 'ttr', 'retries', 'backoff', 'callback', 'url', 'key',
-        'traceparent', 'tracestate',
+        'traceparent', 'tracestate', 'replace',
     ];
 
     private const CLIENT_OPTIONS = ['token', 'timeout', 'connect_timeout', 'assoc', 'user_agent', 'curl_options'];
@@ -159,8 +159,9 @@ final class Client
      * Adds one job; returns its id (the one given, or the one the server made).
      *
      * @param mixed $body any JSON-encodable value; a string stays a string
-     * @param array{id?:string,delay?:float|int,at?:float|int,ttr?:float|int,retries?:int,backoff?:string|list<float|int>,callback?:array{url:string,timeout?:float|int},url?:string,key?:string,traceparent?:string,tracestate?:string} $options
+     * @param array{id?:string,delay?:float|int,at?:float|int,ttr?:float|int,retries?:int,backoff?:string|list<float|int>,callback?:array{url:string,timeout?:float|int},url?:string,key?:string,traceparent?:string,tracestate?:string,replace?:bool} $options
      *   id:      the job id (recommended: topic + business id); a live id is a ConflictException
+     *   replace: true: an upsert (needs id), see upsert()
      *   key:     a grouping key (a merchant or user id) the topic's per-key flow limits count
      *            by; with several shards an id given with it must be '<key>@<digits>'
      *   traceparent, tracestate: the W3C trace context to carry with the job
@@ -183,15 +184,36 @@ final class Client
     }
 
     /**
+     * Upsert: replaces the job $id of $topic when it is delayed, ready or
+     * buried (body, due time, ttr, retries, backoff, callback, key: an
+     * option left out takes add()'s default; the trace context stays unless
+     * given), or creates it (there was none, or only its kept record).
+     * Returns true when it replaced a job, false when it created it. A
+     * reserved job (a consumer or a callback holds it) or one of another
+     * topic is a ConflictException, and nothing changes.
+     *
+     * @param mixed $body
+     * @param array<string,mixed> $options add()'s options but id and replace
+     */
+    public function upsert(string $topic, string $id, $body, array $options = []): bool
+    {
+        $fields = ['topic' => $topic, 'body' => $body]
+            + self::addOptions(['id' => $id, 'replace' => true] + $options, 'upsert');
+        $answer = $this->call('add', $fields);
+        return (bool) ($answer['replaced'] ?? false);
+    }
+
+    /**
      * Adds several jobs in one request (1..1000). Each job is an array with
      * 'topic', 'body' and the options of add(). If any job is invalid the
      * server refuses the whole batch (BadRequestException naming jobs[i]);
      * otherwise each job is added on its own, and the answer lists, in
      * order, ['id' => .., 'success' => true] or
-     * ['id' => .., 'success' => false, 'code' => 'conflict', 'error' => ..].
+     * ['id' => .., 'success' => false, 'code' => 'conflict', 'error' => ..];
+     * a job sent with 'replace' => true has 'replaced' => true|false too.
      *
      * @param list<array<string,mixed>> $jobs
-     * @return list<array{id:string,success:bool,code?:string,error?:string}>
+     * @return list<array{id:string,success:bool,replaced?:bool,code?:string,error?:string}>
      */
     public function addMany(array $jobs): array
     {

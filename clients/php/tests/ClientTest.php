@@ -147,6 +147,39 @@ final class ClientTest extends DelayqTestCase
         }
     }
 
+    public function testUpsert(): void
+    {
+        $topic = self::unique('upsert');
+        $id = self::unique('upsert');
+        $this->assertFalse($this->client->upsert($topic, $id, ['v' => 1], ['delay' => 30]), 'none: created');
+        $this->assertTrue($this->client->upsert($topic, $id, ['v' => 2], ['ttr' => 5]), 'delayed: replaced');
+        $got = $this->client->get($id);
+        $this->assertSame(['ready', ['v' => 2], 5], [$got['state'], $got['value'], $got['ttr']]);
+        $this->assertSame($id, $this->client->add($topic, ['v' => 3], ['id' => $id, 'replace' => true]));
+        $this->assertSame(['v' => 3], $this->client->pop($topic)->getValue());
+        try {
+            $this->client->upsert($topic, $id, ['v' => 4]);
+            $this->fail('a reserved job was replaced');
+        } catch (ConflictException $e) {
+            $this->assertStringContainsString('reserved', $e->getMessage());
+        }
+        try {
+            $this->client->add($topic, 1, ['replace' => true]);
+            $this->fail('an upsert without id was accepted');
+        } catch (BadRequestException $e) {
+            $this->assertStringContainsString("'replace'", $e->getMessage());
+        }
+        $other = self::unique('upsert');
+        $results = $this->client->addMany([
+            ['topic' => $topic, 'body' => 5, 'id' => $other, 'replace' => true],
+            ['topic' => $topic, 'body' => 6],
+        ]);
+        $this->assertSame([true, false], [$results[0]['success'], $results[0]['replaced']]);
+        $this->assertArrayNotHasKey('replaced', $results[1]);
+        $this->client->finish($id);
+        $this->client->delete($other);
+    }
+
     public function testSchedules(): void
     {
         $id = str_replace('-', '_', self::unique('sch'));

@@ -127,6 +127,9 @@ class Result:
     success: bool
     code: Optional[str] = None
     error: Optional[str] = None
+    # add_many with replace: True when the job was replaced, False when
+    # created; None for a job added without replace
+    replaced: Optional[bool] = None
 
     def exception(self) -> Optional[DelayqError]:
         """The exception this result stands for, None on success."""
@@ -157,10 +160,12 @@ def _job_fields(topic: str, body: Any, id: Optional[str] = None, delay: Optional
                 callback: Optional[Mapping[str, Any]] = None,
                 url: Optional[str] = None, key: Optional[str] = None,
                 traceparent: Optional[str] = None,
-                tracestate: Optional[str] = None) -> Dict[str, Any]:
+                tracestate: Optional[str] = None, replace: bool = False) -> Dict[str, Any]:
     job: Dict[str, Any] = {"topic": topic, "body": body}
     if id is not None:
         job["id"] = id
+    if replace:
+        job["replace"] = True
     if key is not None:
         job["key"] = key
     if traceparent is not None:
@@ -198,7 +203,7 @@ def _job(d: Mapping[str, Any]) -> Job:
 
 def _results(answer: Mapping[str, Any], key: str = "results") -> List[Result]:
     return [Result(id=r.get("id"), success=bool(r.get("success")), code=r.get("code"),
-                   error=r.get("error")) for r in answer.get(key, [])]
+                   error=r.get("error"), replaced=r.get("replaced")) for r in answer.get(key, [])]
 
 
 def _job_info(a: Mapping[str, Any]) -> JobInfo:
@@ -302,7 +307,8 @@ class Client:
             ttr: Optional[Seconds] = None, retries: Optional[int] = None,
             backoff: Any = None, callback: Optional[Mapping[str, Any]] = None,
             url: Optional[str] = None, key: Optional[str] = None,
-            traceparent: Optional[str] = None, tracestate: Optional[str] = None) -> str:
+            traceparent: Optional[str] = None, tracestate: Optional[str] = None,
+            replace: bool = False) -> str:
         """Adds a job; returns its id (the server makes one when id is None).
 
         body: a str or any JSON value; pop returns it as given.
@@ -321,19 +327,43 @@ class Client:
         512 printable ASCII bytes, only with a traceparent). Pop and get
         return them and callbacks send them as headers, so the consumer's
         span joins the producer's trace.
-        Raises Conflict when a live job has this id.
+        replace: upsert (needs id): a delayed, ready or buried job with this
+        id and topic is replaced by this one (body, due time, ttr, retries,
+        backoff, callback, key), else the job is created; see upsert() to
+        learn which happened.
+        Raises Conflict when a live job has this id (with replace: when it
+        is reserved, or of another topic).
         """
         fields = _job_fields(topic, body, id, delay, at, ttr, retries, backoff, callback, url,
-                             key, traceparent, tracestate)
-        status, data, resent = self._send("POST", "add", self._json(fields), resend=id is not None)
+                             key, traceparent, tracestate, replace)
+        return str(self._add(fields)["id"])
+
+    def upsert(self, topic: str, id: str, body: Any, **fields: Any) -> bool:
+        """Replaces the job `id` of `topic` (delayed, ready or buried) by
+        this one, or creates it (there was none, or only its kept record);
+        returns True when it replaced one, False when it created it. The
+        other keyword arguments are add's (delay, at, ttr, retries,
+        backoff, callback, url, key, traceparent, tracestate); a field left
+        out takes add's default, except the trace context, which the job
+        keeps unless given. Raises Conflict when the job is reserved (a
+        consumer or a callback holds it) or of another topic."""
+        answer = self._add(_job_fields(topic, body, id, replace=True, **fields))
+        return bool(answer.get("replaced"))
+
+    def _add(self, fields: Dict[str, Any]) -> Dict[str, Any]:
+        """One add, resent after a lost connection when it names its id:
+        a plain add that meets a conflict after a resend took the first
+        time. (An upsert's resend replaces again, to the same job; its
+        conflict is a real one.)"""
+        jid = fields.get("id")
+        status, data, resent = self._send("POST", "add", self._json(fields), resend=jid is not None)
         try:
-            answer = self._decode(status, data)
+            return self._decode(status, data)
         except Conflict:
-            if resent and id is not None:
+            if resent and jid is not None and not fields.get("replace"):
                 # The first send reached the server and took.
-                return id
+                return {"id": jid}
             raise
-        return str(answer["id"])
 
     def add_many(self, jobs: Iterable[Mapping[str, Any]]) -> List[Result]:
         """Adds 1..1000 jobs in one request. Each job is a mapping with the

@@ -219,6 +219,29 @@ class Commands(Base):
         c.finish(id)
         self.assertEqual(c.add(t, 2, id=id), id)
 
+    def test_upsert(self):
+        c = self.client
+        t, id = unique("ups"), unique("ups-id")
+        self.assertIs(c.upsert(t, id, {"v": 1}, delay=30), False, "none: created")
+        self.assertIs(c.upsert(t, id, {"v": 2}, ttr=5), True, "delayed: replaced")
+        info = c.get(id)
+        self.assertEqual((info.state, info.body, info.ttr), ("ready", {"v": 2}, 5))
+        self.assertEqual(c.add(t, {"v": 3}, id=id, replace=True), id)
+        job = c.pop(t)
+        self.assertEqual((job.id, job.body), (id, {"v": 3}))
+        with self.assertRaises(Conflict) as cm:
+            c.upsert(t, id, {"v": 4})
+        self.assertIn("reserved", cm.exception.message)
+        with self.assertRaises(BadRequest) as cm:
+            c.add(t, 1, replace=True)
+        self.assertIn("'replace'", cm.exception.message)
+        results = c.add_many([{"topic": t, "body": 5, "id": id, "replace": True},
+                              {"topic": t, "body": 6, "id": unique("ups-id"), "replace": True},
+                              {"topic": t, "body": 7}])
+        self.assertEqual([(r.success, r.code, r.replaced) for r in results],
+                         [(False, "conflict", None), (True, None, False), (True, None, None)])
+        c.finish(id)
+
     def test_bodies_round_trip(self):
         c = self.client
         t = unique("bodies")

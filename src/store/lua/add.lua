@@ -1,16 +1,22 @@
 -- add: adds one or more jobs.
 -- KEYS: P (the jobs' shard).
 -- argv: allow buckets shards njobs
--- argv job: id topic body ttr_ms retries delay_ms at_ms bucket backoff url timeout_ms key traceparent tracestate
+-- argv job: id topic body ttr_ms retries delay_ms at_ms bucket backoff url timeout_ms key traceparent tracestate replace
 -- njobs groups `job` follow: at_ms -1 for none (else checked against ten
 -- years by the caller), backoff a JSON array of seconds or '', url the
 -- callback's or '' for none, timeout_ms the callback's, key the grouping key
 -- or '' for none (the caller put the job in the key's shard), traceparent
--- and tracestate the job's trace context or '' for none.
+-- and tracestate the job's trace context or '' for none; replace '1' for
+-- an upsert, else '0'.
 -- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
 -- live, or 'DQ_CONFLICT <finished|deleted> <ended ms>' while a record of
 -- it is kept (the idempotency window: nothing is written); 'DQ_CONFLICT'
--- alone when the caller may not see that job's topic.
+-- alone when the caller may not see that job's topic (or record).
+-- An upsert (replace '1') answers 'replaced' when it replaced a delayed,
+-- ready or buried job of its topic (replace_job), 'ok' when it created
+-- the job (there was none, or only a kept record, which it drops), and
+-- 'DQ_CONFLICT reserved replace' for a reserved job or 'DQ_CONFLICT
+-- <state> topic <topic>' for a job of another topic, writing nothing.
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
 -- or shard counts.
 limit_topics(ARGV[ARG.allow])
@@ -28,13 +34,24 @@ for i = 0, njobs - 1 do
     local ttr, retries = ARGV[a + ARG_JOB.ttr_ms], ARGV[a + ARG_JOB.retries]
     local delay, at = tonumber(ARGV[a + ARG_JOB.delay_ms]), tonumber(ARGV[a + ARG_JOB.at_ms])
     local k = ARGV[a + ARG_JOB.bucket]
-    local live = load_job(id, true)
+    local upsert = ARGV[a + ARG_JOB.replace] == '1'
+    -- an upsert reads the whole job: what it keeps lies beyond the head
+    local live = load_job(id, not upsert)
     local kept = not live and history_on() and load_record(id)
-    if live then
-        out[#out + 1] = allowed(live.t) and ('DQ_CONFLICT ' .. live.s) or 'DQ_CONFLICT'
-    elseif kept then
-        out[#out + 1] = allowed(kept.t) and ('DQ_CONFLICT ' .. kept.outcome .. ' ' .. num(kept.e))
-            or 'DQ_CONFLICT'
+    local conflict
+    if live and not allowed(live.t) or kept and not allowed(kept.t) then
+        conflict = 'DQ_CONFLICT'
+    elseif live and not upsert then
+        conflict = 'DQ_CONFLICT ' .. live.s
+    elseif kept and not upsert then
+        conflict = 'DQ_CONFLICT ' .. kept.outcome .. ' ' .. num(kept.e)
+    elseif live and live.s == 'reserved' then
+        conflict = 'DQ_CONFLICT reserved replace'
+    elseif live and live.t ~= topic then
+        conflict = 'DQ_CONFLICT ' .. live.s .. ' topic ' .. live.t
+    end
+    if conflict then
+        out[#out + 1] = conflict
     else
         local due = now + delay
         if at >= 0 then due = math.max(at, now) end
@@ -48,8 +65,16 @@ for i = 0, njobs - 1 do
         local traceparent, tracestate = ARGV[a + ARG_JOB.traceparent], ARGV[a + ARG_JOB.tracestate]
         if traceparent ~= '' then f.traceparent = traceparent end
         if tracestate ~= '' then f.tracestate = tracestate end
-        if create_job(id, f, now, seq and seq + nseq) == 'ready' then nseq = nseq + 1 end
-        out[#out + 1] = 'ok'
+        local state
+        if live then
+            state = replace_job(id, live, f, now, seq and seq + nseq)
+            out[#out + 1] = 'replaced'
+        else
+            if kept then drop_record(id, kept) end
+            state = create_job(id, f, now, seq and seq + nseq)
+            out[#out + 1] = 'ok'
+        end
+        if state == 'ready' then nseq = nseq + 1 end
     end
 end
 return out

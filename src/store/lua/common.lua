@@ -409,6 +409,14 @@ local function zadd(key, score, member)
     list[#list + 1] = member
 end
 
+-- Writes the sorted-set entries gathered so far (flush() does, at the end
+-- of a call; replace_job before it removes a job's entries, which an
+-- earlier job of the same batch may have gathered).
+local function write_zadds()
+    for _, key in ipairs(zadd_order) do call_in_chunks('ZADD', key, zadds[key]) end
+    zadds, zadd_order = {}, {}
+end
+
 -- Ready and buried jobs sit in sorted sets scored by a sequence number, so
 -- a pop takes them in the order they came and finish/delete remove them
 -- at once: nothing stale is ever left behind. reserve_seq(n) takes n
@@ -1047,15 +1055,13 @@ local function record_view(r)
         first_delivered = r.fd, deliveries = deliveries_view(r.id)}
 end
 
--- Creates job `id` (the caller made sure it does not exist) from the
--- fields of f: topic, body, ttr (ms), retries (-1 unlimited), k (bucket)
--- and due (ms; due <= now means ready at once, which takes sequence number
--- seq); optional backoff (JSON array of seconds), url and timeout (ms) of
--- a callback, key (the grouping key), traceparent and tracestate (its
--- trace context). In a topic that keeps history it also holds its due
--- time, for its record. Counts it. Returns 'ready' or 'delay'. A delayed job's
--- bucket and index entries are written by flush() (schedule, batched).
-local function create_job(id, f, now, seq)
+-- A job as the fields of f describe it: topic, body, ttr (ms), retries
+-- (-1 unlimited), k (bucket) and due (ms; due <= now means ready at once);
+-- optional backoff (JSON array of seconds), url and timeout (ms) of a
+-- callback, key (the grouping key), traceparent and tracestate (its trace
+-- context). In a topic that keeps history it also holds its due time, for
+-- its record. Not yet stored (place_job does).
+local function job_of_fields(f, now)
     local ready = f.due <= now
     local j = {s = ready and 'ready' or 'delay', t = f.topic, ttr = tonumber(f.ttr), n = 0,
         r = tonumber(f.retries), kb = 0, c = now, k = tonumber(f.k), d = ready and -1 or f.due,
@@ -1064,17 +1070,66 @@ local function create_job(id, f, now, seq)
     if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
     j.g, j.tp, j.ts = f.key, f.traceparent, f.tracestate
     if keep_of(f.topic) > 0 then j.du = f.due end -- for its record
+    return j
+end
+
+-- Stores job j (as job_of_fields made it) and puts it where its state
+-- says: its topic's ready queue (sequence number seq) or, delayed, its
+-- bucket and index, written by flush() (batched). Counts it in its state.
+local function place_job(id, j, seq)
     store_job(id, j)
-    if ready then
-        enqueue_ready(id, f.topic, seq, f.url)
-        count(f.topic, 'ready', 1)
+    if j.s == 'ready' then
+        enqueue_ready(id, j.t, seq, j.u)
     else
-        bucket_add(id, f.k, f.due, f.topic, 'delay', true)
-        count(f.topic, 'delay', 1)
+        bucket_add(id, j.k, j.d, j.t, 'delay', true)
     end
+    count(j.t, j.s, 1)
+    return j.s
+end
+
+-- Creates job `id` (the caller made sure it does not exist) from the
+-- fields of f (see job_of_fields); a job ready at once takes sequence
+-- number seq. Counts it. Returns 'ready' or 'delay'.
+local function create_job(id, f, now, seq)
+    local state = place_job(id, job_of_fields(f, now), seq)
     count(f.topic, 'added', 1)
     count(f.topic, 'jobs', 1)
-    return ready and 'ready' or 'delay'
+    return state
+end
+
+-- Upsert: job `id` (old, as load_job answered it, whole), delayed, ready
+-- or buried, becomes the job the fields of f describe (see job_of_fields),
+-- in the same topic, bucket and shard (both follow from the id). It
+-- leaves every set of its old state, so nothing stale stays; its counts
+-- move to its new state. What the replace keeps: when it was created, its
+-- trace context where f gives none, and a push job's delivery log (the
+-- attempts made are history; a job that is no push job any more keeps
+-- none, since nothing would remove it). Its attempts start again at 0: it
+-- is a new definition, whose retries and backoff count from its own first
+-- delivery. Returns its new state ('ready' or 'delay').
+local function replace_job(id, old, f, now, seq)
+    write_zadds()
+    if old.s == 'delay' then
+        bucket_remove(id, old.k, old.t, old.s)
+    else
+        unlist(id, old)
+    end
+    local j = job_of_fields(f, now)
+    j.c, j.legacy = old.c, old.legacy
+    if not f.traceparent and not f.tracestate then j.tp, j.ts = old.tp, old.ts end
+    if old.push and not j.push then redis.call('DEL', delivery_key(id)) end
+    count(old.t, old.s, -1)
+    return place_job(id, j, seq)
+end
+
+-- Drops the kept record of `id` (r, as load_record answered it), its
+-- entry in its topic's history index and its delivery log: for an upsert
+-- that makes the id live again (an id is kept or live, never both; the
+-- log, which expires with the record, would otherwise expire under the
+-- new job).
+local function drop_record(id, r)
+    redis.call('ZREM', history_index(r.t, r.outcome), id)
+    redis.call('DEL', record_key(id), delivery_key(id))
 end
 
 -- What get answers about a job (nil when there is none), false where a
@@ -1364,7 +1419,7 @@ end
 -- long-polls how many jobs each topic got ("<count>:<topic>", once per
 -- topic per call; each worker process wakes that many of its waiters).
 local function flush()
-    for _, key in ipairs(zadd_order) do call_in_chunks('ZADD', key, zadds[key]) end
+    write_zadds()
     local totals = {}
     for _, topic in ipairs(topic_order) do
         local sk = stats_key(topic)

@@ -124,16 +124,41 @@ public final class Client {
     /**
      * Adds a job; returns its id (the server makes one when none was set).
      *
-     * @throws ConflictException when a live job has this id
+     * @throws ConflictException when a live job has this id (an upsert: when
+     *         it is reserved, or of another topic)
      */
     public String add(NewJob job) {
-        Map<String, Object> fields = job.fields();
-        Sent sent = send("POST", "add", Json.write(fields), 0, job.id() != null);
+        return Answers.string(addAnswer(job), "id");
+    }
+
+    /**
+     * Upsert: replaces the delayed, ready or buried job of job's id and topic
+     * by job (its trace context, if any, stays), or creates it (there was
+     * none, or only its kept record). Returns true when it replaced one,
+     * false when it created it.
+     *
+     * @throws ConflictException when the job is reserved (a consumer or a
+     *         callback holds it) or of another topic; nothing changed
+     * @throws IllegalArgumentException when job has no id
+     */
+    public boolean upsert(NewJob job) {
+        if (job.id() == null) {
+            throw new IllegalArgumentException("an upsert names its job: set its id");
+        }
+        return Boolean.TRUE.equals(addAnswer(job.replace()).get("replaced"));
+    }
+
+    /** One add, resent after a lost connection when it names its id. */
+    private Map<String, Object> addAnswer(NewJob job) {
+        Sent sent = send("POST", "add", Json.write(job.fields()), 0, job.id() != null);
         try {
-            return Answers.string(decode(sent), "id");
+            return decode(sent);
         } catch (ConflictException e) {
-            if (sent.resent) {
-                return job.id();   // the first send reached the server and took
+            // A plain add's conflict after a resend: the first send reached
+            // the server and took. An upsert's resend replaces again, to the
+            // same job: its conflict is a real one.
+            if (sent.resent && !job.replacing()) {
+                return Map.of("id", job.id());
             }
             throw e;
         }

@@ -18,6 +18,7 @@ public final class NewJob {
     private String id;
     private Double delay;
     private Double at;
+    private boolean replace;
     private final JobOptions options = new JobOptions();
 
     private NewJob(String topic, Object body) {
@@ -40,6 +41,21 @@ public final class NewJob {
 
     public String id() {
         return id;
+    }
+
+    /**
+     * Upsert (needs an id): a delayed, ready or buried job with this id and
+     * topic is replaced by this one (body, due time, ttr, retries, backoff,
+     * callback; what is unset takes add's default), else the job is created.
+     * See {@link Client#upsert(NewJob)}.
+     */
+    public NewJob replace() {
+        this.replace = true;
+        return this;
+    }
+
+    public boolean replacing() {
+        return replace;
     }
 
     /** Seconds until it is due (fractions kept to the millisecond); not with at. */
@@ -97,6 +113,9 @@ public final class NewJob {
         JobOptions.putIfSet(f, "id", id);
         JobOptions.putIfSet(f, "delay", delay);
         JobOptions.putIfSet(f, "at", at);
+        if (replace) {
+            f.put("replace", true);
+        }
         options.putInto(f);
         return f;
     }

@@ -52,6 +52,30 @@ public class ClientTest {
         Check.that(conflict.reason().contains("was finished at"), conflict.reason());
     }
 
+    public void testUpsert() {
+        String topic = Check.unique("upsert");
+        String id = topic + "-1";
+        Check.equal(false, c.upsert(NewJob.of(topic, Map.of("v", 1)).id(id).delay(30)), "none: created");
+        Check.equal(true, c.upsert(NewJob.of(topic, Map.of("v", 2)).id(id).ttr(5)), "delayed: replaced");
+        JobInfo info = c.get(id);
+        Check.equal("ready", info.state());
+        Check.equal(5.0, info.ttr());
+        Check.equal(id, c.add(NewJob.of(topic, Map.of("v", 3)).id(id).replace()));
+        Check.equal(Map.of("v", 3L), c.pop(topic, 0).body());
+        ConflictException reserved = Check.fails(ConflictException.class,
+                () -> c.upsert(NewJob.of(topic, Map.of("v", 4)).id(id)));
+        Check.that(reserved.reason().contains("reserved"), reserved.reason());
+        Check.fails(IllegalArgumentException.class, () -> c.upsert(NewJob.of(topic, 1)));
+        BadRequestException noId = Check.fails(BadRequestException.class, () -> c.add(NewJob.of(topic, 1).replace()));
+        Check.that(noId.reason().contains("'replace'"), noId.reason());
+        List<Result> results = c.addMany(List.of(NewJob.of(topic, 5).id(topic + "-2").replace(), NewJob.of(topic, 6)));
+        Check.equal(Boolean.FALSE, results.get(0).replaced());
+        Check.equal(null, results.get(1).replaced());
+        c.finish(id);
+        c.delete(topic + "-2");
+        c.delete(results.get(1).id());
+    }
+
     public void testBodyComesBackExactly() {
         String topic = Check.unique("exact");
         String text = "{\"n\":12345678901234567890123,\"s\":\"caf\\u00e9\",\"f\":1.0e+2}";
