@@ -310,7 +310,6 @@ local policy_cache  -- topic -> its policy in this shard (read once per call)
 local call_now      -- Redis' time, read once per call by clock()
 local history_cache -- does P:history exist (nil: not read yet in this call)
 local keys_cache    -- does P:klim exist (nil: not read yet in this call)
-local draining_cache -- topic -> its lanes are being drained (read once per call)
 
 local function begin(keys)
     P = keys[1]
@@ -325,7 +324,6 @@ local function begin(keys)
     call_now = nil
     history_cache = nil
     keys_cache = nil
-    draining_cache = {}
 end
 
 -- Redis' time, read once per call (a call is atomic: one instant).
@@ -751,7 +749,6 @@ local function lanes_drain(topic, n)
         if not pol.key_concurrency and not pol.key_rate then
             redis.call('SREM', key_limited_key(), topic)
         end
-        draining_cache[topic] = false
     end
     return moved
 end
@@ -882,19 +879,8 @@ local function key_limit_changed(topic, old, new)
     end
 end
 
--- Is the topic's lanes' drain under way? (Read once per call.)
-local function lanes_draining(topic)
-    if not keys_on() then return false end
-    local v = draining_cache[topic]
-    if v == nil then
-        v = redis.call('SISMEMBER', lanes_drain_key(), topic) == 1
-        draining_cache[topic] = v
-    end
-    return v
-end
-
--- Tells a topic's waiting long-polls that `n` of its jobs may be taken,
--- the first at sequence number seq (the ready message's form, flush()).
+-- Tells a topic's waiting long-polls that n of its jobs may be taken, the
+-- first at sequence number seq: the ready message flush() describes.
 local function publish_ready(topic, n, seq)
     redis.call('SPUBLISH', P .. ':ready', num(n) .. ':' .. topic .. '\0' .. num(seq) .. '@' .. num(clock()))
 end
@@ -1451,8 +1437,7 @@ local function flush()
     for _, topic in ipairs(ready_order) do
         -- A paused topic's waiters could take nothing; resume tells them.
         if not paused(topic) then
-            redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic ..
-                '\0' .. num(ready_first[topic]) .. '@' .. num(clock()))
+            publish_ready(topic, ready_topics[topic], ready_first[topic])
         end
     end
     if push_ready > 0 then
@@ -1469,8 +1454,7 @@ local function flush()
             local head = not ready_topics[topic] and
                 redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES') or {}
             if head[2] then
-                redis.call('SPUBLISH', P .. ':ready', num(freed) .. ':' .. topic .. '\0' ..
-                    head[2] .. '@' .. num(clock()))
+                publish_ready(topic, freed, tonumber(head[2]))
             end
             -- Push jobs push_take held back for the limit: as many as the
             -- room freed go back to P:push, oldest first, and the pushers
