@@ -18,14 +18,15 @@ local now = now_ms()
 local out = {}
 
 lanes_drain_step()
+-- Jobs set aside for their key's limits (key_admits) do not count against
+-- the count asked for; at most LANE_STEP of them per call.
+local aside_left = LANE_STEP
 for ti = NARGS + 1 + nfinish, #ARGV do
     local topic = ARGV[ti]
     local n = want - #out
     local room = concurrency_room(topic)
     if room and room < n then n = room end
-    -- Jobs set aside for their key's limit (key_admits) do not count
-    -- against n; at most LANE_STEP of them per topic and call.
-    local looked, budget = 0, n + LANE_STEP
+    local looked, budget = 0, n + aside_left
     local got = 0
     while n > got and looked < budget and not paused(topic) do
         local ask = math.min(n - got, budget - looked)
@@ -50,6 +51,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
         end
         if #taken < 2 * ask then break end -- the queue ran dry
     end
+    aside_left = aside_left - (looked - got)
     if looked >= budget and got < n then
         -- The step ended among jobs set aside: those behind may be
         -- eligible, so the topic's long-polls (this one too) look again.
