@@ -1,14 +1,17 @@
-"""Per-key limits (docs/PROTOCOL.md 1.2, `key_concurrency`): at most that
+"""Per-key limits (docs/PROTOCOL.md 1.2). `key_concurrency`: at most that
 many jobs of one key reserved at once, for pull and for push; 1 makes a key
 serial (one at a time, in due order, also through TTR expiries and a
 consumer killed with SIGKILL). A job over its key's limit stays ready (set
-aside in its key's lane: `get`, `GET /jobs`, stats, delete and purge see
-it as any ready job); a limited key never blocks the other keys, the small
-keys behind a big key's backlog are reached (the fairness figure), a
-finish wakes a waiting long-poll, and a limit changed under load applies at
-once. Each test ends with the deployment's invariants. Runs with the
-deployment's shard count (one Redis, or a Cluster under
-DQTEST_REDIS=cluster) and the pull tests once more with four shards."""
+aside in its key's lane: `get`, `GET /jobs`, stats, delete, upsert, purge
+and pause/resume treat it as any ready job); a limited key never blocks
+the other keys, the small keys behind a big key's backlog are reached (the
+fairness figure), a finish wakes a waiting long-poll, and a limit changed
+under load applies at once. `key_rate` per `key_period`: a token bucket per
+key, measured within 5% over 10 s, woken by the timer when a token comes,
+for pull and for push. Each test ends with the deployment's invariants.
+Runs with the deployment's shard count (one Redis, or a Cluster under
+DQTEST_REDIS=cluster) and the key_concurrency tests once more with four
+shards."""
 
 import collections
 import os
@@ -300,6 +303,38 @@ class KeyConcurrency(KeyTestCase):
         self.assertEqual(s["topics"][t]["ready"], 0)
         self.assertEqual(self.use(t)["keys_waiting"], 0)
         self.c.req("delete", ids=[ids[2], ids[3]])
+
+    def test_pause_and_resume_with_jobs_held_for_their_key(self):
+        """A serial key's turn ends while its topic is paused: its next job
+        waits for the resume, which hands it to a waiting long-poll."""
+        t = unique("kz")
+        self.policy(t, key_concurrency=1)
+        ids = ["%s@%d" % (t, i) for i in range(3)]
+        self.add_many(t, [(jid, t) for jid in ids])
+        self.assertEqual([j["id"] for j in self.pop(t, count=10)], ids[:1])
+        st, r = self.c.req("pause", topic=t)
+        self.assertOk(st, r)
+        self.finish(ids[0])
+        self.assertEqual(self.pop(t, count=10), [], "paused")
+        result = {}
+
+        def wait():
+            conn = self.c.new_http()
+            try:
+                result["jobs"] = self.pop(t, timeout=20, conn=conn)
+            finally:
+                conn.close()
+
+        th = threading.Thread(target=wait)
+        th.start()
+        time.sleep(0.5)
+        st, r = self.c.req("resume", topic=t)
+        self.assertOk(st, r)
+        th.join(25)
+        self.assertEqual([j["id"] for j in result["jobs"]], ids[1:2], "the key's next, after the resume")
+        self.finish(ids[1])
+        self.assertEqual([j["id"] for j in self.pop(t, count=10)], ids[2:])
+        self.finish(ids[2])
 
     def test_a_limit_changed_under_load(self):
         t = unique("kx")
