@@ -240,6 +240,10 @@ class KeyConcurrency(KeyTestCase):
         self.assertEqual(use["throttled"], 48)
         st, s = self.c.req("stats", topic=t)
         self.assertEqual((s["topics"][t]["ready"], s["topics"][t]["reserved"]), (48, 2))
+        st, _, data = self.c.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        self.assertIn('delayq_topic_keys_waiting{topic="%s"} 1\n' % t, data.decode())
+        self.assertIn('delayq_topic_throttled{topic="%s"} 48\n' % t, data.decode())
         # A long-poll waits while the key is at its limit; a finish wakes it
         # (the recheck is 30 s: only the wake-up answers in time).
         result = {}
