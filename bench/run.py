@@ -10,6 +10,7 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] push      # callbacks/s, due -> POST lateness, pusher CPU
     bench/run.py [--quick] jobs      # a GET /jobs page with 10k and with 1M jobs stored
     bench/run.py [--quick] purge     # purge of 1M jobs: each step's Redis time (SLOWLOG)
+    bench/run.py [--quick] keys      # finish-and-pop with and without per-key limits
 
 Each run starts its own redis-server, delayq-fcgi, delayq-timer, nginx (and
 the peers: beanstalkd, BullMQ with its own redis-server) in a temp dir on
@@ -26,6 +27,7 @@ bench/loadgen and bench/ceiling/ceiling-fcgi are built by `make -C bench`.
 """
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -477,6 +479,46 @@ def w2(s, P):
     r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2", count=100, batch_finish=True)
     fig("w2.delayq.drain_count100.jobs_s", r["jobs_per_s"], "jobs/s")
     check_errors(r, "w2 batch")
+    s.flush()
+
+
+def post_json(port, path, obj):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request("POST", path, json.dumps(obj))
+        r = c.getresponse()
+        answer = json.loads(r.read())
+    finally:
+        c.close()
+    if r.status != 200 or not answer.get("success"):
+        raise RuntimeError("%s: %s %r" % (path, r.status, answer))
+    return answer
+
+
+def keys(s, P):
+    """The cost of per-key limits on pop: finish-and-pop drains of one
+    topic whose jobs have 1000 keys (in turn), without a policy, with a
+    key_concurrency it never reaches (the counting alone), and with serial
+    keys (key_concurrency 1: consumers meet busy keys and set jobs aside)."""
+    n = P["w2_jobs"]
+    for name, limit in (("unlimited", None), ("key_concurrency_1000", 1000), ("serial", 1)):
+        s.flush()
+        if limit:
+            post_json(s.http_port, "/policy", {"topic": "wk", "key_concurrency": limit})
+        for i in range(0, n, 1000):
+            post_json(s.http_port, "/add", {"jobs": [
+                {"topic": "wk", "body": "x" * 200, "ttr": 60, "key": "k%d" % ((i + j) % 1000)}
+                for j in range(min(1000, n - i))]})
+        c0 = script_calls(commandstats(s))
+        r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="wk", finish_and_pop=True)
+        c1 = script_calls(commandstats(s))
+        fig("keys.%s.drain_fap.jobs_s" % name, r["jobs_per_s"], "jobs/s")
+        # Redis time per function call (finish-and-pop: one call per job)
+        calls = c1[0] - c0[0]
+        fig("keys.%s.redis_us_per_call" % name, (c1[1] - c0[1]) / calls if calls else 0, "us")
+        if r.get("jobs", n) < n:
+            note("WARNING: keys %s drained %d of %d jobs" % (name, r["jobs"], n))
+        check_errors(r, "keys " + name)
     s.flush()
 
 
@@ -1542,7 +1584,7 @@ def ratios():
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge (these eleven are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys (these twelve are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
@@ -1596,7 +1638,7 @@ def main():
     note("profile %s, settings: workers=%d threads=%d nginx_workers=%d keepalive=%d redis_unix=%s"
          % ("quick" if ARGS.quick else "full", ARGS.workers, ARGS.threads, ARGS.nginx_workers,
             ARGS.keepalive, ARGS.redis_unix))
-    need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "jobs", "purge"}
+    need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "jobs", "purge", "keys"}
     if need_stack:
         s = Stack(workers=ARGS.workers, threads=ARGS.threads, redis_unix=ARGS.redis_unix,
                   nginx_workers=ARGS.nginx_workers, keepalive=ARGS.keepalive)
@@ -1621,6 +1663,8 @@ def main():
                 timed("jobs", jobs_pages, s, P)
             if "purge" in what:
                 timed("purge", purge_big, s, P)
+            if "keys" in what:
+                timed("keys", keys, s, P)
         finally:
             s.stop()
     if "beanstalkd" in what:

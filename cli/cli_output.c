@@ -304,8 +304,9 @@ void cli_out_policies(FILE *out, json_object *ans)
                 if (v)
                     fprintf(out, "  %s %s", policy_names[i], json_text(v));
             }
-            fprintf(out, "  reserved %s  throttled %s", json_text(field(pol, "reserved")),
-                    json_text(field(pol, "throttled")));
+            fprintf(out, "  reserved %s  throttled %s  keys_waiting %s",
+                    json_text(field(pol, "reserved")), json_text(field(pol, "throttled")),
+                    json_text(field(pol, "keys_waiting")));
             json_object *tokens = field(pol, "tokens");
             if (tokens) /* only with a rate */
                 fprintf(out, "  tokens %s", json_text(tokens));

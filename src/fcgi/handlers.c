@@ -769,8 +769,8 @@ static dq_response handle_policies(call_ctx *c)
         buf_put_json_string(c->out, p->topic, p->topic_len);
         buf_puts(c->out, ":{");
         reply_policy_fields(c->out, p);
-        buf_printf(c->out, ",\"reserved\":%lld,\"throttled\":%lld,\"tokens\":", (long long)p->reserved,
-                   (long long)p->throttled);
+        buf_printf(c->out, ",\"reserved\":%lld,\"throttled\":%lld,\"keys_waiting\":%lld,\"tokens\":",
+                   (long long)p->reserved, (long long)p->throttled, (long long)p->keys_waiting);
         if (p->tokens >= 0)
             buf_printf(c->out, "%lld}", (long long)p->tokens);
         else

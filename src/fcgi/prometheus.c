@@ -163,8 +163,9 @@ static void put_job_counters(dq_buf *out, const store_stats *st, size_t shown)
 
 /* Flow control, per topic with a policy: its concurrency limit and its
  * rate per second (when it has them), its jobs reserved against them, its
- * ready jobs held back now and the tokens its rate has left. */
-enum { FLOW_CONCURRENCY, FLOW_RATE, FLOW_RESERVED, FLOW_THROTTLED, FLOW_TOKENS };
+ * ready jobs held back now, the keys that have jobs held back by
+ * key_concurrency and the tokens its rate has left. */
+enum { FLOW_CONCURRENCY, FLOW_RATE, FLOW_RESERVED, FLOW_THROTTLED, FLOW_KEYS_WAITING, FLOW_TOKENS };
 
 /* One flow series' value for a topic; -1 where it has no such limit. */
 static double flow_value(const store_policy *p, int series)
@@ -182,6 +183,8 @@ static double flow_value(const store_policy *p, int series)
         return (double)p->reserved;
     case FLOW_THROTTLED:
         return (double)p->throttled;
+    case FLOW_KEYS_WAITING:
+        return (double)p->keys_waiting;
     default:
         return (double)p->tokens;
     }
@@ -200,6 +203,8 @@ static void put_flow_metrics(dq_buf *out, const store_policies *ps)
                            "in flight, counted against its limits."},
         [FLOW_THROTTLED] = {"delayq_topic_throttled",
                             "Ready jobs of the topic held back by its limits now."},
+        [FLOW_KEYS_WAITING] = {"delayq_topic_keys_waiting",
+                               "Keys of the topic with jobs held back by its key_concurrency now."},
         [FLOW_TOKENS] = {"delayq_topic_tokens",
                          "Deliveries the topic's rate allows at once now (tokens left)."},
     };

@@ -1148,6 +1148,7 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
                 p->value[f] = reply_int(reply_at(r, i + (size_t)policy_entry[f]));
             p->reserved = reply_int(reply_at(r, i + POLICIES_ENTRY_RESERVED));
             p->throttled = reply_int(reply_at(r, i + POLICIES_ENTRY_THROTTLED));
+            p->keys_waiting = reply_int(reply_at(r, i + POLICIES_ENTRY_KEYS_WAITING));
             p->tokens = reply_int(reply_at(r, i + POLICIES_ENTRY_TOKENS));
             out->n++;
         }
@@ -1159,6 +1160,7 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
         if (kept && policy_cmp(&out->policies[kept - 1], p) == 0) {
             out->policies[kept - 1].reserved += p->reserved;
             out->policies[kept - 1].throttled += p->throttled;
+            out->policies[kept - 1].keys_waiting += p->keys_waiting; /* a key lives in one shard */
             int64_t *tokens = &out->policies[kept - 1].tokens;
             if (p->tokens >= 0) /* -1: no rate in that shard's copy */
                 *tokens = (*tokens < 0 ? 0 : *tokens) + p->tokens;

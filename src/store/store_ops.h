@@ -269,6 +269,7 @@ typedef struct {
     int64_t value[DQ_POLICY_NFIELDS]; /* counts, periods and keep in ms; -1: unset */
     int64_t reserved;  /* jobs reserved by pops plus callbacks in flight, every shard */
     int64_t throttled; /* ready jobs held back by a limit, every shard */
+    int64_t keys_waiting; /* keys with jobs held back by key_concurrency, every shard */
     int64_t tokens;    /* whole tokens of its `rate` left now, every shard; -1: no rate */
 } store_policy;
 

@@ -497,7 +497,7 @@ class CliTest(DeploymentTestCase):
         self.assertEqual(json.loads(r[1])["policy"]["period"], None)
         r = self.cli("policies", "--topic", topic)
         self.assertExit(r, 0)
-        self.assertEqual(r[1], "%s  concurrency 5  reserved 1  throttled 0\n" % topic)
+        self.assertEqual(r[1], "%s  concurrency 5  reserved 1  throttled 0  keys_waiting 0\n" % topic)
         r = self.cli("policy", "--topic", topic, "--rate", "0")
         self.assertExit(r, 2)
         r = self.cli("policy", "--topic", topic, "--rate", "many")

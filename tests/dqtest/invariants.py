@@ -40,6 +40,10 @@ Invariants:
     time instead); a hold P:ph:<t> is only left while a resume moves it back or
     its topic is paused, and no job of the topic in P:push scores between
     the hold's lowest and highest (the topic's order is kept);
+  - a ready job set aside in its key's lane (per-key limits) is in its
+    topic's P:kr:<t> and in no queue, hold or P:q; the lanes P:kl hold as
+    many jobs as the P:kr sets; P:ko:<t> names only reserved jobs of t and
+    P:kc:<t> counts them by key;
   - P:timerlag names only timers (P:timers) and holds "<ms>:<ms>";
   - kept history: every record P:h:<id> expires (a TTL) and is in its
     topic's index of its outcome (P:hf:<t> or P:hd:<t>) scored by minus its
@@ -121,6 +125,24 @@ for _, lk in ipairs(redis.call('KEYS', P .. ':ph:*')) do
         end
     end
 end
+-- ready jobs set aside in their key's lane: lane|topic|id -> true
+local lanes = {}
+local nlane = 0
+for _, lk in ipairs(redis.call('KEYS', P .. ':kr:*')) do
+    local topic = string.sub(lk, plen + 1)
+    for _, id in ipairs(redis.call('ZRANGE', lk, 0, -1)) do
+        lanes[topic .. '|' .. id] = true
+        nlane = nlane + 1
+    end
+end
+local live_lane = 0
+local nlane_keys = 0
+for _, lk in ipairs(redis.call('KEYS', P .. ':kl:*')) do
+    nlane_keys = nlane_keys + redis.call('ZCARD', lk)
+end
+if nlane_keys ~= nlane then
+    bad('the key lanes (P:kl) hold ' .. nlane_keys .. ' jobs, their topics\' index (P:kr) ' .. nlane)
+end
 local live_held = 0
 for _, kind in ipairs({'r', 'x'}) do
     for _, lk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
@@ -166,8 +188,9 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
         counts[t][s] = (counts[t][s] or 0) + 1
         local e = inb[id]
         if e then e.seen = true end
+        local in_lane = s == 'ready' and lanes[t .. '|' .. id]
         local ikind = (s == 'delay' and 'd') or (s == 'reserved' and 'w') or
-            ((s == 'ready' and u) and 'q') or nil
+            ((s == 'ready' and u and not in_lane) and 'q') or nil
         if ikind then
             -- a ready push job waits in P:push, or in its topic's hold
             -- while paused, with the same score
@@ -200,7 +223,12 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
             local kind = (s == 'ready') and (u and 'p' or 'r') or 'x'
             local where = kind == 'p' and '' or t
             local held = kind == 'p' and holds['h|' .. t .. '|' .. id]
-            if held and entries['p||' .. id] then
+            local listed = entries[kind .. '|' .. where .. '|' .. id]
+            if in_lane and (held or listed) then
+                bad('job ' .. id .. ' is in its key lane and also queued')
+            elseif in_lane then
+                live_lane = live_lane + 1
+            elseif held and entries['p||' .. id] then
                 bad('job ' .. id .. ' is both in ' .. P .. ':push and held in ' .. P .. ':ph:' .. t)
             elseif held then
                 live_held = live_held + 1
@@ -299,6 +327,36 @@ if stale_x > 0 then bad(stale_x .. ' buried-set members name no buried job of th
 if nindex > indexed then
     bad((nindex - indexed) .. ' per-topic index members (P:d/P:w/P:q) name no job of that ' ..
         'topic and state')
+end
+if nlane > live_lane then
+    bad((nlane - live_lane) .. ' key-lane members (P:kr) name no ready job of their topic')
+end
+-- per-key counts: P:ko:<t> names reserved jobs of t; P:kc:<t> counts them by key
+for _, ok in ipairs(redis.call('KEYS', P .. ':ko:*')) do
+    local topic = string.sub(ok, plen + 1)
+    local by_key = {}
+    local h = redis.call('HGETALL', ok)
+    for i = 1, #h, 2 do
+        local v = redis.call('GET', P .. ':j:' .. h[i])
+        local j = v and decode_job(v) or {}
+        local key = string.match(h[i + 1], '^%d+:(.*)$')
+        if j.s ~= 'reserved' or j.t ~= topic then
+            bad(ok .. ' names ' .. h[i] .. ', not a reserved job of ' .. topic)
+        end
+        by_key[key] = (by_key[key] or 0) + 1
+    end
+    local kc = redis.call('HGETALL', P .. ':kc:' .. topic)
+    local seen = {}
+    for i = 1, #kc, 2 do
+        seen[kc[i]] = true
+        if tonumber(kc[i + 1]) ~= (by_key[kc[i]] or 0) then
+            bad(P .. ':kc:' .. topic .. ' counts ' .. kc[i + 1] .. ' of key ' .. kc[i] .. ', ' ..
+                (by_key[kc[i]] or 0) .. ' are reserved')
+        end
+    end
+    for key, n in pairs(by_key) do
+        if not seen[key] then bad(P .. ':kc:' .. topic .. ' lacks key ' .. key .. ' (' .. n .. ')') end
+    end
 end
 if nheld > live_held then
     bad((nheld - live_held) .. ' hold members name no ready push job of their topic')

@@ -197,7 +197,8 @@ class PolicyBase(DeploymentTestCase):
         self.assertEqual(self.policy(t, rate=None, period=0.25), dict(full, rate=None, period=0.25))
         got = self.policies("?topic=" + t)
         self.assertEqual(got, {"success": True, "cursor": None, "policies": {
-            t: dict(full, rate=None, period=0.25, reserved=0, throttled=0, tokens=None)}})
+            t: dict(full, rate=None, period=0.25, reserved=0, throttled=0, keys_waiting=0,
+                    tokens=None)}})
         self.assertEqual(self.policy(t, **NONE), NONE)
         self.assertEqual(self.policies("?topic=" + t)["policies"], {}, "no field left: no policy")
         self.assertNotIn(t, self.policies()["policies"])

@@ -474,7 +474,7 @@ final class Client
 
     /**
      * The policies of one topic, or of every topic that has one (all
-     * pages): [topic => [limits..., 'reserved' => n, 'throttled' => n,
+     * pages): [topic => [limits..., 'reserved' => n, 'throttled' => n, 'keys_waiting' => n,
      * 'tokens' => n (tokens its rate has left now), or null without a rate]].
      *
      * @return array<string,array<string,int|float|null>>

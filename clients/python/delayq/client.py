@@ -579,8 +579,8 @@ class Client:
         return dict(self._call("policy", fields)["policy"])
 
     def policies(self, topic: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
-        """{topic: {limits..., "reserved": n, "throttled": n, "tokens": n or
-        None (tokens its rate has left now; None without a rate)}} for the topic
+        """{topic: {limits..., "reserved": n, "throttled": n, "keys_waiting": n, "tokens":
+        n or None (tokens its rate has left now; None without a rate)}} for the topic
         named, or for every topic that has a policy (all pages)."""
         if topic is not None:
             return dict(self._call("policies", {"topic": topic})["policies"])

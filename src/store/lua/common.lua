@@ -188,6 +188,8 @@ local function push_key() return P .. ':push' end
 local function delay_index(topic) return P .. ':d:' .. topic end
 local function reserved_index(topic) return P .. ':w:' .. topic end
 local function push_index(topic) return P .. ':q:' .. topic end
+-- A topic's ready jobs set aside in their key's lane (see lane_remove).
+local function lanes_index(topic) return P .. ':kr:' .. topic end
 local function state_index(topic, state)
     if state == 'delay' then return delay_index(topic) end
     if state == 'reserved' then return reserved_index(topic) end
@@ -204,13 +206,14 @@ end
 -- The sets that list a topic's jobs of a state (a name `jobs` and `purge`
 -- take), in the state's order: delay by due time, reserved by TTR
 -- deadline, ready by sequence (the ready set merged with the ready push
--- jobs, whose scores share the shard's sequence), buried by sequence;
+-- jobs, whose scores share the shard's sequence, and the jobs set aside in
+-- their key's lane), buried by sequence;
 -- and (`jobs` only) the records of finished and deleted jobs, newest first.
 local function state_sets(topic, state)
     if state == 'finished' or state == 'deleted' then return {history_index(topic, state)} end
     if state == 'delay' then return {delay_index(topic)} end
     if state == 'reserved' then return {reserved_index(topic)} end
-    if state == 'ready' then return {ready_key(topic), push_index(topic)} end
+    if state == 'ready' then return {ready_key(topic), push_index(topic), lanes_index(topic)} end
     return {buried_key(topic)}
 end
 
@@ -306,7 +309,7 @@ local paused_cache  -- topic -> paused (read once per call)
 local policy_cache  -- topic -> its policy in this shard (read once per call)
 local call_now      -- Redis' time, read once per call by clock()
 local history_cache -- does P:history exist (nil: not read yet in this call)
-local bucket_cache  -- token bucket key -> {tokens, at}, as read or written in this call
+local keys_cache    -- does P:klim exist (nil: not read yet in this call)
 
 local function begin(keys)
     P = keys[1]
@@ -320,7 +323,7 @@ local function begin(keys)
     policy_cache = {}
     call_now = nil
     history_cache = nil
-    bucket_cache = {}
+    keys_cache = nil
 end
 
 -- Redis' time, read once per call (a call is atomic: one instant).
@@ -420,6 +423,17 @@ local function reserve_seq(n)
     return tonumber(redis.call('INCRBY', P .. ':seq', num(n))) - n + 1
 end
 
+-- A job of `topic` became ready at sequence number seq: flush() tells
+-- the topic's long-polls.
+local function note_ready(topic, seq)
+    if not ready_topics[topic] then
+        ready_topics[topic] = 0
+        ready_first[topic] = seq
+        ready_order[#ready_order + 1] = topic
+    end
+    ready_topics[topic] = ready_topics[topic] + 1
+end
+
 -- Queues a job whose hash already says s=ready on its topic's ready set,
 -- or for delayq-push when it is a push job (push: its URL, or false).
 local function enqueue_ready(id, topic, seq, push)
@@ -430,12 +444,7 @@ local function enqueue_ready(id, topic, seq, push)
         return
     end
     zadd(ready_key(topic), num(seq), id)
-    if not ready_topics[topic] then
-        ready_topics[topic] = 0
-        ready_first[topic] = seq
-        ready_order[#ready_order + 1] = topic
-    end
-    ready_topics[topic] = ready_topics[topic] + 1
+    note_ready(topic, seq)
 end
 
 -- Makes job j ready: it says so (with rt, when it became ready, for the
@@ -454,9 +463,78 @@ local function bury(id, j, seq)
     count(j.t, 'buries', 1)
 end
 
--- Takes a job out of its topic's ready or buried set, whichever holds it.
-local function unlist(id, topic, state, push)
+-- Per-key limits (key_concurrency, key_rate; docs/DESIGN.md, "Per-key
+-- limits"). Only a topic whose policy has one (or whose lanes are still
+-- being drained after it was changed or removed) has these keys:
+--   P:klim            the shard's topics with key limits or lanes left
+--                     (exists while any does: keys_on())
+--   P:kc:<topic>      hash: key -> its jobs reserved now
+--   P:ko:<topic>      hash: id -> '<seq>:<key>' for each counted reserved
+--                     job: its key and its place in the due order (the
+--                     sequence number it was taken at, 0 if unknown)
+--   P:kl:<n>:<topic>:<key>  the key's lane (n: the topic's length, so no
+--                     two topics' lanes share a name): its ready jobs that
+--                     a pop or push_take met while the key was at a
+--                     limit, by sequence number
+--   P:kt:<n>:<topic>:<key>  the key's token bucket under key_rate
+--                     (take_tokens); absent when full
+--   P:krt             '<n>:<topic>:<key>' of the keys whose lane waits for
+--                     key_rate's next token, scored by when it comes (ms):
+--                     the move of bucket 0 and every pop and push_take
+--                     move one job of each due lane back
+--   P:kr:<topic>      every lane job of the topic, by sequence number
+--                     (`jobs` and purge list them, stats count them)
+--   P:kw:<topic>      keys with a non-empty lane (scored 0)
+--   P:kdrain          topics whose lanes go back to their queue (a
+--                     changed or removed limit), a bounded step per call
+-- A job in a lane is still `ready` (its head, the ready gauge); it is in
+-- neither P:r nor P:push nor P:q.
+local function key_limited_key() return P .. ':klim' end
+local function key_count_key(topic) return P .. ':kc:' .. topic end
+local function key_owner_key(topic) return P .. ':ko:' .. topic end
+local function keys_waiting_key(topic) return P .. ':kw:' .. topic end
+local function lanes_drain_key() return P .. ':kdrain' end
+-- A key of a topic, as one string ('<n>:<topic>:<key>', n the topic's
+-- length): a member of P:krt, a part of a lane's or token bucket's name.
+local function topic_key(topic, key) return num(#topic) .. ':' .. topic .. ':' .. key end
+local function split_topic_key(m)
+    local n, rest = string.match(m, '^(%d+):(.*)$')
+    n = tonumber(n)
+    return string.sub(rest, 1, n), string.sub(rest, n + 2)
+end
+-- The token bucket of a key under key_rate (take_tokens).
+local function key_tokens_key(topic, key) return P .. ':kt:' .. topic_key(topic, key) end
+-- Keys whose lane waits for key_rate's next token: topic_key -> when (ms).
+local function rate_lanes_key() return P .. ':krt' end
+local function lane_key(topic, key) return P .. ':kl:' .. topic_key(topic, key) end
+-- How many jobs one call may set aside into lanes or move back from them,
+-- beyond what it takes: a pop over a big key's backlog costs at most this.
+local LANE_STEP = 1000
+
+-- Does any topic of the shard have key limits (or lanes left)? Without,
+-- no function looks at the structures above: one EXISTS per call.
+local function keys_on()
+    if keys_cache == nil then keys_cache = redis.call('EXISTS', key_limited_key()) == 1 end
+    return keys_cache
+end
+
+-- Takes a ready job out of its key's lane if it is in one (job j as
+-- load_job answered it); returns whether it was.
+local function lane_remove(id, j)
+    if not keys_on() or redis.call('ZREM', lanes_index(j.t), id) == 0 then return false end
+    if j.head_only then j = load_job(id) end -- the key is among the fields some jobs have
+    local lk = lane_key(j.t, j.g)
+    redis.call('ZREM', lk, id)
+    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', keys_waiting_key(j.t), j.g) end
+    return true
+end
+
+-- Takes a job out of its topic's ready or buried set, whichever holds it
+-- (or its key's lane); j: as load_job answered it, in its current state.
+local function unlist(id, j)
+    local topic, state, push = j.t, j.s, j.push
     if state == 'ready' then
+        if lane_remove(id, j) then return end
         if push then
             redis.call('ZREM', push_key(), id)
             redis.call('ZREM', push_index(topic), id)
@@ -550,6 +628,261 @@ local function policy_of(topic)
         policy_cache[topic] = pol
     end
     return pol
+end
+
+-- Per-key limits, continued (the keys are described above lane_remove).
+-- A pop or push_take that takes a job of a key at its key_concurrency sets
+-- it aside in the key's lane, once, and goes on to the next job; the end
+-- of one of the key's reservations moves the lane's oldest job back to the
+-- topic's queue at its old place (its sequence number), where the next pop
+-- meets it before the key's later jobs. So each job costs O(1) lane moves
+-- whatever the key's backlog, other keys' jobs behind a limited key's are
+-- reached, and a key's jobs keep their due order.
+
+-- Puts a lane job back in its topic's queue at sequence number seq, at
+-- once (a pop later in the same call must see it before the key's later
+-- jobs), and has its waiters told: long-polls by flush(), or the pushers.
+local function requeue(id, topic, seq, push)
+    if push then
+        redis.call('ZADD', push_key(), num(seq), id)
+        redis.call('ZADD', push_index(topic), num(seq), id)
+        push_ready = push_ready + 1
+    else
+        redis.call('ZADD', ready_key(topic), num(seq), id)
+        note_ready(topic, seq)
+    end
+end
+
+-- Sets ready job j, just taken from its queue at sequence number seq,
+-- aside in its key's lane.
+local function lane_add(id, j, seq)
+    local topic, key = j.t, j.g
+    redis.call('ZADD', lane_key(topic, key), num(seq), id)
+    redis.call('ZADD', lanes_index(topic), num(seq), id)
+    redis.call('ZADD', keys_waiting_key(topic), '0', key)
+    if j.push then redis.call('ZREM', push_index(topic), id) end
+end
+
+-- Moves up to n of a key's oldest lane jobs back to the topic's queue;
+-- returns how many.
+local function lane_release(topic, key, n)
+    local lk = lane_key(topic, key)
+    local jobs = redis.call('ZRANGE', lk, '0', num(n - 1), 'WITHSCORES')
+    if #jobs == 0 then return 0 end
+    local ids = {}
+    for i = 1, #jobs, 2 do
+        local id = jobs[i]
+        local j = load_job(id, true) -- a lane entry goes with its job, so it exists
+        ids[#ids + 1] = id
+        requeue(id, topic, tonumber(jobs[i + 1]), j.push)
+    end
+    redis.call('ZREM', lanes_index(topic), unpack(ids))
+    redis.call('ZREMRANGEBYRANK', lk, '0', num(#ids - 1))
+    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', keys_waiting_key(topic), key) end
+    return #ids
+end
+
+-- A token bucket: the hash `bucket` (t: tokens, fractional; at: when
+-- they were counted, ms) holds up to `rate` tokens and refills rate per
+-- period_ms, continuously; an absent bucket is full (a full one is
+-- deleted: it needs no state, and one refilled from empty takes period_ms,
+-- its expiry). Takes up to `want` tokens at `now`; returns how many it
+-- took and the ms until the next whole token (0: one is there now).
+local function take_tokens(bucket, rate, period_ms, want, now)
+    local h = redis.call('HMGET', bucket, 't', 'at')
+    local tokens, at = tonumber(h[1]), tonumber(h[2])
+    if not tokens or not at then tokens, at = rate, now end
+    tokens = math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
+    local taken = math.min(want, math.floor(tokens))
+    tokens = tokens - taken
+    if tokens >= rate then
+        redis.call('DEL', bucket)
+    else
+        redis.call('HSET', bucket, 't', string.format('%.6f', tokens), 'at', num(now))
+        redis.call('PEXPIRE', bucket, num(period_ms))
+    end
+    if tokens >= 1 then return taken, 0 end
+    return taken, math.ceil((1 - tokens) * period_ms / rate)
+end
+
+-- A key's lane waits for key_rate's next token, due at `at` (ms). When
+-- that is the shard's earliest, the timer holding bucket 0 is told
+-- ("0:<ms>" on P:wake, as for a job due in bucket 0): its move of bucket
+-- 0 moves due lanes back (rate_lanes_due) and answers the next due time.
+local function rate_lane_wait(topic, key, at)
+    local rk = rate_lanes_key()
+    local first = redis.call('ZRANGE', rk, '0', '0', 'WITHSCORES')
+    redis.call('ZADD', rk, 'LT', num(at), topic_key(topic, key))
+    if not first[2] or at < tonumber(first[2]) then
+        redis.call('SPUBLISH', P .. ':wake', '0:' .. num(at))
+    end
+end
+
+-- Moves the oldest job of each lane whose next token is due at `now` back
+-- to its queue (at most LANE_STEP lanes); returns the next due time of
+-- the lanes left waiting (ms), or nil.
+local function rate_lanes_due(now)
+    local rk = rate_lanes_key()
+    local due = redis.call('ZRANGEBYSCORE', rk, '-inf', num(now), 'LIMIT', '0', num(LANE_STEP))
+    for _, m in ipairs(due) do
+        local topic, key = split_topic_key(m)
+        lane_release(topic, key, 1)
+    end
+    if #due > 0 then redis.call('ZREM', rk, unpack(due)) end
+    local first = redis.call('ZRANGE', rk, '0', '0', 'WITHSCORES')
+    return first[2] and tonumber(first[2]) or nil
+end
+
+-- Moves up to n of a topic's lane jobs back to its queue, key by key, each
+-- key's oldest first; when none is left the topic's drain is over (and,
+-- without a key limit, its key structures are gone). Returns how many.
+local function lanes_drain(topic, n)
+    local moved = 0
+    while moved < n do
+        local key = redis.call('ZRANGE', keys_waiting_key(topic), '0', '0')[1]
+        if not key then break end
+        moved = moved + lane_release(topic, key, n - moved)
+    end
+    if redis.call('EXISTS', keys_waiting_key(topic)) == 0 then
+        redis.call('SREM', lanes_drain_key(), topic)
+        local pol = read_policy(topic)
+        if not pol.key_concurrency and not pol.key_rate then
+            redis.call('SREM', key_limited_key(), topic)
+        end
+    end
+    return moved
+end
+
+-- A step of the lane drains of the shard (policy changed or removed a key
+-- limit): up to LANE_STEP jobs of the topics in P:kdrain go back, and one
+-- of each lane whose key_rate token is due (rate_lanes_due). pop and
+-- push_take run it first, so a drain finishes without a caller of its own.
+local function lanes_drain_step()
+    if not keys_on() then return end
+    rate_lanes_due(clock())
+    local budget = LANE_STEP
+    for _, topic in ipairs(redis.call('SRANDMEMBER', lanes_drain_key(), '8')) do
+        if budget <= 0 then break end
+        budget = budget - lanes_drain(topic, budget)
+    end
+end
+
+-- May ready job j, just taken from its queue at sequence number seq, be
+-- reserved now under its key's key_concurrency? If so it is counted
+-- against its key (key_reservation_ends uncounts it); if not it is set
+-- aside in its key's lane. A job without a key, or of a topic without a
+-- key limit, always may (and costs nothing here).
+local function key_admits(id, j, seq)
+    local key = j.g
+    if not key then return true end
+    local pol = policy_of(j.t)
+    local limit, rate = pol.key_concurrency, pol.key_rate
+    if not limit and not rate then return true end
+    local topic = j.t
+    local ck = key_count_key(topic)
+    local inflight = limit and tonumber(redis.call('HGET', ck, key) or '0')
+    seq = tonumber(seq)
+    if limit and inflight >= limit then
+        lane_add(id, j, seq)
+        return false
+    end
+    -- Room, but older jobs of the key wait in its lane (the limit was
+    -- raised, lanes are draining, a token came): the oldest goes first.
+    local head = redis.call('ZRANGE', lane_key(topic, key), '0', '0', 'WITHSCORES')
+    if head[2] and tonumber(head[2]) < seq then
+        lane_add(id, j, seq)
+        -- (unless the lane waits for a token: the oldest is let go then)
+        if not (rate and redis.call('ZSCORE', rate_lanes_key(), topic_key(topic, key))) then
+            lane_release(topic, key, 1)
+        end
+        return false
+    end
+    if rate then
+        local taken, wait = take_tokens(key_tokens_key(topic, key), rate, pol.key_period_ms or 1000, 1,
+            clock())
+        if taken == 0 then
+            lane_add(id, j, seq)
+            rate_lane_wait(topic, key, clock() + wait)
+            return false
+        end
+        -- A token may be left for the key's next job in its lane: it goes
+        -- back to the queue (where the next token decides it).
+        if head[2] and (not limit or inflight + 1 < limit) then lane_release(topic, key, 1) end
+    end
+    if limit then
+        redis.call('HINCRBY', ck, key, '1')
+        redis.call('HSET', key_owner_key(topic), id, num(seq) .. ':' .. key)
+    end
+    return true
+end
+
+-- Job `id` of `topic` leaves reserved (finished, deleted, buried, released,
+-- failed, given back, its TTR expired). If key_admits counted it, its key
+-- is uncounted and, unless to_ready (the job itself goes back to ready, at
+-- the place this returns, and takes the room it frees), the oldest job of
+-- the key's lane goes back to the queue while the key has room. Returns
+-- the job's place in the due order (its sequence number when taken), or
+-- nil when it was not counted or the place is unknown.
+local function key_reservation_ends(id, topic, to_ready)
+    if not keys_on() then return nil end
+    local ok = key_owner_key(topic)
+    local v = redis.call('HGET', ok, id)
+    if not v then return nil end
+    redis.call('HDEL', ok, id)
+    local seq, key = string.match(v, '^(%d+):(.*)$')
+    local ck = key_count_key(topic)
+    local inflight = redis.call('HINCRBY', ck, key, '-1')
+    if inflight <= 0 then redis.call('HDEL', ck, key) end
+    local limit = policy_of(topic).key_concurrency
+    if not to_ready and limit and inflight < limit then lane_release(topic, key, 1) end
+    seq = tonumber(seq)
+    return seq > 0 and seq or nil
+end
+
+-- Counts the keys of a topic's reserved jobs (its index P:w) into P:kc and
+-- P:ko, when a key limit is set on a topic that had none: so jobs already
+-- in flight count against it at once. Their place is unknown (0).
+local function key_count_reserved(topic)
+    local ck, ok = key_count_key(topic), key_owner_key(topic)
+    redis.call('DEL', ck, ok)
+    for _, id in ipairs(redis.call('ZRANGE', reserved_index(topic), '0', '-1')) do
+        local j = load_job(id)
+        if j and j.g then
+            redis.call('HINCRBY', ck, j.g, '1')
+            redis.call('HSET', ok, id, '0:' .. j.g)
+        end
+    end
+end
+
+-- policy.lua changed a topic's policy from `old` to `new`. key_concurrency
+-- set: the jobs in flight are counted; removed: the counts go. Any other
+-- change of the key limits but a lowered key_concurrency: the lanes go
+-- back to their queue (LANE_STEP jobs now, the rest by lanes_drain_step),
+-- where pops sort them again under the new limits.
+local function key_limit_changed(topic, old, new)
+    local kc, rate = new.key_concurrency, new.key_rate
+    if old.key_concurrency == kc and old.key_rate == rate and old.key_period_ms == new.key_period_ms then
+        return
+    end
+    if kc or rate then
+        redis.call('SADD', key_limited_key(), topic)
+        keys_cache = true
+    end
+    if kc and not old.key_concurrency then key_count_reserved(topic) end
+    if not kc then redis.call('DEL', key_count_key(topic), key_owner_key(topic)) end
+    local lowered = kc and old.key_concurrency and kc < old.key_concurrency and
+        old.key_rate == rate and old.key_period_ms == new.key_period_ms
+    local had = old.key_concurrency or old.key_rate
+    if had and not lowered then
+        redis.call('SADD', lanes_drain_key(), topic)
+        lanes_drain(topic, LANE_STEP)
+    end
+end
+
+-- Tells a topic's waiting long-polls that n of its jobs may be taken, the
+-- first at sequence number seq: the ready message flush() describes.
+local function publish_ready(topic, n, seq)
+    redis.call('SPUBLISH', P .. ':ready', num(n) .. ':' .. topic .. '\0' .. num(seq) .. '@' .. num(clock()))
 end
 
 -- Kept history. In a topic whose policy has `keep` (keep_ms > 0), a job
@@ -765,7 +1098,7 @@ local function replace_job(id, old, f, now, seq)
     if old.s == 'delay' then
         bucket_remove(id, old.k, old.t, old.s)
     else
-        unlist(id, old.t, old.s, old.push)
+        unlist(id, old)
     end
     local j = job_of_fields(f, now)
     j.c, j.legacy = old.c, old.legacy
@@ -832,8 +1165,9 @@ local function remove_job(id, j, kind, no_record)
     end
     if state == 'delay' or state == 'reserved' then
         bucket_remove(id, j.k, topic, state)
+        if state == 'reserved' then key_reservation_ends(id, topic) end
     else
-        unlist(id, topic, state, j.push)
+        unlist(id, j)
     end
     count(topic, state, -1)
     count(topic, kind, 1)
@@ -881,6 +1215,7 @@ end
 local function after_failure(id, j, now, wait)
     local topic = j.t
     if retries_spent(j.n, j.r, j.kb) then
+        key_reservation_ends(id, topic)
         bury(id, j, reserve_seq(1))
         move_count(topic, 'reserved', 'buried')
         return 'buried'
@@ -889,10 +1224,13 @@ local function after_failure(id, j, now, wait)
     if j.bo then delay = backoff_step(j.bo, j.n) end
     if wait then delay = j.bo and math.min(wait, backoff_step(j.bo, 1e9)) or wait end
     if delay <= 0 then
-        make_ready(id, j, reserve_seq(1))
+        -- Under a key limit the job goes back to its place, before its
+        -- key's later jobs (a serial key keeps its due order).
+        make_ready(id, j, key_reservation_ends(id, topic, true) or reserve_seq(1))
         move_count(topic, 'reserved', 'ready')
         return 'ready'
     end
+    key_reservation_ends(id, topic)
     local due = now + delay
     j.s, j.d = 'delay', due
     store_job(id, j)
@@ -935,61 +1273,21 @@ local function concurrency_room(topic)
     return math.max(0, shard_share(limit) - reserved - pending)
 end
 
--- Token buckets: a topic's `rate` per `period` (and, with the same
--- functions, other rates). A bucket holds up to `rate` tokens and gains
--- rate/period_ms of one per ms; a delivery spends a whole token. So in
--- any window of one period at most rate + rate deliveries pass (a full
--- bucket, then a period's refill): the contract's "plus a burst of at most
--- rate", and over a long run the mean is exactly rate per period. A
--- sliding window would need one entry per delivery (a sorted set of the
--- last `rate` deliveries) where a bucket is two numbers, and a window
--- that opens all at once, which brings a burst at each period's edge too.
--- `bucket` is the Redis key of a hash: n, the tokens at `at` (ms, a
--- fraction kept), and at. A missing hash is a full bucket; an idle one
--- expires after two periods (by then it would be full again anyway).
-local function refilled_tokens(bucket, rate, period_ms, now)
-    local s = bucket_cache[bucket] -- a pop peeks, then takes: one read
-    if not s then
-        s = redis.call('HMGET', bucket, 'n', 'at')
-        s = {tonumber(s[1]), tonumber(s[2])}
-        bucket_cache[bucket] = s
-    end
-    local tokens, at = s[1], s[2]
-    if not tokens or not at then return rate end
-    -- A clock that went back (a failover) refills nothing until it passes `at`.
-    return math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
-end
-
--- Whole tokens in `tokens` (a fraction a hair under one, from the float
--- arithmetic of the refill, counts as one).
-local function whole_tokens(tokens)
-    return math.floor(tokens + 1e-9)
-end
-
--- ms until `tokens` grow to one whole token (0: there is one now).
-local function ms_until_token(tokens, rate, period_ms)
-    if whole_tokens(tokens) >= 1 then return 0 end
-    return math.max(1, math.ceil((1 - tokens) * period_ms / rate))
-end
-
--- The bucket's whole tokens now and the ms until its next one, read only.
+-- A topic's `rate` per `period` is a token bucket too (take_tokens
+-- above): up to `rate` tokens, refilled at rate/period_ms per ms, a
+-- delivery spending a whole one; so in any window of one period at most
+-- rate + rate deliveries pass (a full bucket, then a period's refill): the
+-- contract's "plus a burst of at most rate", and over a long run exactly
+-- rate per period. A sliding window would keep one entry per delivery
+-- where a bucket is two numbers. peek_tokens is take_tokens' read-only
+-- view: the whole tokens now and the ms until the next (0: one is there).
 local function peek_tokens(bucket, rate, period_ms, now)
-    local tokens = refilled_tokens(bucket, rate, period_ms, now)
-    return whole_tokens(tokens), ms_until_token(tokens, rate, period_ms)
-end
-
--- Takes min(want, whole tokens) from the bucket and writes it back;
--- returns the tokens taken and the ms until the next one is due.
-local function take_tokens(bucket, rate, period_ms, want, now)
-    local tokens = refilled_tokens(bucket, rate, period_ms, now)
-    local taken = math.max(0, math.min(want, whole_tokens(tokens)))
-    if taken > 0 then
-        tokens = math.max(0, tokens - taken)
-        redis.call('HSET', bucket, 'n', string.format('%.9f', tokens), 'at', num(now))
-        redis.call('PEXPIRE', bucket, num(2 * period_ms))
-        bucket_cache[bucket] = {tokens, now}
-    end
-    return taken, ms_until_token(tokens, rate, period_ms)
+    local h = redis.call('HMGET', bucket, 't', 'at')
+    local tokens, at = tonumber(h[1]), tonumber(h[2])
+    if not tokens or not at then return math.floor(rate), 0 end
+    tokens = math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
+    if tokens >= 1 then return math.floor(tokens), 0 end
+    return 0, math.ceil((1 - tokens) * period_ms / rate)
 end
 
 -- A topic's bucket for its `rate`, in each shard.
@@ -1193,8 +1491,7 @@ local function flush()
     for _, topic in ipairs(ready_order) do
         -- A paused topic's waiters could take nothing; resume tells them.
         if not paused(topic) then
-            redis.call('SPUBLISH', P .. ':ready', num(ready_topics[topic]) .. ':' .. topic ..
-                '\0' .. num(ready_first[topic]) .. '@' .. num(clock()))
+            publish_ready(topic, ready_topics[topic], ready_first[topic])
         end
     end
     if push_ready > 0 then
@@ -1211,8 +1508,7 @@ local function flush()
             local head = not ready_topics[topic] and
                 redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES') or {}
             if head[2] then
-                redis.call('SPUBLISH', P .. ':ready', num(freed) .. ':' .. topic .. '\0' ..
-                    head[2] .. '@' .. num(clock()))
+                publish_ready(topic, freed, tonumber(head[2]))
             end
             -- Push jobs push_take held back for the limit: as many as the
             -- room freed go back to P:push, oldest first, and the pushers

@@ -1,11 +1,13 @@
 -- move: the timer's step for one bucket. Due delayed jobs become ready;
 -- reserved jobs past their TTR deadline are redelivered: at once, or after
--- their backoff step, or buried when their retries are spent.
+-- their backoff step, or buried when their retries are spent. Bucket 0's
+-- move also moves back key lanes whose key_rate token came (common.lua).
 -- KEYS: P.
 -- argv: bucket limit timer
 -- reply: moved earliest now
 -- timer is its lock token ('' records nothing); earliest the bucket's
--- earliest remaining due ms or -1; now Redis' time in ms.
+-- earliest remaining due ms (bucket 0: or the next key_rate token's, if
+-- sooner) or -1; now Redis' time in ms.
 -- The timer's lateness (now minus the oldest due time moved) goes to
 -- P:timerlag as "<lateness ms>:<recorded at ms>" under its token: the
 -- largest of the moves within a second, for /metrics (lag.lua).
@@ -68,4 +70,10 @@ end
 local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
 local earliest = -1
 if head[2] then earliest = tonumber(head[2]) end
+-- Bucket 0's move also lets the key lanes whose key_rate token is due go
+-- (rate_lanes_due), and its timer wakes for the next one too.
+if k == '0' and keys_on() then
+    local next_rate = rate_lanes_due(now)
+    if next_rate and (earliest < 0 or next_rate < earliest) then earliest = next_rate end
+end
 return reply{moved = #ids, earliest = earliest, now = now}

@@ -4,7 +4,7 @@
 -- KEYS: P.
 -- argv: topic cursor limit
 -- reply: next_cursor
--- reply entry: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms reserved throttled tokens
+-- reply entry: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms reserved throttled keys_waiting tokens
 -- topic is '' for a page of all topics with a policy; cursor lists the
 -- topics after this one ('' from the start); next_cursor is false on the
 -- last page. An `entry` per topic that has a policy in this shard follows
@@ -12,8 +12,10 @@
 -- reserved by pops plus callbacks in flight (the shard's `reserved`
 -- gauge); throttled its ready jobs that its `concurrency` or `rate` holds
 -- back now: those pop could take beyond the room the shard's share leaves
--- (or beyond its tokens), and the push jobs push_take holds for them;
--- tokens the whole tokens its share of a `rate` has now (false: no rate).
+-- (or beyond its tokens), and the push jobs push_take holds for them,
+-- plus the jobs set aside in their key's lane for its `key_concurrency`;
+-- keys_waiting the keys that have such jobs; tokens the whole tokens its
+-- share of a `rate` has now (false: no rate).
 local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
 local topics, next_cursor = {}, false
 if topic ~= '' then
@@ -45,6 +47,9 @@ for _, t in ipairs(topics) do
                 e.throttled = e.throttled + redis.call('ZCARD', hold_key(t))
             end
         end
+        -- jobs set aside in their key's lane, and the keys they are of
+        e.throttled = e.throttled + redis.call('ZCARD', lanes_index(t))
+        e.keys_waiting = redis.call('ZCARD', keys_waiting_key(t))
         reply_entry(e, out)
     end
 end

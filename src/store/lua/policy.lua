@@ -13,6 +13,7 @@
 -- Each false where unset.
 local topic = ARGV[ARG.topic]
 local key = policy_key(topic)
+local old_policy = read_policy(topic)
 for _, f in ipairs(POLICY_FIELDS) do
     local v = ARGV[ARG[f]]
     if v == 'null' then
@@ -30,6 +31,8 @@ if not paused(topic) then
     if back > 0 then redis.call('SPUBLISH', P .. ':pushwake', num(back)) end
 end
 local pol = read_policy(topic)
+-- Per-key counts start, stop, or lanes go back (key_limit_changed).
+key_limit_changed(topic, old_policy, pol)
 -- Kept history: P:keeping lists the topics that keep it; P:history stays
 -- while one does, and KEEP_MAX_MS after the last one stopped (no record
 -- outlives that), so that the other functions look for records only in a

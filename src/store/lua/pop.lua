@@ -2,7 +2,9 @@
 -- reserves up to `count` ready jobs, taking from the topics in order (a
 -- paused topic gives none, and a topic under a `concurrency` or `rate`
 -- limit no more than this shard's share of it allows: its other jobs stay
--- ready; a job taken spends one of the topic's tokens, an empty pop none).
+-- ready; a job taken spends one of the topic's tokens, an empty pop none;
+-- a job whose key is at its `key_concurrency` is set aside in its key's
+-- lane and the pop goes on to the next: see key_admits in common.lua).
 -- KEYS: P.
 -- argv: allow count nfinish
 -- reply: finished token_wait_ms
@@ -20,34 +22,56 @@ local now = now_ms()
 local out = {}
 local token_wait = -1
 
+lanes_drain_step()
+-- Jobs set aside for their key's limits (key_admits) do not count against
+-- the count asked for; at most LANE_STEP of them per call.
+local aside_left = LANE_STEP
 for ti = NARGS + 1 + nfinish, #ARGV do
     local topic = ARGV[ti]
-    local taken = {}
     local n = want - #out
     local room = concurrency_room(topic)
     if room and room < n then n = room end
     local tokens, wait = rate_room(topic, now)
-    local out_of_tokens = tokens and tokens < 1 and n > 0
-    if tokens and tokens < n then n = tokens end
-    if n > 0 and not paused(topic) then
-        taken = redis.call('ZPOPMIN', ready_key(topic), num(n))
-        if tokens then spend_tokens(topic, #taken / 2, now) end
-    elseif out_of_tokens and not paused(topic) and redis.call('ZCARD', ready_key(topic)) > 0 then
-        if token_wait < 0 or wait < token_wait then token_wait = wait end
+    if tokens and tokens < n then
+        if tokens < 1 and n > 0 and not paused(topic) and
+            redis.call('ZCARD', ready_key(topic)) > 0 then
+            -- held back by the rate: the long-poll waits for the token
+            if token_wait < 0 or wait < token_wait then token_wait = wait end
+        end
+        n = tokens
     end
-    for i = 1, #taken, 2 do
-        local id = taken[i]
-        local j = load_job(id)
-        local due = now + j.ttr
-        j.s, j.n, j.d = 'reserved', j.n + 1, due
-        note_delivery(j, now)
-        store_job(id, j)
-        bucket_add(id, j.k, due, topic, 'reserved', true)
-        move_count(topic, 'ready', 'reserved')
-        count(topic, 'popped', 1)
-        out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
-            ttr_ms = j.ttr, key = j.g or false, traceparent = j.tp or false,
-            tracestate = j.ts or false}
+    local looked, budget = 0, n + aside_left
+    local got = 0
+    while n > got and looked < budget and not paused(topic) do
+        local ask = math.min(n - got, budget - looked)
+        local taken = redis.call('ZPOPMIN', ready_key(topic), num(ask))
+        for i = 1, #taken, 2 do
+            looked = looked + 1
+            local id = taken[i]
+            local j = load_job(id)
+            if key_admits(id, j, taken[i + 1]) then
+                got = got + 1
+                local due = now + j.ttr
+                j.s, j.n, j.d = 'reserved', j.n + 1, due
+                note_delivery(j, now)
+                store_job(id, j)
+                bucket_add(id, j.k, due, topic, 'reserved', true)
+                move_count(topic, 'ready', 'reserved')
+                count(topic, 'popped', 1)
+                out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
+                    ttr_ms = j.ttr, key = j.g or false, traceparent = j.tp or false,
+                    tracestate = j.ts or false}
+            end
+        end
+        if #taken < 2 * ask then break end -- the queue ran dry
+    end
+    if tokens then spend_tokens(topic, got, now) end -- only jobs delivered
+    aside_left = aside_left - (looked - got)
+    if looked >= budget and got < n then
+        -- The step ended among jobs set aside: those behind may be
+        -- eligible, so the topic's long-polls (this one too) look again.
+        local head = redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES')
+        if head[2] then publish_ready(topic, 1, tonumber(head[2])) end
     end
     if #out >= want then break end
 end

@@ -13,8 +13,9 @@
 -- call that frees room wakes the pushers), and so is one whose `rate` has
 -- no token left: the topic goes in P:rh, scored by when its next token is
 -- due, and the first call after that puts as many of its held jobs back
--- as it has tokens for. At most limit + 1000 entries of P:push are looked
--- at per call.
+-- as it has tokens for. A job whose key is at its `key_concurrency` goes
+-- to its key's lane (key_admits in common.lua), and back when the key has
+-- room. At most limit + 1000 entries of P:push are looked at per call.
 -- KEYS: P.
 -- argv: limit grace_ms
 -- reply: token_wait_ms
@@ -97,6 +98,7 @@ local function held_back(topic, score)
     end
     return head and tonumber(score) > head
 end
+lanes_drain_step()
 local looked, budget = 0, want + 1000
 while #out < want and looked < budget do
     local taken = redis.call('ZPOPMIN', push_key(), num(math.min(want - #out, budget - looked)))
@@ -108,7 +110,7 @@ while #out < want and looked < budget do
         local topic = j.t
         if held_back(topic, taken[i + 1]) then
             redis.call('ZADD', hold_key(topic), taken[i + 1], id)
-        else
+        elseif key_admits(id, j, taken[i + 1]) then -- else set aside in its key's lane
             local deadline = now + j.to + grace
             j.s, j.n, j.d = 'reserved', j.n + 1, deadline
             note_delivery(j, now)

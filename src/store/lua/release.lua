@@ -15,6 +15,7 @@ bucket_remove(id, j.k, topic, 'reserved')
 if delay <= 0 or retries_spent(j.n, j.r, j.kb) then
     return after_failure(id, j, now_ms())
 end
+key_reservation_ends(id, topic)
 local due = now_ms() + delay
 j.s, j.d = 'delay', due
 store_job(id, j)

@@ -17,7 +17,7 @@ if state == 'reserved' then return redis.error_reply('DQ_CONFLICT reserved') end
 if state == 'delay' then
     bucket_remove(id, j.k, topic, state)
 else
-    unlist(id, topic, state, j.push)
+    unlist(id, j)
 end
 if state == 'buried' then j.kb = j.n end
 local now = now_ms()
