@@ -506,7 +506,7 @@ class CliTest(DeploymentTestCase):
         self.assertExit(r, 0)
         r = self.cli("policies", "--topic", topic)
         self.assertEqual(r[1], "%s  concurrency 5  rate 12  period 60  reserved 1  throttled 0  "
-                               "tokens 12\n" % topic, "tokens: the rate's, left now")
+                               "keys_waiting 0  tokens 12\n" % topic, "tokens: the rate's, left now")
         self.cli("policy", "--topic", topic, "--rate", "none", "--period", "none")
         self.cli("policy", "--topic", topic, "--concurrency", "none")
         r = self.cli("policies", "--topic", topic)
