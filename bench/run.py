@@ -871,6 +871,10 @@ def purge_big(s, P):
     calls, usec = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
     steps = [e[2] for e in log if e[3][0].upper() == b"FCALL" and e[3][1].endswith(b"_purge")]
     other = [e[2] for e in log if e[3][0].upper() == b"FCALL" and not e[3][1].endswith(b"_purge")]
+    slow = sorted(((e[2], e[1], e[3][3:]) for e in log
+                   if e[3][0].upper() == b"FCALL" and e[3][1].endswith(b"_purge")), reverse=True)[:8]
+    note("purge: the longest steps (us, unix s, their arguments): %s" % [
+        (us, at, [a.decode(errors="replace")[:24] for a in argv]) for us, at, argv in slow])
     fig("purge.jobs", n, "jobs")
     fig("purge.seconds", took, "s")
     fig("purge.jobs_s", n / took, "jobs/s")
