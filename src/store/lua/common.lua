@@ -686,13 +686,23 @@ end
 -- they were counted, ms) holds up to `rate` tokens and refills rate per
 -- period_ms, continuously; an absent bucket is full (a full one is
 -- deleted: it needs no state, and one refilled from empty takes period_ms,
--- its expiry). Takes up to `want` tokens at `now`; returns how many it
--- took and the ms until the next whole token (0: one is there now).
-local function take_tokens(bucket, rate, period_ms, want, now)
+-- its expiry). bucket_tokens reads the tokens there are at `now`
+-- (fractional); token_wait is the ms until a whole one (0: one is there).
+local function bucket_tokens(bucket, rate, period_ms, now)
     local h = redis.call('HMGET', bucket, 't', 'at')
     local tokens, at = tonumber(h[1]), tonumber(h[2])
-    if not tokens or not at then tokens, at = rate, now end
-    tokens = math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
+    if not tokens or not at then return rate end
+    return math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
+end
+local function token_wait(tokens, rate, period_ms)
+    if tokens >= 1 then return 0 end
+    return math.ceil((1 - tokens) * period_ms / rate)
+end
+
+-- Takes up to `want` tokens at `now`; returns how many it took and the ms
+-- until the next whole token (token_wait).
+local function take_tokens(bucket, rate, period_ms, want, now)
+    local tokens = bucket_tokens(bucket, rate, period_ms, now)
     local taken = math.min(want, math.floor(tokens))
     tokens = tokens - taken
     if tokens >= rate then
@@ -701,8 +711,7 @@ local function take_tokens(bucket, rate, period_ms, want, now)
         redis.call('HSET', bucket, 't', string.format('%.6f', tokens), 'at', num(now))
         redis.call('PEXPIRE', bucket, num(period_ms))
     end
-    if tokens >= 1 then return taken, 0 end
-    return taken, math.ceil((1 - tokens) * period_ms / rate)
+    return taken, token_wait(tokens, rate, period_ms)
 end
 
 -- A key's lane waits for key_rate's next token, due at `at` (ms). When
@@ -1282,12 +1291,8 @@ end
 -- where a bucket is two numbers. peek_tokens is take_tokens' read-only
 -- view: the whole tokens now and the ms until the next (0: one is there).
 local function peek_tokens(bucket, rate, period_ms, now)
-    local h = redis.call('HMGET', bucket, 't', 'at')
-    local tokens, at = tonumber(h[1]), tonumber(h[2])
-    if not tokens or not at then return math.floor(rate), 0 end
-    tokens = math.min(rate, tokens + math.max(0, now - at) * rate / period_ms)
-    if tokens >= 1 then return math.floor(tokens), 0 end
-    return 0, math.ceil((1 - tokens) * period_ms / rate)
+    local tokens = bucket_tokens(bucket, rate, period_ms, now)
+    return math.floor(tokens), token_wait(tokens, rate, period_ms)
 end
 
 -- A topic's bucket for its `rate`, in each shard.
