@@ -1,7 +1,7 @@
 """A topic's `rate` per `period` (docs/PROTOCOL.md, policy): a token bucket
 of `rate` tokens refilled at rate/period, one spent per delivery (a pop's
 job, a callback attempt), never on an empty pop. Measured with the
-client's (or the receiver's) own clock, not Redis': over 30 s the count is
+client's (or the receiver's) own clock, not Redis': over 30 s (RUN_S) the count is
 within 5% of the burst plus rate per period, and no window of one period
 holds more than rate + a burst of rate; a long-poll held back by the rate
 is answered when the next token is due (the recheck is 30 s, so only that
@@ -15,11 +15,15 @@ import bisect
 import threading
 import time
 
-from dqtest import SLOW, DeploymentTestCase, invariants, main, unique
+from dqtest import SANITIZED, SLOW, VALGRIND, DeploymentTestCase, invariants, main, unique
+from dqtest.deployment import REDIS_MODE
 from dqtest.receiver import ReceiverTestCase
 
 RATE = 50          # per second, for the measured runs
-RUN_S = 30.0       # the measured span
+# The measured span: 30 s on one Redis and on a Cluster, where the accuracy
+# is the figure; the passes that repeat the suite for other reasons
+# (sanitizers, valgrind, Sentinel) check the same bounds over 10 s.
+RUN_S = 10.0 if SANITIZED or VALGRIND or REDIS_MODE == "sentinel" else 30.0
 TOLERANCE = 0.05
 # With the servers under valgrind (SLOW > 1) they may not keep up with the
 # rate: the limits are still checked (never more), the accuracy is not.
