@@ -801,6 +801,9 @@ static void put_stats_object(dq_buf *out, const int64_t *v, const store_topic_st
         buf_printf(out, "%s\"%s\":%lld", f ? "," : "", store_stat_names[f], (long long)v[f]);
     if (t)
         buf_printf(out, ",\"paused\":%s", t->paused ? "true" : "false");
+    if (t && t->limited)
+        buf_printf(out, ",\"throttled\":%lld,\"keys_waiting\":%lld", (long long)t->throttled,
+                   (long long)t->keys_waiting);
     buf_putc(out, '}');
 }
 

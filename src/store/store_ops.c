@@ -944,17 +944,26 @@ static void add_fields(int64_t v[STORE_NSTATS], const store_reply *fields)
     }
 }
 
-/* The per-topic figures stats.lua appends: paused (any shard), and the
- * oldest ready age (the largest of the shards'). */
+/* The per-topic figures stats.lua appends: paused (any shard), what its
+ * limits hold back (the sum of the shards') and the oldest ready age (the
+ * largest of the shards'). */
 static void topic_extras(store_topic_stats *t, const store_reply *fields)
 {
     for (size_t i = 0; i + 1 < reply_len(fields); i += 2) {
         const char *f = reply_str(reply_at(fields, i), NULL);
         int64_t v = reply_int(reply_at(fields, i + 1));
-        if (f && strcmp(f, "paused") == 0)
+        if (!f)
+            continue;
+        if (strcmp(f, "paused") == 0) {
             t->paused |= v == 1;
-        else if (f && strcmp(f, "ready_age") == 0 && v > t->ready_age_ms)
+        } else if (strcmp(f, "throttled") == 0) {
+            t->limited = 1;
+            t->throttled += v;
+        } else if (strcmp(f, "keys_waiting") == 0) {
+            t->keys_waiting += v;
+        } else if (strcmp(f, "ready_age") == 0 && v > t->ready_age_ms) {
             t->ready_age_ms = v;
+        }
     }
 }
 
@@ -982,6 +991,9 @@ static void merge_topics(store_stats *out)
             for (int k = 0; k < STORE_NSTATS; k++)
                 out->topics[kept - 1].v[k] += t->v[k];
             out->topics[kept - 1].paused |= t->paused;
+            out->topics[kept - 1].limited |= t->limited;
+            out->topics[kept - 1].throttled += t->throttled;
+            out->topics[kept - 1].keys_waiting += t->keys_waiting;
             if (t->ready_age_ms > out->topics[kept - 1].ready_age_ms)
                 out->topics[kept - 1].ready_age_ms = t->ready_age_ms;
         } else {

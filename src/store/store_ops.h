@@ -227,6 +227,9 @@ typedef struct {
     int paused;           /* paused in some shard (pause writes every shard) */
     int64_t ready_age_ms; /* the oldest ready job pop could take (or held push
                            * job): ms since it became ready; -1 for none */
+    int limited;          /* has a policy: the two below are known */
+    int64_t throttled;    /* ready jobs its limits hold back now */
+    int64_t keys_waiting; /* keys with jobs held back by a per-key limit */
 } store_topic_stats;
 
 typedef struct {

@@ -326,6 +326,13 @@ class ConcurrencyBase(DeploymentTestCase):
         self.assertEqual(use["reserved"], len(taken))
         if self.c.shards == 1:
             self.assertEqual(use["throttled"], 4 * c - len(taken))
+        self.assertEqual((s["topics"][t]["throttled"], s["topics"][t]["keys_waiting"]),
+                         (use["throttled"], 0), "stats says what the limits hold back")
+        free = self.add(unique("cf"), body=1)
+        st, g = self.c.req("get", id=free)
+        st, s = self.c.req("stats", topic=g["topic"])
+        self.assertNotIn("throttled", s["topics"][g["topic"]], "a topic without a policy")
+        self.c.req("delete", id=free)
         for jid in taken:
             st, g = self.c.req("get", id=jid)
             self.assertEqual(g["state"], "reserved")

@@ -240,6 +240,8 @@ class KeyConcurrency(KeyTestCase):
         self.assertEqual(use["throttled"], 48)
         st, s = self.c.req("stats", topic=t)
         self.assertEqual((s["topics"][t]["ready"], s["topics"][t]["reserved"]), (48, 2))
+        self.assertEqual((s["topics"][t]["throttled"], s["topics"][t]["keys_waiting"]), (48, 1),
+                         "stats says what the limits hold back")
         st, _, data = self.c.request("GET", "/metrics")
         self.assertEqual(st, 200)
         self.assertIn('delayq_topic_keys_waiting{topic="%s"} 1\n' % t, data.decode())

@@ -1332,6 +1332,29 @@ local function spend_tokens(topic, n, now)
     return wait
 end
 
+-- What a topic's limits hold back in this shard now (policies, stats):
+-- throttled, its ready jobs that its `concurrency` or `rate` holds back
+-- (those pop could take beyond the room the shard's share leaves, or
+-- beyond its tokens, and the push jobs push_take holds for them) plus the
+-- jobs set aside in their key's lane; keys_waiting, the keys that have
+-- such jobs; tokens, the whole tokens its share of a `rate` has now
+-- (false: no rate).
+local function limits_use(topic, now)
+    local room = concurrency_room(topic)
+    local tokens = rate_room(topic, now)
+    if tokens and (not room or tokens < room) then room = tokens end
+    local throttled = 0
+    if room then
+        throttled = math.max(0, redis.call('ZCARD', ready_key(topic)) - room)
+        if not paused(topic) then -- push jobs held for the limits
+            throttled = throttled + redis.call('ZCARD', hold_key(topic))
+        end
+    end
+    throttled = throttled + redis.call('ZCARD', lanes_index(topic))
+    return {throttled = throttled, keys_waiting = redis.call('ZCARD', keys_waiting_key(topic)),
+        tokens = tokens or false}
+end
+
 -- A policy as the replies give it: every field, false where unset.
 local function policy_view(pol)
     local v = {}

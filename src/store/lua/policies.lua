@@ -10,12 +10,7 @@
 -- last page. An `entry` per topic that has a policy in this shard follows
 -- (policy fields false where unset): reserved counts the topic's jobs
 -- reserved by pops plus callbacks in flight (the shard's `reserved`
--- gauge); throttled its ready jobs that its `concurrency` or `rate` holds
--- back now: those pop could take beyond the room the shard's share leaves
--- (or beyond its tokens), and the push jobs push_take holds for them,
--- plus the jobs set aside in their key's lane for its `key_concurrency`;
--- keys_waiting the keys that have such jobs; tokens the whole tokens its
--- share of a `rate` has now (false: no rate).
+-- gauge); throttled, keys_waiting and tokens are limits_use()'s.
 local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
 local topics, next_cursor = {}, false
 if topic ~= '' then
@@ -36,20 +31,8 @@ for _, t in ipairs(topics) do
         local e = policy_view(pol)
         e.topic = t
         e.reserved = tonumber(redis.call('HGET', stats_key(t), 'reserved') or '0')
-        local room = concurrency_room(t)
-        local tokens = rate_room(t, now)
-        e.tokens = tokens or false
-        if tokens and (not room or tokens < room) then room = tokens end
-        e.throttled = 0
-        if room then
-            e.throttled = math.max(0, redis.call('ZCARD', ready_key(t)) - room)
-            if not paused(t) then -- push jobs held for the limits
-                e.throttled = e.throttled + redis.call('ZCARD', hold_key(t))
-            end
-        end
-        -- jobs set aside in their key's lane, and the keys they are of
-        e.throttled = e.throttled + redis.call('ZCARD', lanes_index(t))
-        e.keys_waiting = redis.call('ZCARD', keys_waiting_key(t))
+        local use = limits_use(t, now)
+        e.throttled, e.keys_waiting, e.tokens = use.throttled, use.keys_waiting, use.tokens
         reply_entry(e, out)
     end
 end

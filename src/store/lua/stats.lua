@@ -9,10 +9,12 @@
 -- ({field, value, ...}) and the number of topics are for the whole
 -- deployment, whatever the page. An `entry` per topic follows, its fields
 -- {field, value, ...}. Each topic's fields end with
--- 'paused' (0 or 1) and, when it has ready jobs that pop could take or a
--- paused topic's held push jobs, 'ready_age' (ms since the oldest of them
--- became ready: its rt, or c for jobs made before rt existed). Ready push
--- jobs not held wait in P:push with every topic's; lag.lua reports them.
+-- 'paused' (0 or 1); for a topic with a policy, 'throttled' and
+-- 'keys_waiting' (limits_use()); and, when it has ready jobs that pop
+-- could take or a paused topic's held push jobs, 'ready_age' (ms since
+-- the oldest of them became ready: its rt, or c for jobs made before rt
+-- existed). Ready push jobs not held wait in P:push with every topic's;
+-- lag.lua reports them.
 local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
 local topics, next_cursor = {}, false
 if topic ~= '' then
@@ -39,6 +41,13 @@ for _, t in ipairs(topics) do
     local fields = redis.call('HGETALL', stats_key(t))
     fields[#fields + 1] = 'paused'
     fields[#fields + 1] = redis.call('SISMEMBER', paused_key(), t)
+    if next(policy_of(t)) then
+        local use = limits_use(t, now)
+        fields[#fields + 1] = 'throttled'
+        fields[#fields + 1] = use.throttled
+        fields[#fields + 1] = 'keys_waiting'
+        fields[#fields + 1] = use.keys_waiting
+    end
     local since = ready_since(ready_key(t))
     local held = ready_since(hold_key(t))
     if held and (not since or held < since) then since = held end
