@@ -124,10 +124,14 @@ class Run:
         _LIVE.add(self)
         with open(self.out_path, "ab") as out:
             # A session of its own: a Ctrl-C meant for the test reaches it
-            # only through _stop_leftovers, which stops it in order.
+            # only through _stop_leftovers, which stops it in order. SIGINT
+            # at its default, as in a terminal: a test run started in the
+            # background of a shell without job control inherits it
+            # ignored, and bash cannot trap a signal ignored at its start.
             self.proc = subprocess.Popen([RUN] + self.args, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, env=env, cwd=self.dir,
-                                         start_new_session=True)
+                                         start_new_session=True,
+                                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + timeout
         while "delayq is running at" not in self.output():
             if self.proc.poll() is not None:
