@@ -743,6 +743,10 @@ class DeploymentTestCase(KeepOnFailure):
     when any test of the class failed."""
 
     DEPLOYMENT_KW = {}
+    # True: after each test the deployment's data must pass
+    # invariants.check_deployment (every job in exactly the sets its state
+    # says, the gauges matching them).
+    CHECK_INVARIANTS = False
     deployment = None
 
     @classmethod
@@ -761,11 +765,30 @@ class DeploymentTestCase(KeepOnFailure):
             d, cls.deployment = cls.deployment, None
             d.stop(failed=cls._class_failed)
 
+    def tearDown(self):
+        if self.CHECK_INVARIANTS:
+            from . import invariants  # it builds on this module
+            problems = invariants.check_deployment(self.c)["problems"]
+            self.assertEqual(problems, [], "invariants after %s" % self.id())
+
     # ---- helpers shared by the test modules
 
     @property
     def c(self):
         return self.deployment
+
+    def policy(self, topic, **fields):
+        """Sets a topic's policy (policy), asserts the 200 and returns the
+        policy as answered."""
+        st, r = self.c.req("policy", topic=topic, **fields)
+        self.assertOk(st, r)
+        return r["policy"]
+
+    def use(self, topic):
+        """A topic's policy with its use now (GET /policies?topic=)."""
+        st, r = self.c.get("/policies?topic=" + topic)
+        self.assertOk(st, r)
+        return r["policies"][topic]
 
     def add(self, topic=None, body="x", **fields):
         """Adds one job through the protocol (topic, body and any other

@@ -13,7 +13,7 @@ import time
 import urllib.parse
 import zlib
 
-from dqtest import SLOW, DeploymentTestCase, invariants, main, unique
+from dqtest import SLOW, DeploymentTestCase, main, unique
 from dqtest.receiver import Receiver
 
 
@@ -23,9 +23,7 @@ RULE = "1 to 128 characters of A-Z a-z 0-9 _ . : @ / -"
 class KeyBase(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8)
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
+    CHECK_INVARIANTS = True
 
     def key_shard(self, key):
         return zlib.crc32(key.encode()) % self.c.shards
@@ -291,16 +289,6 @@ class ConcurrencyBase(DeploymentTestCase):
 
     def limit(self):
         return max(3, self.c.shards)
-
-    def policy(self, topic, **fields):
-        st, r = self.c.req("policy", topic=topic, **fields)
-        self.assertOk(st, r)
-        return r["policy"]
-
-    def use(self, topic):
-        st, r = self.c.get("/policies?topic=" + topic)
-        self.assertOk(st, r)
-        return r["policies"][topic]
 
     def pop_all(self, topic, rounds=None):
         """Pops until pops give nothing (each shard asked): the ids taken."""

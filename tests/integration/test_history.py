@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.parse
 
-from dqtest import SLOW, DeploymentTestCase, Http, invariants, main, unique
+from dqtest import SLOW, DeploymentTestCase, Http, main, unique
 from dqtest.receiver import ReceiverTestCase
 from dqtest.redis_cluster import key_slot
 
@@ -27,9 +27,7 @@ RECORD_FIELDS = {"success", "id", "topic", "state", "due", "first_delivered", "e
 class History(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8)
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
+    CHECK_INVARIANTS = True
 
     def keep(self, topic, seconds):
         st, r = self.c.req("policy", topic=topic, keep=seconds)

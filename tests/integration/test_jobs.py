@@ -25,9 +25,7 @@ def now_ms():
 class JobsBase(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8)
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
+    CHECK_INVARIANTS = True
 
     def add(self, topic, jid=None, **kw):
         """The shared add, with the id second and a body that names it."""

@@ -51,19 +51,7 @@ class Ledger:
 class KeyTestCase(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000)
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
-
-    def policy(self, topic, **fields):
-        st, r = self.c.req("policy", topic=topic, **fields)
-        self.assertOk(st, r)
-        return r["policy"]
-
-    def use(self, topic):
-        st, r = self.c.get("/policies?topic=" + topic)
-        self.assertOk(st, r)
-        return r["policies"][topic]
+    CHECK_INVARIANTS = True
 
     def add_many(self, topic, keyed, **fields):
         """Adds jobs [(id, key)] in batches of 1000, in order."""
@@ -566,9 +554,7 @@ class KeyPush(ReceiverTestCase):
         cls.ledger.done(key)
         return (200, {}, b"")
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
+    CHECK_INVARIANTS = True
 
     def delivered(self, t, n):
         deadline = time.monotonic() + (n * self.HOLD_S + 20) * SLOW

@@ -15,7 +15,7 @@ import bisect
 import threading
 import time
 
-from dqtest import SANITIZED, SLOW, VALGRIND, DeploymentTestCase, invariants, main, unique
+from dqtest import SANITIZED, SLOW, VALGRIND, DeploymentTestCase, main, unique
 from dqtest.deployment import REDIS_MODE
 from dqtest.receiver import ReceiverTestCase
 
@@ -50,19 +50,7 @@ def count_between(times, start, end):
 class RateBase(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000)
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
-
-    def policy(self, topic, **fields):
-        st, r = self.c.req("policy", topic=topic, **fields)
-        self.assertOk(st, r)
-        return r["policy"]
-
-    def use(self, topic):
-        st, r = self.c.get("/policies?topic=" + topic)
-        self.assertOk(st, r)
-        return r["policies"][topic]
+    CHECK_INVARIANTS = True
 
     def fill(self, topic, n):
         for at in range(0, n, 500):

@@ -10,7 +10,7 @@ is written."""
 import json
 import urllib.parse
 
-from dqtest import SLOW, DeploymentTestCase, invariants, main, unique
+from dqtest import SLOW, DeploymentTestCase, main, unique
 from dqtest.receiver import ReceiverTestCase
 
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -23,9 +23,7 @@ SHAPE = ("must be a W3C traceparent of version 00: 00-<32 hex>-<16 hex>-<2 hex>,
 class Trace(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8)
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
+    CHECK_INVARIANTS = True
 
     def add_with_headers(self, headers, **fields):
         """A single add with extra HTTP headers -> (status, parsed answer)."""

@@ -17,7 +17,7 @@ import time
 import urllib.parse
 import zlib
 
-from dqtest import SLOW, DeploymentTestCase, invariants, main, unique
+from dqtest import SLOW, DeploymentTestCase, main, unique
 from dqtest.receiver import ReceiverTestCase
 from dqtest.redis_cluster import key_slot
 
@@ -29,9 +29,7 @@ URL = "http://127.0.0.1:9/hook"
 class Upsert(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8, push_allow="*,loopback")
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
+    CHECK_INVARIANTS = True
 
     # ---- helpers
 
@@ -373,9 +371,7 @@ class UpsertPush(ReceiverTestCase):
     def answer(cls, req):
         return (500, {}, b"no") if req.path.startswith("/fail") else (200, {}, b"ok")
 
-    def tearDown(self):
-        inv = invariants.check_deployment(self.c)
-        self.assertEqual(inv["problems"], [], "invariants after %s" % self.id())
+    CHECK_INVARIANTS = True
 
     def get(self, jid):
         st, r = self.c.req("get", id=jid)
