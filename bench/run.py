@@ -27,6 +27,7 @@ bench/loadgen and bench/ceiling/ceiling-fcgi are built by `make -C bench`.
 """
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -1127,6 +1128,24 @@ def bullmq(P, outdir):
         shutil.rmtree(d, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def bare_redis(what):
+    """An idle redis-server of its own (no persistence) in a temp dir, for
+    timing functions alone: yields its process and a client; stops it."""
+    d = tempfile.mkdtemp(prefix="delayq-bench-%s-" % what)
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc, "redis-server")
+        yield proc, Resp(port, timeout=60)
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def move_cost(P, library=None):
     """The move function alone, on an otherwise idle Redis: big / 5 delayed
     jobs (200-byte bodies, 16 buckets, one topic) added by calling the add
@@ -1137,14 +1156,7 @@ def move_cost(P, library=None):
     n = P["big"] // 5
     lib = open(library or os.path.join(ARGS.build, "src", "store", "lua_library.lua")).read()
     ver = re.search(r"name=delayq_(\w+)", lib).group(1)
-    d = tempfile.mkdtemp(prefix="delayq-bench-moves-")
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    try:
-        wait_port(port, proc, "redis-server")
-        r = Resp(port, timeout=60)
+    with bare_redis("moves") as (proc, r):
         r("FUNCTION", "LOAD", "REPLACE", lib)
         fn = lambda name: "dq_%s_%s" % (ver, name)  # noqa: E731
         body = json.dumps("x" * 198)
@@ -1173,10 +1185,6 @@ def move_cost(P, library=None):
             note("WARNING: moved %d of %d" % (moved, n))
         fig("moves.redis_usec_per_job", usec / n, "us")
         fig("moves.calls", calls, "calls")
-    finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def pop_cost(P, library=None, baseline=None):
@@ -1200,14 +1208,7 @@ def pop_cost(P, library=None, baseline=None):
     ver = {k: re.search(r"name=delayq_(\w+)", v).group(1) for k, v in libs.items()}
     # the reply's fields before its jobs: finished (and token_wait_ms)
     head = {k: 2 if "token_wait_ms" in v else 1 for k, v in libs.items()}
-    d = tempfile.mkdtemp(prefix="delayq-bench-pops-")
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    try:
-        wait_port(port, proc, "redis-server")
-        r = Resp(port, timeout=60)
+    with bare_redis("pops") as (proc, r):
         for v in libs.values():
             r("FUNCTION", "LOAD", "REPLACE", v)
         fn = lambda name, which="new": "dq_%s_%s" % (ver[which], name)  # noqa: E731
@@ -1260,10 +1261,6 @@ def pop_cost(P, library=None, baseline=None):
         for topic in names[1:]:
             fig("pops.%s_vs_unlimited" % topic, median(usec[topic]) / median(usec["unlimited"]), "x")
             fig("pops.%s_vs_unlimited_cpu" % topic, median(cpu[topic]) / median(cpu["unlimited"]), "x")
-    finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def group_commit_ab(P):
