@@ -48,6 +48,16 @@ class Ledger:
             self.now[key] -= 1
 
 
+def run_threads(target, n, timeout):
+    """Runs target in n threads at once and waits for them (each at most
+    timeout s)."""
+    threads = [threading.Thread(target=target) for _ in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout)
+
+
 class KeyTestCase(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000)
 
@@ -106,11 +116,7 @@ class KeyConcurrency(KeyTestCase):
             finally:
                 conn.close()
 
-        threads = [threading.Thread(target=consume) for _ in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(120 * SLOW)
+        run_threads(consume, 8, 120 * SLOW)
         self.assertEqual(errors, [])
         for k in keys:
             self.assertLessEqual(ledger.most[k], limit, "key %s in flight at once" % k)
@@ -157,11 +163,7 @@ class KeyConcurrency(KeyTestCase):
             finally:
                 conn.close()
 
-        threads = [threading.Thread(target=consume) for _ in range(6)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(120 * SLOW)
+        run_threads(consume, 6, 120 * SLOW)
         self.assertEqual(errors, [])
         for k in keys:
             self.assertEqual(ledger.most[k], 1, "key %s: one at a time" % k)
@@ -458,11 +460,7 @@ class KeyRate(KeyTestCase):
             finally:
                 conn.close()
 
-        threads = [threading.Thread(target=run) for _ in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(90 * SLOW)
+        run_threads(run, 4, 90 * SLOW)
         self.assertEqual(errors, [])
         return sorted(got)
 
