@@ -387,6 +387,29 @@ class KeyConcurrency(KeyTestCase):
         self.assertOk(st, r)
         self.assertEqual(r["purged"], 2503)
 
+    def test_a_drain_goes_on_without_pops(self):
+        """The same lane, limit removed, and no pop of the topic until it
+        is drained: the policy call moves 1000 jobs back and the timers'
+        moves the rest (a drain needs no caller of its own)."""
+        t = unique("kd")
+        self.policy(t, key_concurrency=1)
+        a = t + "-a"
+        ids = ["%s@%d" % (a, i) for i in range(2500)]
+        self.add_many(t, [(jid, a) for jid in ids])
+        self.assertEqual([j["id"] for j in self.pop(t)], ids[:1])
+        for _ in range(3):  # each pop sets up to 1000 of a's jobs aside
+            self.assertEqual(self.pop(t, count=10), [])
+        self.assertEqual(self.use(t)["throttled"], 2499)
+        self.policy(t, key_concurrency=None)
+        deadline = time.monotonic() + 20 * SLOW
+        while any(self.c.redis_all("KEYS", "*:kr:" + t)):  # the topic's lane jobs
+            self.assertLess(time.monotonic(), deadline, "lanes still not drained")
+            time.sleep(0.2)
+        got = []
+        for _ in range(30):
+            got += [j["id"] for j in self.pop(t, count=100)]
+        self.assertEqual(got, ids[1:], "every one, in order")
+
     def test_bad_key_policies_name_the_field(self):
         t = unique("kp")
         for fields, name in ((dict(key_concurrency=-1), "key_concurrency"),

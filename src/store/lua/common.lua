@@ -607,10 +607,22 @@ end
 -- A topic's flow-control policy: the hash P:pol:<topic>, a copy in every
 -- shard (policy.lua writes them all), with the fields below (counts, and
 -- periods and keep in ms); P:policies lists the topics that have one.
+-- One more field is no limit but kept there because a pop reads the hash
+-- anyway: LANES_DRAINING, while the topic's key lanes go back to its queue
+-- (key_limit_changed).
 local POLICY_FIELDS = {'concurrency', 'rate', 'period_ms', 'key_concurrency', 'key_rate',
     'key_period_ms', 'keep_ms'}
+local LANES_DRAINING = 'lanes_draining'
 local function policy_key(topic) return P .. ':pol:' .. topic end
 local function policies_key() return P .. ':policies' end
+
+-- Does policy pol (as read_policy answers it) set any limit?
+local function has_policy(pol)
+    for _, f in ipairs(POLICY_FIELDS) do
+        if pol[f] ~= nil then return true end
+    end
+    return false
+end
 
 -- The topic's policy in this shard: {field = number} of the fields set.
 local function read_policy(topic)
@@ -754,6 +766,7 @@ local function lanes_drain(topic, n)
     end
     if redis.call('EXISTS', keys_waiting_key(topic)) == 0 then
         redis.call('SREM', lanes_drain_key(), topic)
+        redis.call('HDEL', policy_key(topic), LANES_DRAINING)
         local pol = read_policy(topic)
         if not pol.key_concurrency and not pol.key_rate then
             redis.call('SREM', key_limited_key(), topic)
@@ -764,16 +777,29 @@ end
 
 -- A step of the lane drains of the shard (policy changed or removed a key
 -- limit): up to LANE_STEP jobs of the topics in P:kdrain go back, and one
--- of each lane whose key_rate token is due (rate_lanes_due). pop and
--- push_take run it first, so a drain finishes without a caller of its own.
+-- of each lane whose key_rate token is due (rate_lanes_due). The move of
+-- bucket 0 runs it (its timer moves it at least every few seconds, so a
+-- drain finishes without a caller of its own), and so do push_take and a
+-- pop of a topic with key limits, which need it done before they take.
+-- Returns rate_lanes_due's next due time, or nil.
 local function lanes_drain_step()
-    if not keys_on() then return end
-    rate_lanes_due(clock())
+    if not keys_on() then return nil end
+    local next_rate = rate_lanes_due(clock())
     local budget = LANE_STEP
     for _, topic in ipairs(redis.call('SRANDMEMBER', lanes_drain_key(), '8')) do
         if budget <= 0 then break end
         budget = budget - lanes_drain(topic, budget)
     end
+    return next_rate
+end
+
+-- Does the topic have a key limit, or key lanes going back to its queue?
+-- Only then may its pops meet lanes that the step above moves; an
+-- unlimited pop skips it, so it pays no call for the per-key limits (its
+-- policy is read anyway).
+local function key_limited(topic)
+    local pol = policy_of(topic)
+    return pol.key_concurrency ~= nil or pol.key_rate ~= nil or pol[LANES_DRAINING] ~= nil
 end
 
 -- May ready job j, just taken from its queue at sequence number seq, be
@@ -833,7 +859,10 @@ end
 -- the job's place in the due order (its sequence number when taken), or
 -- nil when it was not counted or the place is unknown.
 local function key_reservation_ends(id, topic, to_ready)
-    if not keys_on() then return nil end
+    -- Only key_concurrency counts (a removed one takes its counts along),
+    -- and every call that ends a reservation reads the policy anyway.
+    local limit = policy_of(topic).key_concurrency
+    if not limit then return nil end
     local ok = key_owner_key(topic)
     local v = redis.call('HGET', ok, id)
     if not v then return nil end
@@ -842,8 +871,7 @@ local function key_reservation_ends(id, topic, to_ready)
     local ck = key_count_key(topic)
     local inflight = redis.call('HINCRBY', ck, key, '-1')
     if inflight <= 0 then redis.call('HDEL', ck, key) end
-    local limit = policy_of(topic).key_concurrency
-    if not to_ready and limit and inflight < limit then lane_release(topic, key, 1) end
+    if not to_ready and inflight < limit then lane_release(topic, key, 1) end
     seq = tonumber(seq)
     return seq > 0 and seq or nil
 end
@@ -884,6 +912,7 @@ local function key_limit_changed(topic, old, new)
     local had = old.key_concurrency or old.key_rate
     if had and not lowered then
         redis.call('SADD', lanes_drain_key(), topic)
+        redis.call('HSET', policy_key(topic), LANES_DRAINING, '1') -- its pops drain too
         lanes_drain(topic, LANE_STEP)
     end
 end

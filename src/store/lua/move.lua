@@ -13,7 +13,7 @@
 -- largest of the moves within a second, for /metrics (lag.lua).
 local k, limit, timer = ARGV[ARG.bucket], tonumber(ARGV[ARG.limit]), ARGV[ARG.timer] or ''
 local bk = bucket_key(k)
-local now = now_ms()
+local now = clock() -- the call's one reading of Redis' time
 local due = redis.call('ZRANGEBYSCORE', bk, '-inf', num(now), 'WITHSCORES', 'LIMIT', '0', num(limit))
 local ids = {}
 for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
@@ -70,10 +70,11 @@ end
 local head = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
 local earliest = -1
 if head[2] then earliest = tonumber(head[2]) end
--- Bucket 0's move also lets the key lanes whose key_rate token is due go
--- (rate_lanes_due), and its timer wakes for the next one too.
-if k == '0' and keys_on() then
-    local next_rate = rate_lanes_due(now)
+-- Bucket 0's move also runs a step of the shard's lane drains and lets
+-- the key lanes whose key_rate token is due go (lanes_drain_step), and its
+-- timer wakes for the next one too.
+if k == '0' then
+    local next_rate = lanes_drain_step()
     if next_rate and (earliest < 0 or next_rate < earliest) then earliest = next_rate end
 end
 return reply{moved = #ids, earliest = earliest, now = now}

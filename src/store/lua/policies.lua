@@ -27,7 +27,7 @@ local out = reply{next_cursor = next_cursor}
 local now = now_ms()
 for _, t in ipairs(topics) do
     local pol = read_policy(t)
-    if next(pol) then
+    if has_policy(pol) then
         local e = policy_view(pol)
         e.topic = t
         e.reserved = tonumber(redis.call('HGET', stats_key(t), 'reserved') or '0')

@@ -8,7 +8,8 @@
 -- or its value: counts as they are, periods and keep in ms. The policy is
 -- the hash P:pol:<topic>, with those field names; a topic with a policy is
 -- in P:policies (scored 0, listed by name), and a policy whose last field
--- is removed is deleted.
+-- is removed is deleted (its hash stays while the topic's key lanes drain:
+-- LANES_DRAINING in common.lua).
 -- reply: concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms
 -- Each false where unset.
 local topic = ARGV[ARG.topic]
@@ -44,7 +45,7 @@ elseif redis.call('SREM', P .. ':keeping', topic) == 1 and
     redis.call('EXISTS', P .. ':keeping') == 0 then
     redis.call('PEXPIRE', history_flag_key(), num(KEEP_MAX_MS))
 end
-if next(pol) then
+if has_policy(pol) then
     redis.call('ZADD', policies_key(), '0', topic)
 else
     redis.call('ZREM', policies_key(), topic)

@@ -18,11 +18,16 @@ limit_topics(ARGV[ARG.allow])
 local want = tonumber(ARGV[ARG.count])
 local nfinish = tonumber(ARGV[ARG.nfinish])
 local finished = remove_ids(ARGV, 'finished', NARGS + 1, NARGS + nfinish)
-local now = now_ms()
+local now = clock() -- the call's one reading of Redis' time
 local out = {}
 local token_wait = -1
 
-lanes_drain_step()
+for ti = NARGS + 1 + nfinish, #ARGV do
+    if key_limited(ARGV[ti]) then
+        lanes_drain_step()
+        break
+    end
+end
 -- Jobs set aside for their key's limits (key_admits) do not count against
 -- the count asked for; at most LANE_STEP of them per call.
 local aside_left = LANE_STEP

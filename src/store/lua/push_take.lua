@@ -24,7 +24,7 @@
 -- whose jobs wait for their `rate` (the pusher calls again then); a `job`
 -- per job taken follows.
 local want, grace = tonumber(ARGV[ARG.limit]), tonumber(ARGV[ARG.grace_ms])
-local now = now_ms()
+local now = clock() -- the call's one reading of Redis' time
 local out = {}
 local hold_head = {} -- topic -> lowest score left in its hold (false: empty)
 local drain = 1000   -- held jobs this call may still move back

@@ -41,7 +41,7 @@ for _, t in ipairs(topics) do
     local fields = redis.call('HGETALL', stats_key(t))
     fields[#fields + 1] = 'paused'
     fields[#fields + 1] = redis.call('SISMEMBER', paused_key(), t)
-    if next(policy_of(t)) then
+    if has_policy(policy_of(t)) then
         local use = limits_use(t, now)
         fields[#fields + 1] = 'throttled'
         fields[#fields + 1] = use.throttled
