@@ -33,6 +33,12 @@ EXACT = SLOW == 1.0
 # after Redis took its token, and that lag varies (a callback's request
 # more than a pop's answer), which can bring one more job into a window.
 WINDOW_S = 0.95
+# On a busy machine that lag varies more (at load average 5 on 2 cores a
+# window of callbacks seen at the receiver once held 103 against a bound
+# of 100, and the same test passed again at once): the bound allows the
+# accuracy's tolerance on top. A limit not enforced, or one whose shard
+# shares add up to more than it, is far beyond it.
+MOST_IN_WINDOW = int(2 * RATE * (1 + TOLERANCE))
 
 
 def most_in_window(times, window):
@@ -107,7 +113,7 @@ class RateBase(DeploymentTestCase):
                                     "%d pops in %.0f s" % (measured, RUN_S))
             # Steady state, after the burst: the rate itself.
             self.assertGreaterEqual(steady, (1 - TOLERANCE) * RATE * (RUN_S - 5))
-        self.assertLessEqual(most_in_window(times, WINDOW_S), 2 * RATE, "rate plus a burst of rate")
+        self.assertLessEqual(most_in_window(times, WINDOW_S), MOST_IN_WINDOW, "rate plus a burst of rate")
         self.assertEqual(len(set(ids)), len(ids))
         use = self.use(t)
         self.assertGreaterEqual(use["throttled"], 1, "jobs held back by the rate")
@@ -261,7 +267,7 @@ class PushRate(ReceiverTestCase):
         self.assertLessEqual(measured, (1 + TOLERANCE) * expected)
         if EXACT:
             self.assertGreaterEqual(measured, (1 - TOLERANCE) * expected)
-        self.assertLessEqual(most_in_window(times, WINDOW_S), 2 * RATE, "rate plus a burst of rate")
+        self.assertLessEqual(most_in_window(times, WINDOW_S), MOST_IN_WINDOW, "rate plus a burst of rate")
         st, r = self.c.get("/policies?topic=" + t)
         self.assertGreater(r["policies"][t]["throttled"], 0, "callbacks held for the rate")
         # Removing the limit frees the held callbacks at once.
