@@ -14,7 +14,10 @@
  *   late       producers (--producers conns) add --jobs jobs paced evenly over
  *              --spread seconds, each with delay --delay-min; the other
  *              connections long-poll pop (timeout 1) + finish and record
- *              received - (add sent + delay)
+ *              received - due, due = add sent + delay (ms); with --late-at
+ *              each job is added with that due time as its own "at", so
+ *              that delayq's due time is the one lateness counts from
+ *              (with "delay", delayq counts from when its add ran)
  *   fixed      --method/--path/--body, --jobs requests (ceiling runs)
  *   bs-put     beanstalkd put with delay (the "add" of beanstalkd)
  *   bs-drain   beanstalkd reserve-with-timeout 0 + delete
@@ -67,6 +70,7 @@ static struct {
     const char *method, *path, *fixed_body;
     const char *lateness_out;
     double at; /* > 0: every added job gets "at" (Unix seconds) instead of a delay */
+    int late_at; /* late: each job gets its own "at", its due time */
 } opt = {
     .port = 8080, .conns = 32, .jobs = 100000, .batch = 1, .count = 0, .batch_finish = 0,
     .delay_min = 600, .delay_max = 3600, .ttr = 60, .body_size = 200, .topic = "bench",
@@ -280,11 +284,13 @@ static void http_post(sbuf *w, const char *path, const char *body, size_t n)
 
 static sbuf tmp;
 
-static void add_job_json(sbuf *b, long i, double delay, const char *body)
+/* A job of the add request: at > 0 gives it that "at" (Unix seconds),
+ * else it gets delay. */
+static void add_job_json(sbuf *b, long i, double delay, double at, const char *body)
 {
-    if (opt.at > 0) {
+    if (at > 0) {
         sb_printf(b, "{\"topic\":\"%s\",\"id\":\"%s-%ld\",\"at\":%.3f,\"ttr\":%d,\"body\":%s}",
-                  opt.topic, opt.tag, i, opt.at, opt.ttr, body);
+                  opt.topic, opt.tag, i, at, opt.ttr, body);
         return;
     }
     sb_printf(b, "{\"topic\":\"%s\",\"id\":\"%s-%ld\",\"delay\":%.3f,\"ttr\":%d,\"body\":%s}",
@@ -304,7 +310,7 @@ static int build_add(conn *c)
     for (int k = 0; k < n; k++) {
         if (k)
             sb_add(&tmp, ",", 1);
-        add_job_json(&tmp, jobs_issued + k, rand_delay(), body_text);
+        add_job_json(&tmp, jobs_issued + k, rand_delay(), opt.at, body_text);
     }
     if (opt.batch > 1)
         sb_add(&tmp, "]}", 2);
@@ -524,13 +530,16 @@ static void next_request(conn *c)
             long i = late_next++;
             double delay = opt.delay_min;
             double sent = now_real_ms();
+            /* whole ms with --late-at: the due time delayq stores exactly */
+            double due_ms = opt.late_at ? (double)(long long)(sent + delay * 1000.0 + 0.5)
+                                        : sent + delay * 1000.0;
             char body[96];
-            int bn = snprintf(body, sizeof body, "{\"d\":%.3f,\"i\":%ld}", sent + delay * 1000.0, i);
+            int bn = snprintf(body, sizeof body, "{\"d\":%.3f,\"i\":%ld}", due_ms, i);
             if (opt.mode == M_BS_LATE) {
                 bs_put(c, delay, body, (size_t)bn);
             } else {
                 tmp.len = 0;
-                add_job_json(&tmp, i, delay, body);
+                add_job_json(&tmp, i, delay, opt.late_at ? due_ms / 1000.0 : opt.at, body);
                 c->w.len = 0;
                 http_post(&c->w, "/add", tmp.p, tmp.len);
             }
@@ -826,7 +835,8 @@ static void usage(void)
             "  [--conns N] [--jobs N] [--batch B] [--count C] [--batch-finish] [--finish-and-pop]\n"
             "  [--delay-min S] [--delay-max S] [--ttr S] [--body-size B] [--topic T] [--tag T]\n"
             "  [--producers N] [--spread S] [--grace S] [--max-seconds S]\n"
-            "  [--method GET|POST] [--path P] [--body JSON] [--lateness-out FILE] [--at UNIX_S]\n");
+            "  [--method GET|POST] [--path P] [--body JSON] [--lateness-out FILE] [--at UNIX_S]\n"
+            "  [--late-at]\n");
     exit(2);
 }
 
@@ -840,7 +850,7 @@ int main(int argc, char **argv)
         {"tag", 1, 0, 'g'},        {"producers", 1, 0, 'P'},    {"spread", 1, 0, 'S'},
         {"grace", 1, 0, 'G'},      {"max-seconds", 1, 0, 'X'},  {"method", 1, 0, 'M'},
         {"path", 1, 0, 'u'},       {"body", 1, 0, 'B'},         {"lateness-out", 1, 0, 'L'},
-        {"at", 1, 0, 'A'},         {"finish-and-pop", 0, 0, 'J'},
+        {"at", 1, 0, 'A'},         {"finish-and-pop", 0, 0, 'J'}, {"late-at", 0, 0, 'W'},
         {0, 0, 0, 0}};
     const char *mode = NULL;
     int ch;
@@ -869,6 +879,7 @@ int main(int argc, char **argv)
         case 'B': opt.fixed_body = optarg; break;
         case 'L': opt.lateness_out = optarg; break;
         case 'A': opt.at = atof(optarg); break;
+        case 'W': opt.late_at = 1; break;
         default: usage();
         }
     }
@@ -890,6 +901,8 @@ int main(int argc, char **argv)
     int late = opt.mode == M_LATE || opt.mode == M_BS_LATE;
     if (late && opt.producers >= opt.conns)
         die("--producers must be below --conns");
+    if (opt.late_at && opt.mode != M_LATE)
+        die("--late-at is for --mode late (beanstalkd's delays are whole seconds)");
     srandom(12345);
 
     body_text = malloc((size_t)opt.body_size + 1);

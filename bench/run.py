@@ -246,6 +246,9 @@ class Stack:
         self.timers.append(p)
         return p
 
+    def timer_pids(self):
+        return [p.pid for p in self.timers]
+
     def stop_timers(self):
         for p in self.timers:
             stop_proc(p)
@@ -378,6 +381,98 @@ class ClusterStack(Stack):
         super().stop()
 
 
+class RunStack:
+    """The stack `scripts/run` starts, as a new user gets it (delayq.conf,
+    Redis with AOF everysec, two timers, the pusher, the shipped nginx
+    config), from --build's checkout, with its own var dir and free ports.
+    It runs in a session of its own with SIGINT at its default (as in a
+    terminal); stop() sends SIGTERM to that process group, which scripts/run
+    stops in order (nginx first, Redis last)."""
+
+    TIMERS = ("delayq-timer-1", "delayq-timer-2")
+    # Settings meant for scripts/run's own environment only: the bench gives
+    # it the defaults (a `make` jobserver, a user's DELAYQ_* choices).
+    DROP_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR")
+
+    def __init__(self):
+        # Short: the FastCGI socket goes to <dir>/run/delayq-fcgi.sock.
+        self.dir = tempfile.mkdtemp(prefix="dq-brun-")
+        self.http_port = free_port()
+        self.redis_port = free_port()
+        while self.redis_port == self.http_port:
+            self.redis_port = free_port()
+        self.out_path = os.path.join(self.dir, "run.out")
+        self.proc = None
+        self._r = None
+
+    def output(self):
+        try:
+            with open(self.out_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def start(self, timeout=300):
+        env = {k: v for k, v in os.environ.items()
+               if k not in self.DROP_ENV and not k.startswith("DELAYQ_")}
+        env.update(DELAYQ_VAR_DIR=self.dir, DELAYQ_HTTP_PORT=str(self.http_port),
+                   DELAYQ_REDIS_PORT=str(self.redis_port))
+        with open(self.out_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [os.path.join(ARGS.build, "scripts", "run")], stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+                start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + timeout  # it runs `make` first
+        while "delayq is running at" not in self.output():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("scripts/run did not start (exit %s):\n%s"
+                                   % (self.proc.returncode, self.output()[-3000:]))
+            time.sleep(0.1)
+        return self
+
+    def pid(self, name):
+        with open(os.path.join(self.dir, "run", name + ".pid")) as f:
+            return int(f.read().strip())
+
+    def timer_pids(self):
+        return [self.pid(n) for n in self.TIMERS]
+
+    def redis_pid(self):
+        return self.pid("redis")
+
+    def redis(self, *args):
+        if self._r is None:
+            self._r = Resp(self.redis_port, timeout=60)
+        return self._r(*args)
+
+    def flush(self):
+        self.redis("FLUSHALL")
+
+    def stat(self, topic, field):
+        v = self.redis("HGET", "{dq}:s:%s" % topic, field)
+        return int(v) if v else 0
+
+    def stop(self):
+        if self._r:
+            self._r.close()
+            self._r = None
+        p = self.proc
+        if p and p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)  # its own session: pgid == pid
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                note("scripts/run (pid %d) ignored SIGTERM for 60 s; SIGKILL to its group" % p.pid)
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        if ARGS and ARGS.keep:
+            note("kept %s" % self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def stop_proc(p, grace=20):
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
@@ -427,18 +522,20 @@ def ceiling(s, P):
     fig("ceiling.evalsha.req_s", r["req_per_s"], "req/s")
 
 
-def w1(s, P, prefix="w1", topic="w1"):
+def w1(s, P, prefix="w1", topic="w1", who="delayq"):
+    """who: the name of the stack in the figures (delayq: bench's Stack,
+    delayq_run: the stack scripts/run starts)."""
     n = P["w1_jobs"]
     s.flush()
     r = loadgen(s.http_port, "add", conns=32, jobs=n, delay_min=600, delay_max=3600, ttr=60,
                 body_size=200, topic=topic, tag="a")
-    fig("%s.delayq.add.jobs_s" % prefix, r["jobs_per_s"], "jobs/s")
-    fig("%s.delayq.add.p99_ms" % prefix, r["req_p99_ms"], "ms")
+    fig("%s.%s.add.jobs_s" % (prefix, who), r["jobs_per_s"], "jobs/s")
+    fig("%s.%s.add.p99_ms" % (prefix, who), r["req_p99_ms"], "ms")
     check_errors(r, "w1 single")
     s.flush()
     r = loadgen(s.http_port, "add", conns=32, jobs=n, batch=100, delay_min=600, delay_max=3600,
                 ttr=60, body_size=200, topic=topic, tag="b")
-    fig("%s.delayq.add_batch100.jobs_s" % prefix, r["jobs_per_s"], "jobs/s")
+    fig("%s.%s.add_batch100.jobs_s" % (prefix, who), r["jobs_per_s"], "jobs/s")
     check_errors(r, "w1 batch")
     s.flush()
 
@@ -457,20 +554,20 @@ def preload_ready(s, n, topic, tag):
         note("WARNING: preloaded %d ready jobs, wanted %d" % (ready, n))
 
 
-def w2(s, P):
+def w2(s, P, who="delayq"):
     n = P["w2_jobs"]
     s.flush()
     preload_ready(s, n, "w2", "p")
     r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2")
-    fig("w2.delayq.drain.jobs_s", r["jobs_per_s"], "jobs/s")
-    fig("w2.delayq.drain.req_s", r["req_per_s"], "req/s")
+    fig("w2.%s.drain.jobs_s" % who, r["jobs_per_s"], "jobs/s")
+    fig("w2.%s.drain.req_s" % who, r["req_per_s"], "req/s")
     check_errors(r, "w2 single")
     s.flush()
     # finish-and-pop: each pop finishes the job before it, one request per job
     preload_ready(s, n, "w2", "f")
     r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2", finish_and_pop=True)
-    fig("w2.delayq.drain_fap.jobs_s", r["jobs_per_s"], "jobs/s")
-    fig("w2.delayq.drain_fap.req_s", r["req_per_s"], "req/s")
+    fig("w2.%s.drain_fap.jobs_s" % who, r["jobs_per_s"], "jobs/s")
+    fig("w2.%s.drain_fap.req_s" % who, r["req_per_s"], "req/s")
     check_errors(r, "w2 finish-and-pop")
     if s.stat("w2", "reserved") or s.stat("w2", "ready"):
         note("WARNING: finish-and-pop drain left jobs: reserved %d, ready %d"
@@ -478,7 +575,7 @@ def w2(s, P):
     s.flush()
     preload_ready(s, n, "w2", "q")
     r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2", count=100, batch_finish=True)
-    fig("w2.delayq.drain_count100.jobs_s", r["jobs_per_s"], "jobs/s")
+    fig("w2.%s.drain_count100.jobs_s" % who, r["jobs_per_s"], "jobs/s")
     check_errors(r, "w2 batch")
     s.flush()
 
@@ -530,16 +627,19 @@ def late_figs(name, r):
     fig("w3.%s.missed" % name, int(r["missed"]), "jobs")
 
 
-def w3(s, P, outdir):
+def w3(s, P, outdir, who="delayq"):
+    """Lateness: each job is added with its own `at` (the due time its body
+    carries), so that it counts from the due time delayq recorded, not
+    from when the load generator sent the add."""
     s.flush()
     time.sleep(2)  # the timer takes its bucket locks again after the flush
-    t = s.timers[0].pid
-    c0 = cpu_seconds(t)
+    timers = s.timer_pids()
+    c0 = sum(cpu_seconds(t) for t in timers)
     r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"], spread=P["w3_spread"],
-                delay_min=2, ttr=60, topic="w3", tag="l", finish_and_pop=True,
-                lateness_out=os.path.join(outdir, "lateness-delayq.txt"))
-    late_figs("delayq", r)
-    fig("w3.delayq.timer_cpu_s", cpu_seconds(t) - c0, "CPU-s")
+                delay_min=2, ttr=60, topic="w3", tag="l", finish_and_pop=True, late_at=True,
+                lateness_out=os.path.join(outdir, "lateness-%s.txt" % who))
+    late_figs(who, r)
+    fig("w3.%s.timer_cpu_s" % who, sum(cpu_seconds(t) for t in timers) - c0, "CPU-s")
     s.flush()
 
 
@@ -597,7 +697,7 @@ def cluster_vs_single(P, outdir):
             time.sleep(2)  # the timer takes its bucket locks again after the flush
             r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
                         spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
-                        finish_and_pop=True,
+                        finish_and_pop=True, late_at=True,
                         lateness_out=os.path.join(outdir, "lateness-%s.txt" % name))
             for k in ("late_p50_ms", "late_p99_ms", "late_max_ms"):
                 fig("cluster.%s.w3.%s" % (name, k), r[k], "ms")
@@ -1582,11 +1682,35 @@ def ratios():
                 1e6 / v("cluster.single.%s.redis_cpu_us_per_job" % phase), "jobs/s")
 
 
+# The workloads that also run against the stack scripts/run starts (the
+# others need bench's Stack: its ceiling backend, its process handles).
+RUN_STACK_WORKLOADS = {"w1", "w2", "w3"}
+
+
+def run_stack(P, what, outdir):
+    """w1, w2, w3 (those asked for) against the stack scripts/run starts,
+    as figures 'delayq_run'."""
+    s = RunStack().start()
+    try:
+        if "w1" in what:
+            timed("w1_run", w1, s, P, "w1", "w1", "delayq_run")
+        if "w2" in what:
+            timed("w2_run", w2, s, P, "delayq_run")
+        if "w3" in what:
+            timed("w3_run", w3, s, P, outdir, "delayq_run")
+    finally:
+        s.stop()
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys (these twelve are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
+    ap.add_argument("--stack", choices=("bench", "run", "both"), default="bench",
+                    help="which delayq stack w1, w2, w3 run against: bench's own tuned one "
+                         "(figures 'delayq'), the one scripts/run starts with its defaults "
+                         "(figures 'delayq_run'; the other workloads need bench's), or both")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--nginx-workers", type=int, default=2)
@@ -1640,6 +1764,10 @@ def main():
          % ("quick" if ARGS.quick else "full", ARGS.workers, ARGS.threads, ARGS.nginx_workers,
             ARGS.keepalive, ARGS.redis_unix))
     need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "jobs", "purge", "keys"}
+    if ARGS.stack == "run":
+        need_stack -= RUN_STACK_WORKLOADS
+    if ARGS.stack in ("run", "both") and what & RUN_STACK_WORKLOADS:
+        timed("run_stack", run_stack, P, what, ARGS.outdir)
     if need_stack:
         s = Stack(workers=ARGS.workers, threads=ARGS.threads, redis_unix=ARGS.redis_unix,
                   nginx_workers=ARGS.nginx_workers, keepalive=ARGS.keepalive)
