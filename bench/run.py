@@ -1182,8 +1182,7 @@ def beanstalkd(P, binlog, outdir):
 # --------------------------------------------------------------------------
 
 def bullmq(P, outdir):
-    if not os.path.isdir(os.path.join(BULLMQ_DIR, "node_modules", "bullmq")):
-        note("BullMQ not installed: run `npm install` in bench/peers/bullmq; skipping")
+    if not bullmq_installed():
         return
     d = tempfile.mkdtemp(prefix="delayq-bench-bull-")
     port = free_port()
@@ -1228,15 +1227,70 @@ def bullmq(P, outdir):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def bullmq_installed():
+    if os.path.isdir(os.path.join(BULLMQ_DIR, "node_modules", "bullmq")):
+        return True
+    note("BullMQ not installed: run `npm ci` in bench/peers/bullmq; skipping")
+    return False
+
+
+def bullmq_http(P):
+    """BullMQ behind an HTTP front (bench/peers/bullmq/front.js, node:http),
+    driven by the same loadgen as delayq: the fair peer for one job per
+    request (delayq's single add and finish-and-pop each pay an HTTP hop,
+    which BullMQ's direct client does not)."""
+    if not bullmq_installed():
+        return
+    with bare_redis("bullhttp", "--maxmemory-policy", "noeviction") as (rp, r):
+        port = free_port()
+        log = tempfile.NamedTemporaryFile(prefix="delayq-bench-front-", suffix=".log", delete=False)
+        front = subprocess.Popen(["node", os.path.join(BULLMQ_DIR, "front.js"), "--port", str(port),
+                                  "--redis-port", str(r.addr[1])],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        try:
+            wait_port(port, front, "BullMQ's HTTP front")
+            n = P["w1_jobs"]
+            c0 = cpu_seconds(front.pid)
+            o = loadgen(port, "add", conns=32, jobs=n, delay_min=600, delay_max=3600, ttr=60,
+                        body_size=200, topic="w1", tag="a")
+            fig("w1.bullmq_http.add.jobs_s", o["jobs_per_s"], "jobs/s")
+            fig("w1.bullmq_http.add.p99_ms", o["req_p99_ms"], "ms")
+            fig("w1.bullmq_http.front_cpu_us_per_job", (cpu_seconds(front.pid) - c0) * 1e6 / n, "us")
+            check_errors(o, "bullmq_http add")
+            r("FLUSHALL")
+            n = P["w2_jobs"]
+            for name, kw in (("drain", {}), ("drain_fap", {"finish_and_pop": True})):
+                o = loadgen(port, "add", conns=8, jobs=n, batch=500, delay_min=0, delay_max=0, ttr=60,
+                            body_size=200, topic="w2", tag=name)
+                check_errors(o, "bullmq_http preload")
+                c0 = cpu_seconds(front.pid)
+                o = loadgen(port, "drain", conns=32, jobs=n, topic="w2", **kw)
+                fig("w2.bullmq_http.%s.jobs_s" % name, o["jobs_per_s"], "jobs/s")
+                fig("w2.bullmq_http.%s.front_cpu_us_per_job" % name,
+                    (cpu_seconds(front.pid) - c0) * 1e6 / n, "us")
+                check_errors(o, "bullmq_http " + name)
+                if o["jobs"] < n:
+                    note("WARNING: bullmq_http %s drained %d of %d jobs" % (name, o["jobs"], n))
+                r("FLUSHALL")
+        finally:
+            stop_proc(front)
+            if ARGS and ARGS.keep:
+                note("kept %s" % log.name)
+            else:
+                os.unlink(log.name)
+
+
 @contextlib.contextmanager
-def bare_redis(what):
-    """An idle redis-server of its own (no persistence) in a temp dir, for
-    timing functions alone: yields its process and a client; stops it."""
+def bare_redis(what, *extra):
+    """An idle redis-server of its own (no persistence; extra: more of its
+    flags) in a temp dir, for timing functions alone or for a peer: yields
+    its process and a client (its port in client.addr[1]); stops it."""
     d = tempfile.mkdtemp(prefix="delayq-bench-%s-" % what)
     port = free_port()
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
+                             "--save", "", "--appendonly", "no"] + list(extra),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         wait_port(port, proc, "redis-server")
         yield proc, Resp(port, timeout=60)
@@ -1662,6 +1716,15 @@ def ratios():
               "w2.%s.drain.jobs_s" % peer)
         ratio("ratio.w2_fap_to_%s" % peer, "w2.delayq.drain_fap.jobs_s", "w2.%s.drain.jobs_s" % peer)
         ratio("ratio.w3_p99_to_%s" % peer, "w3.delayq.late_p99_ms", "w3.%s.late_p99_ms" % peer)
+    # BullMQ behind HTTP: the same hop per request as delayq's
+    ratio("ratio.w1_single_to_bullmq_http", "w1.delayq.add.jobs_s", "w1.bullmq_http.add.jobs_s")
+    ratio("ratio.w2_single_to_bullmq_http", "w2.delayq.drain.jobs_s", "w2.bullmq_http.drain.jobs_s")
+    ratio("ratio.w2_fap_to_bullmq_http", "w2.delayq.drain_fap.jobs_s",
+          "w2.bullmq_http.drain_fap.jobs_s")
+    # the stack scripts/run starts, against bench's tuned one
+    for k in ("w1.%s.add.jobs_s", "w1.%s.add_batch100.jobs_s", "w2.%s.drain.jobs_s",
+              "w2.%s.drain_fap.jobs_s", "w2.%s.drain_count100.jobs_s", "w3.%s.late_p99_ms"):
+        ratio("ratio.run_to_bench." + k.replace("%s.", ""), k % "delayq_run", k % "delayq")
     ratio("ratio.w3_timer_cpu_to_beanstalkd", "w3.delayq.timer_cpu_s", "w3.beanstalkd.server_cpu_s")
     ratio("ratio.w5_two_timers_to_one", "w5.delayq.timers2.jobs_s", "w5.delayq.timers1.jobs_s")
     for phase in ("add_batch100", "drain_count100"):
@@ -1705,7 +1768,7 @@ def run_stack(P, what, outdir):
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys (these twelve are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq, bullmq_http; cluster, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys (these twelve are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--stack", choices=("bench", "run", "both"), default="bench",
                     help="which delayq stack w1, w2, w3 run against: bench's own tuned one "
@@ -1743,7 +1806,8 @@ def main():
     os.makedirs(ARGS.outdir, exist_ok=True)
     what = set(ARGS.what)
     if "all" in what:
-        what |= {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "beanstalkd", "bullmq"}
+        what |= {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "beanstalkd", "bullmq",
+                 "bullmq_http"}
     for b in (LOADGEN, CEILING):
         if not os.path.exists(b):
             sys.exit("missing %s: run make -C bench" % b)
@@ -1801,6 +1865,8 @@ def main():
         timed("beanstalkd_binlog", beanstalkd, P, True, ARGS.outdir)
     if "bullmq" in what:
         timed("bullmq", bullmq, P, ARGS.outdir)
+    if "bullmq_http" in what:
+        timed("bullmq_http", bullmq_http, P)
     if "cluster" in what:
         timed("cluster", cluster_vs_single, P, ARGS.outdir)
     if "push" in what:
