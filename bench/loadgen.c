@@ -3,7 +3,8 @@
  *
  * N connections to 127.0.0.1, each with exactly one request in flight,
  * driven by one epoll loop. Prints one result line of key=value pairs on
- * stdout; with --lateness-out, one lateness value (ms) per received job.
+ * stdout; with --lateness-out, one lateness value (ms) per received job,
+ * with --jobs-out, "index due_ms received_ms" (realtime) per received job.
  *
  * Modes (--mode):
  *   add        POST /add, one job per request or --batch jobs per request
@@ -69,6 +70,7 @@ static struct {
     double max_seconds;
     const char *method, *path, *fixed_body;
     const char *lateness_out;
+    const char *jobs_out; /* late: "index due_ms received_ms" per received job */
     double at; /* > 0: every added job gets "at" (Unix seconds) instead of a delay */
     int late_at; /* late: each job gets its own "at", its due time */
 } opt = {
@@ -197,6 +199,7 @@ static long empty_pops;
 static double *lat_req;      /* request latencies (s), bounded */
 static long nlat_req, cap_lat_req;
 static double *lateness;     /* late: ms per received job, by job index */
+static double *received_ms;  /* late: when it arrived (realtime ms), by job index */
 static unsigned char *seen;
 static long dup_received;
 static double late_start_mono, late_t0_real;
@@ -409,6 +412,7 @@ static void late_received(long i, double due_ms)
     }
     seen[i] = 1;
     lateness[i] = l;
+    received_ms[i] = l + due_ms;
     jobs_done++;
 }
 
@@ -836,7 +840,7 @@ static void usage(void)
             "  [--delay-min S] [--delay-max S] [--ttr S] [--body-size B] [--topic T] [--tag T]\n"
             "  [--producers N] [--spread S] [--grace S] [--max-seconds S]\n"
             "  [--method GET|POST] [--path P] [--body JSON] [--lateness-out FILE] [--at UNIX_S]\n"
-            "  [--late-at]\n");
+            "  [--late-at] [--jobs-out FILE]\n");
     exit(2);
 }
 
@@ -851,6 +855,7 @@ int main(int argc, char **argv)
         {"grace", 1, 0, 'G'},      {"max-seconds", 1, 0, 'X'},  {"method", 1, 0, 'M'},
         {"path", 1, 0, 'u'},       {"body", 1, 0, 'B'},         {"lateness-out", 1, 0, 'L'},
         {"at", 1, 0, 'A'},         {"finish-and-pop", 0, 0, 'J'}, {"late-at", 0, 0, 'W'},
+        {"jobs-out", 1, 0, 'O'},
         {0, 0, 0, 0}};
     const char *mode = NULL;
     int ch;
@@ -880,6 +885,7 @@ int main(int argc, char **argv)
         case 'L': opt.lateness_out = optarg; break;
         case 'A': opt.at = atof(optarg); break;
         case 'W': opt.late_at = 1; break;
+        case 'O': opt.jobs_out = optarg; break;
         default: usage();
         }
     }
@@ -914,7 +920,10 @@ int main(int argc, char **argv)
     lat_req = malloc(sizeof(double) * (size_t)cap_lat_req);
     if (late) {
         lateness = calloc((size_t)opt.jobs, sizeof *lateness);
+        received_ms = calloc((size_t)opt.jobs, sizeof *received_ms);
         seen = calloc((size_t)opt.jobs, 1);
+        if (!lateness || !received_ms || !seen)
+            die("out of memory");
     }
 
     epfd = epoll_create1(0);
@@ -999,6 +1008,16 @@ int main(int argc, char **argv)
                 die("cannot write %s", opt.lateness_out);
             for (long i = 0; i < k; i++)
                 fprintf(f, "%.3f\n", v[i]);
+            fclose(f);
+        }
+        if (opt.jobs_out) {
+            FILE *f = fopen(opt.jobs_out, "w");
+            if (!f)
+                die("cannot write %s", opt.jobs_out);
+            for (long i = 0; i < opt.jobs; i++) {
+                if (seen[i])
+                    fprintf(f, "%ld %.3f %.3f\n", i, received_ms[i] - lateness[i], received_ms[i]);
+            }
             fclose(f);
         }
         free(v);

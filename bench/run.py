@@ -38,6 +38,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -641,6 +642,81 @@ def w3(s, P, outdir, who="delayq"):
     late_figs(who, r)
     fig("w3.%s.timer_cpu_s" % who, sum(cpu_seconds(t) for t in timers) - c0, "CPU-s")
     s.flush()
+
+
+class ReadyWatcher(threading.Thread):
+    """One more subscriber of delayq's ready messages (`P:ready`, sharded
+    pub/sub), as a worker's subscriber thread gets them: notes when each
+    arrived (realtime ms) with the time of the move call that published it
+    (ms, after the `@`) and its count, for the topic given."""
+
+    def __init__(self, port, topic, prefix="{dq}"):
+        super().__init__(daemon=True)
+        self.r = Resp(port, timeout=None)
+        self.r("SSUBSCRIBE", prefix + ":ready")
+        self.topic = topic.encode()
+        self.seen = []  # (arrived_ms, call_ms, count)
+
+    def run(self):
+        try:
+            while True:
+                m = self.r._reply()  # pushes: ["smessage", channel, payload]
+                t = time.time() * 1000.0
+                text, _, msg_id = m[2].partition(b"\0")
+                count, _, topic = text.partition(b":")
+                if topic == self.topic:
+                    self.seen.append((t, int(msg_id.rpartition(b"@")[2]), int(count)))
+        except (OSError, ConnectionError, TypeError, IndexError):
+            return  # closed by stop()
+
+    def stop(self):
+        self.r.close()
+
+
+def w3_stages(P, outdir):
+    """W3 lateness taken apart, per job (jobs added with their own `at`):
+    timer = the move call's time - the due time (ms resolution: Redis'
+    clock in the message); deliver = a subscriber's receipt of the ready
+    message - the move call's time; fcgi = the consumer's receipt of the job
+    - the subscriber's receipt (delayq-fcgi's subscriber thread, wake-up
+    table, eventfd, request thread, pop, answer through nginx). On bench's
+    stack with --workers (every worker's subscriber gets every message) and
+    with one worker, in one run."""
+    import bisect
+    for workers in sorted({ARGS.workers, 1}, reverse=True):
+        name = "workers%d" % workers
+        s = Stack(workers=workers, threads=ARGS.threads, nginx_workers=ARGS.nginx_workers,
+                  keepalive=ARGS.keepalive, with_ceiling=False)
+        try:
+            s.start()
+            time.sleep(2)  # the timer takes its bucket locks
+            watch = ReadyWatcher(s.redis_port, "w3")
+            watch.start()
+            jobs_out = os.path.join(outdir, "w3-jobs-%s.txt" % name)
+            r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
+                        spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
+                        finish_and_pop=True, late_at=True, jobs_out=jobs_out)
+            watch.stop()
+            late_figs("stages.%s" % name, r)
+            msgs = sorted(watch.seen, key=lambda m: m[1])
+            calls = [m[1] for m in msgs]
+            stages = {"timer": [], "deliver": [], "fcgi": []}
+            for line in open(jobs_out):
+                _, due, got = line.split()
+                due, got = float(due), float(got)
+                k = bisect.bisect_left(calls, due)  # the first move at or after its due time
+                if k == len(calls):
+                    continue
+                arrived, call, _ = msgs[k]
+                stages["timer"].append(call - due)
+                stages["deliver"].append(arrived - call)
+                stages["fcgi"].append(got - arrived)
+            for stage, xs in stages.items():
+                for q, label in ((0.5, "p50"), (0.99, "p99"), (1.0, "max")):
+                    fig("w3.stages.%s.%s.%s_ms" % (name, stage, label), pctl(xs, q), "ms")
+            fig("w3.stages.%s.messages_per_job" % name, len(msgs) / max(1, r["received"]), "msgs")
+        finally:
+            s.stop()
 
 
 def redis_cpu(s):
@@ -1768,7 +1844,7 @@ def run_stack(P, what, outdir):
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq, bullmq_http; cluster, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys (these twelve are not in all)")
+    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq, bullmq_http; cluster, w3stages, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys (these twelve are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--stack", choices=("bench", "run", "both"), default="bench",
                     help="which delayq stack w1, w2, w3 run against: bench's own tuned one "
@@ -1869,6 +1945,8 @@ def main():
         timed("bullmq_http", bullmq_http, P)
     if "cluster" in what:
         timed("cluster", cluster_vs_single, P, ARGS.outdir)
+    if "w3stages" in what:
+        timed("w3stages", w3_stages, P, ARGS.outdir)
     if "push" in what:
         timed("push", push, P)
     if "tune" in what:
