@@ -693,9 +693,13 @@ def w3_stages(P, outdir):
             watch = ReadyWatcher(s.redis_port, "w3")
             watch.start()
             jobs_out = os.path.join(outdir, "w3-jobs-%s.txt" % name)
+            cpu0 = tree_cpu(s.fcgi.pid)
             r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
                         spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
                         finish_and_pop=True, late_at=True, jobs_out=jobs_out)
+            # delayq-fcgi's CPU (every worker's subscriber gets every message)
+            fig("w3.stages.%s.fcgi_cpu_us_per_job" % name,
+                (tree_cpu(s.fcgi.pid) - cpu0) * 1e6 / max(1, r["received"]), "us")
             watch.stop()
             late_figs("stages.%s" % name, r)
             msgs = sorted(watch.seen, key=lambda m: m[1])
