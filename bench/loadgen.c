@@ -753,8 +753,22 @@ static void bs_setup(conn *c)
     send_now(c);
 }
 
+/* The server closed c: an answer still in flight is lost. */
+static void on_closed(conn *c)
+{
+    if (c->step == S_REQ || c->step == S_FINISH) {
+        errors++;
+        fprintf(stderr, "loadgen: connection %d closed by the server mid-request\n", c->idx);
+    }
+    close_conn(c);
+    c->r.len = 0;
+    if (c->step != S_DONE)
+        next_request(c);
+}
+
 static void on_readable(conn *c)
 {
+    int closed = 0;
     for (;;) {
         sb_reserve(&c->r, 65536);
         ssize_t n = read(c->fd, c->r.p + c->r.len, c->r.cap - c->r.len - 1);
@@ -763,39 +777,31 @@ static void on_readable(conn *c)
             c->r.p[c->r.len] = 0;
             continue;
         }
-        if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            /* Closed by the server: an answer in flight is lost. */
-            if (c->step == S_REQ || c->step == S_FINISH) {
-                errors++;
-                fprintf(stderr, "loadgen: connection %d closed by the server mid-request\n", c->idx);
-            }
-            close_conn(c);
-            c->r.len = 0;
-            if (c->step != S_DONE)
-                next_request(c);
-            return;
-        }
-        if (errno == EINTR)
+        if (n < 0 && errno == EINTR)
             continue;
+        /* EOF or an error: the answer and the close can arrive together
+         * (nginx's last answer on a connection, keepalive_requests), so
+         * what was read is parsed first. */
+        closed = n == 0 || errno != EAGAIN;
         break;
     }
     for (;;) {
-        enum step before = c->step;
         int done = is_bs() ? try_bs(c) : try_http(c);
         if (!done)
-            return;
+            break;
         if (c->step == S_SETUP)
             continue;
-        if (c->reconnect) {
+        if (c->reconnect || closed) {
             close_conn(c);
             c->reconnect = 0;
+            closed = 0;
         }
-        if (c->step == S_DONE)
-            return;
-        (void)before;
-        next_request(c);
+        if (c->step != S_DONE)
+            next_request(c);
         return;
     }
+    if (closed)
+        on_closed(c);
 }
 
 static void on_writable(conn *c)

@@ -2,8 +2,11 @@
 """delayq benchmarks: one subcommand per workload, or `all` for one run of
 everything (figures and ratios measured in the same run).
 
-    bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|peers [options]
+    bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|beanstalkd|bullmq|bullmq_http [options]
+    bench/run.py [--quick] --stack both w1 w2 w3  # also on the stack scripts/run starts
+    bench/run.py [--quick] bullmq_http  # BullMQ behind an HTTP front, driven by loadgen
     bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
+    bench/run.py [--quick] w3stages  # W3 lateness per stage: timer, ready message, delayq-fcgi
     bench/run.py [--quick] group     # single add and finish-and-pop with group commit on and off
     bench/run.py [--quick] moves     # Redis time of the move function alone, per job
     bench/run.py [--quick] pops      # Redis time per pop: unlimited vs `rate` (and `concurrency`)
@@ -13,10 +16,21 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] keys      # finish-and-pop with and without per-key limits
 
 Each run starts its own redis-server, delayq-fcgi, delayq-timer, nginx (and
-the peers: beanstalkd, BullMQ with its own redis-server) in a temp dir on
-127.0.0.1, stops them by pid, and prints one line per figure:
+the peers: beanstalkd, BullMQ with its own redis-server, and for bullmq_http
+bench/peers/bullmq/front.js) in a temp dir on 127.0.0.1, stops them by pid,
+and prints one line per figure:
 
     FIGURE <key> <value> <unit>
+
+`--stack run` runs w1, w2 and w3 against the stack `scripts/run` starts from
+--build's checkout instead (`--stack both`: against both), with its defaults
+(delayq.conf, Redis with AOF everysec, two timers, the pusher), in a temp
+var dir on free ports; its figures are named `delayq_run` beside bench's
+`delayq`. scripts/run runs `make` in that checkout and serves its binaries
+(not the copies bench's stack takes at start). W3 adds
+each job with its own `at` (its due time), so lateness counts from the due
+time delayq recorded. bench/w3trace.py follows W3's wake-ups through
+delayq-fcgi's system calls.
 
 `--json FILE` also writes every figure as JSON (docs/PERFORMANCE.md and the
 plots are made from it by bench/report.py). `--quick` is the smoke profile
