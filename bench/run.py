@@ -1862,7 +1862,10 @@ def run_stack(P, what, outdir):
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq, bullmq_http; cluster, w3stages, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys (these twelve are not in all)")
+    ap.add_argument("what", nargs="+",
+                    help="all, ceiling, w1..w7, beanstalkd, bullmq, bullmq_http; cluster, w3stages, "
+                         "push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys "
+                         "(these thirteen are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--stack", choices=("bench", "run", "both"), default="bench",
                     help="which delayq stack w1, w2, w3 run against: bench's own tuned one "

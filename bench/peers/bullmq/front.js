@@ -145,7 +145,8 @@ const server = http.createServer((req, res) => {
       reply(res, 200, await route(JSON.parse(Buffer.concat(chunks).toString('utf8'))));
     } catch (e) {
       const bad = e instanceof BadRequest || e instanceof SyntaxError;
-      reply(res, bad ? 400 : 500, { success: false, error: String(e.message || e), code: bad ? 'bad_request' : 'internal' });
+      reply(res, bad ? 400 : 500,
+        { success: false, error: String(e.message || e), code: bad ? 'bad_request' : 'internal' });
     }
   });
 });
