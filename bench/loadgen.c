@@ -3,7 +3,8 @@
  *
  * N connections to 127.0.0.1, each with exactly one request in flight,
  * driven by one epoll loop. Prints one result line of key=value pairs on
- * stdout; with --lateness-out, one lateness value (ms) per received job.
+ * stdout; with --lateness-out, one lateness value (ms) per received job,
+ * with --jobs-out, "index due_ms received_ms" (realtime) per received job.
  *
  * Modes (--mode):
  *   add        POST /add, one job per request or --batch jobs per request
@@ -14,7 +15,10 @@
  *   late       producers (--producers conns) add --jobs jobs paced evenly over
  *              --spread seconds, each with delay --delay-min; the other
  *              connections long-poll pop (timeout 1) + finish and record
- *              received - (add sent + delay)
+ *              received - due, due = add sent + delay (ms); with --late-at
+ *              each job is added with that due time as its own "at", so
+ *              that delayq's due time is the one lateness counts from
+ *              (with "delay", delayq counts from when its add ran)
  *   fixed      --method/--path/--body, --jobs requests (ceiling runs)
  *   bs-put     beanstalkd put with delay (the "add" of beanstalkd)
  *   bs-drain   beanstalkd reserve-with-timeout 0 + delete
@@ -66,7 +70,9 @@ static struct {
     double max_seconds;
     const char *method, *path, *fixed_body;
     const char *lateness_out;
+    const char *jobs_out; /* late: "index due_ms received_ms" per received job */
     double at; /* > 0: every added job gets "at" (Unix seconds) instead of a delay */
+    int late_at; /* late: each job gets its own "at", its due time */
 } opt = {
     .port = 8080, .conns = 32, .jobs = 100000, .batch = 1, .count = 0, .batch_finish = 0,
     .delay_min = 600, .delay_max = 3600, .ttr = 60, .body_size = 200, .topic = "bench",
@@ -193,6 +199,7 @@ static long empty_pops;
 static double *lat_req;      /* request latencies (s), bounded */
 static long nlat_req, cap_lat_req;
 static double *lateness;     /* late: ms per received job, by job index */
+static double *received_ms;  /* late: when it arrived (realtime ms), by job index */
 static unsigned char *seen;
 static long dup_received;
 static double late_start_mono, late_t0_real;
@@ -280,11 +287,13 @@ static void http_post(sbuf *w, const char *path, const char *body, size_t n)
 
 static sbuf tmp;
 
-static void add_job_json(sbuf *b, long i, double delay, const char *body)
+/* A job of the add request: at > 0 gives it that "at" (Unix seconds),
+ * else it gets delay. */
+static void add_job_json(sbuf *b, long i, double delay, double at, const char *body)
 {
-    if (opt.at > 0) {
+    if (at > 0) {
         sb_printf(b, "{\"topic\":\"%s\",\"id\":\"%s-%ld\",\"at\":%.3f,\"ttr\":%d,\"body\":%s}",
-                  opt.topic, opt.tag, i, opt.at, opt.ttr, body);
+                  opt.topic, opt.tag, i, at, opt.ttr, body);
         return;
     }
     sb_printf(b, "{\"topic\":\"%s\",\"id\":\"%s-%ld\",\"delay\":%.3f,\"ttr\":%d,\"body\":%s}",
@@ -304,7 +313,7 @@ static int build_add(conn *c)
     for (int k = 0; k < n; k++) {
         if (k)
             sb_add(&tmp, ",", 1);
-        add_job_json(&tmp, jobs_issued + k, rand_delay(), body_text);
+        add_job_json(&tmp, jobs_issued + k, rand_delay(), opt.at, body_text);
     }
     if (opt.batch > 1)
         sb_add(&tmp, "]}", 2);
@@ -403,6 +412,7 @@ static void late_received(long i, double due_ms)
     }
     seen[i] = 1;
     lateness[i] = l;
+    received_ms[i] = l + due_ms;
     jobs_done++;
 }
 
@@ -524,13 +534,16 @@ static void next_request(conn *c)
             long i = late_next++;
             double delay = opt.delay_min;
             double sent = now_real_ms();
+            /* whole ms with --late-at: the due time delayq stores exactly */
+            double due_ms = opt.late_at ? (double)(long long)(sent + delay * 1000.0 + 0.5)
+                                        : sent + delay * 1000.0;
             char body[96];
-            int bn = snprintf(body, sizeof body, "{\"d\":%.3f,\"i\":%ld}", sent + delay * 1000.0, i);
+            int bn = snprintf(body, sizeof body, "{\"d\":%.3f,\"i\":%ld}", due_ms, i);
             if (opt.mode == M_BS_LATE) {
                 bs_put(c, delay, body, (size_t)bn);
             } else {
                 tmp.len = 0;
-                add_job_json(&tmp, i, delay, body);
+                add_job_json(&tmp, i, delay, opt.late_at ? due_ms / 1000.0 : opt.at, body);
                 c->w.len = 0;
                 http_post(&c->w, "/add", tmp.p, tmp.len);
             }
@@ -740,8 +753,22 @@ static void bs_setup(conn *c)
     send_now(c);
 }
 
+/* The server closed c: an answer still in flight is lost. */
+static void on_closed(conn *c)
+{
+    if (c->step == S_REQ || c->step == S_FINISH) {
+        errors++;
+        fprintf(stderr, "loadgen: connection %d closed by the server mid-request\n", c->idx);
+    }
+    close_conn(c);
+    c->r.len = 0;
+    if (c->step != S_DONE)
+        next_request(c);
+}
+
 static void on_readable(conn *c)
 {
+    int closed = 0;
     for (;;) {
         sb_reserve(&c->r, 65536);
         ssize_t n = read(c->fd, c->r.p + c->r.len, c->r.cap - c->r.len - 1);
@@ -750,39 +777,31 @@ static void on_readable(conn *c)
             c->r.p[c->r.len] = 0;
             continue;
         }
-        if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            /* Closed by the server: an answer in flight is lost. */
-            if (c->step == S_REQ || c->step == S_FINISH) {
-                errors++;
-                fprintf(stderr, "loadgen: connection %d closed by the server mid-request\n", c->idx);
-            }
-            close_conn(c);
-            c->r.len = 0;
-            if (c->step != S_DONE)
-                next_request(c);
-            return;
-        }
-        if (errno == EINTR)
+        if (n < 0 && errno == EINTR)
             continue;
+        /* EOF or an error: the answer and the close can arrive together
+         * (nginx's last answer on a connection, keepalive_requests), so
+         * what was read is parsed first. */
+        closed = n == 0 || errno != EAGAIN;
         break;
     }
     for (;;) {
-        enum step before = c->step;
         int done = is_bs() ? try_bs(c) : try_http(c);
         if (!done)
-            return;
+            break;
         if (c->step == S_SETUP)
             continue;
-        if (c->reconnect) {
+        if (c->reconnect || closed) {
             close_conn(c);
             c->reconnect = 0;
+            closed = 0;
         }
-        if (c->step == S_DONE)
-            return;
-        (void)before;
-        next_request(c);
+        if (c->step != S_DONE)
+            next_request(c);
         return;
     }
+    if (closed)
+        on_closed(c);
 }
 
 static void on_writable(conn *c)
@@ -826,7 +845,8 @@ static void usage(void)
             "  [--conns N] [--jobs N] [--batch B] [--count C] [--batch-finish] [--finish-and-pop]\n"
             "  [--delay-min S] [--delay-max S] [--ttr S] [--body-size B] [--topic T] [--tag T]\n"
             "  [--producers N] [--spread S] [--grace S] [--max-seconds S]\n"
-            "  [--method GET|POST] [--path P] [--body JSON] [--lateness-out FILE] [--at UNIX_S]\n");
+            "  [--method GET|POST] [--path P] [--body JSON] [--lateness-out FILE] [--at UNIX_S]\n"
+            "  [--late-at] [--jobs-out FILE]\n");
     exit(2);
 }
 
@@ -840,7 +860,8 @@ int main(int argc, char **argv)
         {"tag", 1, 0, 'g'},        {"producers", 1, 0, 'P'},    {"spread", 1, 0, 'S'},
         {"grace", 1, 0, 'G'},      {"max-seconds", 1, 0, 'X'},  {"method", 1, 0, 'M'},
         {"path", 1, 0, 'u'},       {"body", 1, 0, 'B'},         {"lateness-out", 1, 0, 'L'},
-        {"at", 1, 0, 'A'},         {"finish-and-pop", 0, 0, 'J'},
+        {"at", 1, 0, 'A'},         {"finish-and-pop", 0, 0, 'J'}, {"late-at", 0, 0, 'W'},
+        {"jobs-out", 1, 0, 'O'},
         {0, 0, 0, 0}};
     const char *mode = NULL;
     int ch;
@@ -869,6 +890,8 @@ int main(int argc, char **argv)
         case 'B': opt.fixed_body = optarg; break;
         case 'L': opt.lateness_out = optarg; break;
         case 'A': opt.at = atof(optarg); break;
+        case 'W': opt.late_at = 1; break;
+        case 'O': opt.jobs_out = optarg; break;
         default: usage();
         }
     }
@@ -890,6 +913,8 @@ int main(int argc, char **argv)
     int late = opt.mode == M_LATE || opt.mode == M_BS_LATE;
     if (late && opt.producers >= opt.conns)
         die("--producers must be below --conns");
+    if (opt.late_at && opt.mode != M_LATE)
+        die("--late-at is for --mode late (beanstalkd's delays are whole seconds)");
     srandom(12345);
 
     body_text = malloc((size_t)opt.body_size + 1);
@@ -901,7 +926,10 @@ int main(int argc, char **argv)
     lat_req = malloc(sizeof(double) * (size_t)cap_lat_req);
     if (late) {
         lateness = calloc((size_t)opt.jobs, sizeof *lateness);
+        received_ms = calloc((size_t)opt.jobs, sizeof *received_ms);
         seen = calloc((size_t)opt.jobs, 1);
+        if (!lateness || !received_ms || !seen)
+            die("out of memory");
     }
 
     epfd = epoll_create1(0);
@@ -986,6 +1014,16 @@ int main(int argc, char **argv)
                 die("cannot write %s", opt.lateness_out);
             for (long i = 0; i < k; i++)
                 fprintf(f, "%.3f\n", v[i]);
+            fclose(f);
+        }
+        if (opt.jobs_out) {
+            FILE *f = fopen(opt.jobs_out, "w");
+            if (!f)
+                die("cannot write %s", opt.jobs_out);
+            for (long i = 0; i < opt.jobs; i++) {
+                if (seen[i])
+                    fprintf(f, "%ld %.3f %.3f\n", i, received_ms[i] - lateness[i], received_ms[i]);
+            }
             fclose(f);
         }
         free(v);

@@ -2,8 +2,11 @@
 """delayq benchmarks: one subcommand per workload, or `all` for one run of
 everything (figures and ratios measured in the same run).
 
-    bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|peers [options]
+    bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|beanstalkd|bullmq|bullmq_http [options]
+    bench/run.py [--quick] --stack both w1 w2 w3  # also on the stack scripts/run starts
+    bench/run.py [--quick] bullmq_http  # BullMQ behind an HTTP front, driven by loadgen
     bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
+    bench/run.py [--quick] w3stages  # W3 lateness per stage: timer, ready message, delayq-fcgi
     bench/run.py [--quick] group     # single add and finish-and-pop with group commit on and off
     bench/run.py [--quick] moves     # Redis time of the move function alone, per job
     bench/run.py [--quick] pops      # Redis time per pop: unlimited vs `rate` (and `concurrency`)
@@ -13,10 +16,21 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] keys      # finish-and-pop with and without per-key limits
 
 Each run starts its own redis-server, delayq-fcgi, delayq-timer, nginx (and
-the peers: beanstalkd, BullMQ with its own redis-server) in a temp dir on
-127.0.0.1, stops them by pid, and prints one line per figure:
+the peers: beanstalkd, BullMQ with its own redis-server, and for bullmq_http
+bench/peers/bullmq/front.js) in a temp dir on 127.0.0.1, stops them by pid,
+and prints one line per figure:
 
     FIGURE <key> <value> <unit>
+
+`--stack run` runs w1, w2 and w3 against the stack `scripts/run` starts from
+--build's checkout instead (`--stack both`: against both), with its defaults
+(delayq.conf, Redis with AOF everysec, two timers, the pusher), in a temp
+var dir on free ports; its figures are named `delayq_run` beside bench's
+`delayq`. scripts/run runs `make` in that checkout and serves its binaries
+(not the copies bench's stack takes at start). W3 adds
+each job with its own `at` (its due time), so lateness counts from the due
+time delayq recorded. bench/w3trace.py follows W3's wake-ups through
+delayq-fcgi's system calls.
 
 `--json FILE` also writes every figure as JSON (docs/PERFORMANCE.md and the
 plots are made from it by bench/report.py). `--quick` is the smoke profile
@@ -38,6 +52,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -246,6 +261,9 @@ class Stack:
         self.timers.append(p)
         return p
 
+    def timer_pids(self):
+        return [p.pid for p in self.timers]
+
     def stop_timers(self):
         for p in self.timers:
             stop_proc(p)
@@ -378,6 +396,98 @@ class ClusterStack(Stack):
         super().stop()
 
 
+class RunStack:
+    """The stack `scripts/run` starts, as a new user gets it (delayq.conf,
+    Redis with AOF everysec, two timers, the pusher, the shipped nginx
+    config), from --build's checkout, with its own var dir and free ports.
+    It runs in a session of its own with SIGINT at its default (as in a
+    terminal); stop() sends SIGTERM to that process group, which scripts/run
+    stops in order (nginx first, Redis last)."""
+
+    TIMERS = ("delayq-timer-1", "delayq-timer-2")
+    # Settings meant for scripts/run's own environment only: the bench gives
+    # it the defaults (a `make` jobserver, a user's DELAYQ_* choices).
+    DROP_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR")
+
+    def __init__(self):
+        # Short: the FastCGI socket goes to <dir>/run/delayq-fcgi.sock.
+        self.dir = tempfile.mkdtemp(prefix="dq-brun-")
+        self.http_port = free_port()
+        self.redis_port = free_port()
+        while self.redis_port == self.http_port:
+            self.redis_port = free_port()
+        self.out_path = os.path.join(self.dir, "run.out")
+        self.proc = None
+        self._r = None
+
+    def output(self):
+        try:
+            with open(self.out_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def start(self, timeout=300):
+        env = {k: v for k, v in os.environ.items()
+               if k not in self.DROP_ENV and not k.startswith("DELAYQ_")}
+        env.update(DELAYQ_VAR_DIR=self.dir, DELAYQ_HTTP_PORT=str(self.http_port),
+                   DELAYQ_REDIS_PORT=str(self.redis_port))
+        with open(self.out_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [os.path.join(ARGS.build, "scripts", "run")], stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.dir,
+                start_new_session=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + timeout  # it runs `make` first
+        while "delayq is running at" not in self.output():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("scripts/run did not start (exit %s):\n%s"
+                                   % (self.proc.returncode, self.output()[-3000:]))
+            time.sleep(0.1)
+        return self
+
+    def pid(self, name):
+        with open(os.path.join(self.dir, "run", name + ".pid")) as f:
+            return int(f.read().strip())
+
+    def timer_pids(self):
+        return [self.pid(n) for n in self.TIMERS]
+
+    def redis_pid(self):
+        return self.pid("redis")
+
+    def redis(self, *args):
+        if self._r is None:
+            self._r = Resp(self.redis_port, timeout=60)
+        return self._r(*args)
+
+    def flush(self):
+        self.redis("FLUSHALL")
+
+    def stat(self, topic, field):
+        v = self.redis("HGET", "{dq}:s:%s" % topic, field)
+        return int(v) if v else 0
+
+    def stop(self):
+        if self._r:
+            self._r.close()
+            self._r = None
+        p = self.proc
+        if p and p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)  # its own session: pgid == pid
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                note("scripts/run (pid %d) ignored SIGTERM for 60 s; SIGKILL to its group" % p.pid)
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        if ARGS and ARGS.keep:
+            note("kept %s" % self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def stop_proc(p, grace=20):
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
@@ -427,18 +537,20 @@ def ceiling(s, P):
     fig("ceiling.evalsha.req_s", r["req_per_s"], "req/s")
 
 
-def w1(s, P, prefix="w1", topic="w1"):
+def w1(s, P, prefix="w1", topic="w1", who="delayq"):
+    """who: the name of the stack in the figures (delayq: bench's Stack,
+    delayq_run: the stack scripts/run starts)."""
     n = P["w1_jobs"]
     s.flush()
     r = loadgen(s.http_port, "add", conns=32, jobs=n, delay_min=600, delay_max=3600, ttr=60,
                 body_size=200, topic=topic, tag="a")
-    fig("%s.delayq.add.jobs_s" % prefix, r["jobs_per_s"], "jobs/s")
-    fig("%s.delayq.add.p99_ms" % prefix, r["req_p99_ms"], "ms")
+    fig("%s.%s.add.jobs_s" % (prefix, who), r["jobs_per_s"], "jobs/s")
+    fig("%s.%s.add.p99_ms" % (prefix, who), r["req_p99_ms"], "ms")
     check_errors(r, "w1 single")
     s.flush()
     r = loadgen(s.http_port, "add", conns=32, jobs=n, batch=100, delay_min=600, delay_max=3600,
                 ttr=60, body_size=200, topic=topic, tag="b")
-    fig("%s.delayq.add_batch100.jobs_s" % prefix, r["jobs_per_s"], "jobs/s")
+    fig("%s.%s.add_batch100.jobs_s" % (prefix, who), r["jobs_per_s"], "jobs/s")
     check_errors(r, "w1 batch")
     s.flush()
 
@@ -457,20 +569,20 @@ def preload_ready(s, n, topic, tag):
         note("WARNING: preloaded %d ready jobs, wanted %d" % (ready, n))
 
 
-def w2(s, P):
+def w2(s, P, who="delayq"):
     n = P["w2_jobs"]
     s.flush()
     preload_ready(s, n, "w2", "p")
     r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2")
-    fig("w2.delayq.drain.jobs_s", r["jobs_per_s"], "jobs/s")
-    fig("w2.delayq.drain.req_s", r["req_per_s"], "req/s")
+    fig("w2.%s.drain.jobs_s" % who, r["jobs_per_s"], "jobs/s")
+    fig("w2.%s.drain.req_s" % who, r["req_per_s"], "req/s")
     check_errors(r, "w2 single")
     s.flush()
     # finish-and-pop: each pop finishes the job before it, one request per job
     preload_ready(s, n, "w2", "f")
     r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2", finish_and_pop=True)
-    fig("w2.delayq.drain_fap.jobs_s", r["jobs_per_s"], "jobs/s")
-    fig("w2.delayq.drain_fap.req_s", r["req_per_s"], "req/s")
+    fig("w2.%s.drain_fap.jobs_s" % who, r["jobs_per_s"], "jobs/s")
+    fig("w2.%s.drain_fap.req_s" % who, r["req_per_s"], "req/s")
     check_errors(r, "w2 finish-and-pop")
     if s.stat("w2", "reserved") or s.stat("w2", "ready"):
         note("WARNING: finish-and-pop drain left jobs: reserved %d, ready %d"
@@ -478,7 +590,7 @@ def w2(s, P):
     s.flush()
     preload_ready(s, n, "w2", "q")
     r = loadgen(s.http_port, "drain", conns=32, jobs=n, topic="w2", count=100, batch_finish=True)
-    fig("w2.delayq.drain_count100.jobs_s", r["jobs_per_s"], "jobs/s")
+    fig("w2.%s.drain_count100.jobs_s" % who, r["jobs_per_s"], "jobs/s")
     check_errors(r, "w2 batch")
     s.flush()
 
@@ -530,17 +642,99 @@ def late_figs(name, r):
     fig("w3.%s.missed" % name, int(r["missed"]), "jobs")
 
 
-def w3(s, P, outdir):
+def w3(s, P, outdir, who="delayq"):
+    """Lateness: each job is added with its own `at` (the due time its body
+    carries), so that it counts from the due time delayq recorded, not
+    from when the load generator sent the add."""
     s.flush()
     time.sleep(2)  # the timer takes its bucket locks again after the flush
-    t = s.timers[0].pid
-    c0 = cpu_seconds(t)
+    timers = s.timer_pids()
+    c0 = sum(cpu_seconds(t) for t in timers)
     r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"], spread=P["w3_spread"],
-                delay_min=2, ttr=60, topic="w3", tag="l", finish_and_pop=True,
-                lateness_out=os.path.join(outdir, "lateness-delayq.txt"))
-    late_figs("delayq", r)
-    fig("w3.delayq.timer_cpu_s", cpu_seconds(t) - c0, "CPU-s")
+                delay_min=2, ttr=60, topic="w3", tag="l", finish_and_pop=True, late_at=True,
+                lateness_out=os.path.join(outdir, "lateness-%s.txt" % who))
+    late_figs(who, r)
+    fig("w3.%s.timer_cpu_s" % who, sum(cpu_seconds(t) for t in timers) - c0, "CPU-s")
     s.flush()
+
+
+class ReadyWatcher(threading.Thread):
+    """One more subscriber of delayq's ready messages (`P:ready`, sharded
+    pub/sub), as a worker's subscriber thread gets them: notes when each
+    arrived (realtime ms) with the time of the move call that published it
+    (ms, after the `@`) and its count, for the topic given."""
+
+    def __init__(self, port, topic, prefix="{dq}"):
+        super().__init__(daemon=True)
+        self.r = Resp(port, timeout=None)
+        self.r("SSUBSCRIBE", prefix + ":ready")
+        self.topic = topic.encode()
+        self.seen = []  # (arrived_ms, call_ms, count)
+
+    def run(self):
+        try:
+            while True:
+                m = self.r._reply()  # pushes: ["smessage", channel, payload]
+                t = time.time() * 1000.0
+                text, _, msg_id = m[2].partition(b"\0")
+                count, _, topic = text.partition(b":")
+                if topic == self.topic:
+                    self.seen.append((t, int(msg_id.rpartition(b"@")[2]), int(count)))
+        except (OSError, ConnectionError, TypeError, IndexError):
+            return  # closed by stop()
+
+    def stop(self):
+        self.r.close()
+
+
+def w3_stages(P, outdir):
+    """W3 lateness taken apart, per job (jobs added with their own `at`):
+    timer = the move call's time - the due time (ms resolution: Redis'
+    clock in the message); deliver = a subscriber's receipt of the ready
+    message - the move call's time; fcgi = the consumer's receipt of the job
+    - the subscriber's receipt (delayq-fcgi's subscriber thread, wake-up
+    table, eventfd, request thread, pop, answer through nginx). On bench's
+    stack with --workers (every worker's subscriber gets every message) and
+    with one worker, in one run."""
+    import bisect
+    for workers in sorted({ARGS.workers, 1}, reverse=True):
+        name = "workers%d" % workers
+        s = Stack(workers=workers, threads=ARGS.threads, nginx_workers=ARGS.nginx_workers,
+                  keepalive=ARGS.keepalive, with_ceiling=False)
+        try:
+            s.start()
+            time.sleep(2)  # the timer takes its bucket locks
+            watch = ReadyWatcher(s.redis_port, "w3")
+            watch.start()
+            jobs_out = os.path.join(outdir, "w3-jobs-%s.txt" % name)
+            cpu0 = tree_cpu(s.fcgi.pid)
+            r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
+                        spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
+                        finish_and_pop=True, late_at=True, jobs_out=jobs_out)
+            # delayq-fcgi's CPU (every worker's subscriber gets every message)
+            fig("w3.stages.%s.fcgi_cpu_us_per_job" % name,
+                (tree_cpu(s.fcgi.pid) - cpu0) * 1e6 / max(1, r["received"]), "us")
+            watch.stop()
+            late_figs("stages.%s" % name, r)
+            msgs = sorted(watch.seen, key=lambda m: m[1])
+            calls = [m[1] for m in msgs]
+            stages = {"timer": [], "deliver": [], "fcgi": []}
+            for line in open(jobs_out):
+                _, due, got = line.split()
+                due, got = float(due), float(got)
+                k = bisect.bisect_left(calls, due)  # the first move at or after its due time
+                if k == len(calls):
+                    continue
+                arrived, call, _ = msgs[k]
+                stages["timer"].append(call - due)
+                stages["deliver"].append(arrived - call)
+                stages["fcgi"].append(got - arrived)
+            for stage, xs in stages.items():
+                for q, label in ((0.5, "p50"), (0.99, "p99"), (1.0, "max")):
+                    fig("w3.stages.%s.%s.%s_ms" % (name, stage, label), pctl(xs, q), "ms")
+            fig("w3.stages.%s.messages_per_job" % name, len(msgs) / max(1, r["received"]), "msgs")
+        finally:
+            s.stop()
 
 
 def redis_cpu(s):
@@ -597,7 +791,7 @@ def cluster_vs_single(P, outdir):
             time.sleep(2)  # the timer takes its bucket locks again after the flush
             r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
                         spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
-                        finish_and_pop=True,
+                        finish_and_pop=True, late_at=True,
                         lateness_out=os.path.join(outdir, "lateness-%s.txt" % name))
             for k in ("late_p50_ms", "late_p99_ms", "late_max_ms"):
                 fig("cluster.%s.w3.%s" % (name, k), r[k], "ms")
@@ -1082,8 +1276,7 @@ def beanstalkd(P, binlog, outdir):
 # --------------------------------------------------------------------------
 
 def bullmq(P, outdir):
-    if not os.path.isdir(os.path.join(BULLMQ_DIR, "node_modules", "bullmq")):
-        note("BullMQ not installed: run `npm install` in bench/peers/bullmq; skipping")
+    if not bullmq_installed():
         return
     d = tempfile.mkdtemp(prefix="delayq-bench-bull-")
     port = free_port()
@@ -1128,15 +1321,70 @@ def bullmq(P, outdir):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def bullmq_installed():
+    if os.path.isdir(os.path.join(BULLMQ_DIR, "node_modules", "bullmq")):
+        return True
+    note("BullMQ not installed: run `npm ci` in bench/peers/bullmq; skipping")
+    return False
+
+
+def bullmq_http(P):
+    """BullMQ behind an HTTP front (bench/peers/bullmq/front.js, node:http),
+    driven by the same loadgen as delayq: the fair peer for one job per
+    request (delayq's single add and finish-and-pop each pay an HTTP hop,
+    which BullMQ's direct client does not)."""
+    if not bullmq_installed():
+        return
+    with bare_redis("bullhttp", "--maxmemory-policy", "noeviction") as (rp, r):
+        port = free_port()
+        log = tempfile.NamedTemporaryFile(prefix="delayq-bench-front-", suffix=".log", delete=False)
+        front = subprocess.Popen(["node", os.path.join(BULLMQ_DIR, "front.js"), "--port", str(port),
+                                  "--redis-port", str(r.addr[1])],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        try:
+            wait_port(port, front, "BullMQ's HTTP front")
+            n = P["w1_jobs"]
+            c0 = cpu_seconds(front.pid)
+            o = loadgen(port, "add", conns=32, jobs=n, delay_min=600, delay_max=3600, ttr=60,
+                        body_size=200, topic="w1", tag="a")
+            fig("w1.bullmq_http.add.jobs_s", o["jobs_per_s"], "jobs/s")
+            fig("w1.bullmq_http.add.p99_ms", o["req_p99_ms"], "ms")
+            fig("w1.bullmq_http.front_cpu_us_per_job", (cpu_seconds(front.pid) - c0) * 1e6 / n, "us")
+            check_errors(o, "bullmq_http add")
+            r("FLUSHALL")
+            n = P["w2_jobs"]
+            for name, kw in (("drain", {}), ("drain_fap", {"finish_and_pop": True})):
+                o = loadgen(port, "add", conns=8, jobs=n, batch=500, delay_min=0, delay_max=0, ttr=60,
+                            body_size=200, topic="w2", tag=name)
+                check_errors(o, "bullmq_http preload")
+                c0 = cpu_seconds(front.pid)
+                o = loadgen(port, "drain", conns=32, jobs=n, topic="w2", **kw)
+                fig("w2.bullmq_http.%s.jobs_s" % name, o["jobs_per_s"], "jobs/s")
+                fig("w2.bullmq_http.%s.front_cpu_us_per_job" % name,
+                    (cpu_seconds(front.pid) - c0) * 1e6 / n, "us")
+                check_errors(o, "bullmq_http " + name)
+                if o["jobs"] < n:
+                    note("WARNING: bullmq_http %s drained %d of %d jobs" % (name, o["jobs"], n))
+                r("FLUSHALL")
+        finally:
+            stop_proc(front)
+            if ARGS and ARGS.keep:
+                note("kept %s" % log.name)
+            else:
+                os.unlink(log.name)
+
+
 @contextlib.contextmanager
-def bare_redis(what):
-    """An idle redis-server of its own (no persistence) in a temp dir, for
-    timing functions alone: yields its process and a client; stops it."""
+def bare_redis(what, *extra):
+    """An idle redis-server of its own (no persistence; extra: more of its
+    flags) in a temp dir, for timing functions alone or for a peer: yields
+    its process and a client (its port in client.addr[1]); stops it."""
     d = tempfile.mkdtemp(prefix="delayq-bench-%s-" % what)
     port = free_port()
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
+                             "--save", "", "--appendonly", "no"] + list(extra),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         wait_port(port, proc, "redis-server")
         yield proc, Resp(port, timeout=60)
@@ -1562,6 +1810,15 @@ def ratios():
               "w2.%s.drain.jobs_s" % peer)
         ratio("ratio.w2_fap_to_%s" % peer, "w2.delayq.drain_fap.jobs_s", "w2.%s.drain.jobs_s" % peer)
         ratio("ratio.w3_p99_to_%s" % peer, "w3.delayq.late_p99_ms", "w3.%s.late_p99_ms" % peer)
+    # BullMQ behind HTTP: the same hop per request as delayq's
+    ratio("ratio.w1_single_to_bullmq_http", "w1.delayq.add.jobs_s", "w1.bullmq_http.add.jobs_s")
+    ratio("ratio.w2_single_to_bullmq_http", "w2.delayq.drain.jobs_s", "w2.bullmq_http.drain.jobs_s")
+    ratio("ratio.w2_fap_to_bullmq_http", "w2.delayq.drain_fap.jobs_s",
+          "w2.bullmq_http.drain_fap.jobs_s")
+    # the stack scripts/run starts, against bench's tuned one
+    for k in ("w1.%s.add.jobs_s", "w1.%s.add_batch100.jobs_s", "w2.%s.drain.jobs_s",
+              "w2.%s.drain_fap.jobs_s", "w2.%s.drain_count100.jobs_s", "w3.%s.late_p99_ms"):
+        ratio("ratio.run_to_bench." + k.replace("%s.", ""), k % "delayq_run", k % "delayq")
     ratio("ratio.w3_timer_cpu_to_beanstalkd", "w3.delayq.timer_cpu_s", "w3.beanstalkd.server_cpu_s")
     ratio("ratio.w5_two_timers_to_one", "w5.delayq.timers2.jobs_s", "w5.delayq.timers1.jobs_s")
     for phase in ("add_batch100", "drain_count100"):
@@ -1582,11 +1839,38 @@ def ratios():
                 1e6 / v("cluster.single.%s.redis_cpu_us_per_job" % phase), "jobs/s")
 
 
+# The workloads that also run against the stack scripts/run starts (the
+# others need bench's Stack: its ceiling backend, its process handles).
+RUN_STACK_WORKLOADS = {"w1", "w2", "w3"}
+
+
+def run_stack(P, what, outdir):
+    """w1, w2, w3 (those asked for) against the stack scripts/run starts,
+    as figures 'delayq_run'."""
+    s = RunStack().start()
+    try:
+        if "w1" in what:
+            timed("w1_run", w1, s, P, "w1", "w1", "delayq_run")
+        if "w2" in what:
+            timed("w2_run", w2, s, P, "delayq_run")
+        if "w3" in what:
+            timed("w3_run", w3, s, P, outdir, "delayq_run")
+    finally:
+        s.stop()
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="+", help="all, ceiling, w1..w7, beanstalkd, bullmq; cluster, push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys (these twelve are not in all)")
+    ap.add_argument("what", nargs="+",
+                    help="all, ceiling, w1..w7, beanstalkd, bullmq, bullmq_http; cluster, w3stages, "
+                         "push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys "
+                         "(these thirteen are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
+    ap.add_argument("--stack", choices=("bench", "run", "both"), default="bench",
+                    help="which delayq stack w1, w2, w3 run against: bench's own tuned one "
+                         "(figures 'delayq'), the one scripts/run starts with its defaults "
+                         "(figures 'delayq_run'; the other workloads need bench's), or both")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--nginx-workers", type=int, default=2)
@@ -1619,7 +1903,8 @@ def main():
     os.makedirs(ARGS.outdir, exist_ok=True)
     what = set(ARGS.what)
     if "all" in what:
-        what |= {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "beanstalkd", "bullmq"}
+        what |= {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "beanstalkd", "bullmq",
+                 "bullmq_http"}
     for b in (LOADGEN, CEILING):
         if not os.path.exists(b):
             sys.exit("missing %s: run make -C bench" % b)
@@ -1640,6 +1925,10 @@ def main():
          % ("quick" if ARGS.quick else "full", ARGS.workers, ARGS.threads, ARGS.nginx_workers,
             ARGS.keepalive, ARGS.redis_unix))
     need_stack = what & {"ceiling", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "jobs", "purge", "keys"}
+    if ARGS.stack == "run":
+        need_stack -= RUN_STACK_WORKLOADS
+    if ARGS.stack in ("run", "both") and what & RUN_STACK_WORKLOADS:
+        timed("run_stack", run_stack, P, what, ARGS.outdir)
     if need_stack:
         s = Stack(workers=ARGS.workers, threads=ARGS.threads, redis_unix=ARGS.redis_unix,
                   nginx_workers=ARGS.nginx_workers, keepalive=ARGS.keepalive)
@@ -1673,8 +1962,12 @@ def main():
         timed("beanstalkd_binlog", beanstalkd, P, True, ARGS.outdir)
     if "bullmq" in what:
         timed("bullmq", bullmq, P, ARGS.outdir)
+    if "bullmq_http" in what:
+        timed("bullmq_http", bullmq_http, P)
     if "cluster" in what:
         timed("cluster", cluster_vs_single, P, ARGS.outdir)
+    if "w3stages" in what:
+        timed("w3stages", w3_stages, P, ARGS.outdir)
     if "push" in what:
         timed("push", push, P)
     if "tune" in what:
