@@ -1,7 +1,6 @@
 /* config: the table of keys and the three sources that set them. */
 #include "common/config.h"
 #include "common/util.h"
-#include "job/job.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -40,15 +40,12 @@
 /* The longest `keep` (30 days, in ms): no record outlives it. */
 #define DQ_KEEP_MAX_MS 2592000000 /* lua */
 
-/* delayq-timer reads the head of every bucket it holds at each maintain
- * (every timer_lease_ms / 3) plus at most DQ_HEAD_RECHECK_MS, so within
- * DQ_TIMER_LEASE_MAX_MS / 3 + DQ_HEAD_RECHECK_MS of any instant: a job due
- * DQ_WAKE_HORIZON_MS or more ahead (that, and a second to spare) is found by
- * that read, and a function that schedules one neither reads its bucket's
- * head nor publishes a wake-up for it (bucket_add in
- * src/store/lua/common.lua; checked against the other two in timer.c). */
-#define DQ_HEAD_RECHECK_MS 2000
-#define DQ_TIMER_LEASE_MAX_MS 600000
+/* delayq-timer reads the head of every bucket it holds within the longest
+ * lease / 3 plus HEAD_RECHECK_MS of any instant (src/timer/timer.c checks
+ * this against both): a job due DQ_WAKE_HORIZON_MS or more ahead is found
+ * by that read, so a function that schedules one neither reads its
+ * bucket's head nor publishes a wake-up for it (bucket_add in
+ * src/store/lua/common.lua). */
 #define DQ_WAKE_HORIZON_MS 203000 /* lua */
 
 /* One job of an add. Strings point into the request body. */

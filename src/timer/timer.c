@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/util.h"
@@ -27,8 +28,9 @@
  * master never announced, would otherwise wait until the next job of that
  * bucket; and a job due beyond the next such read is announced by no
  * wake-up at all (DQ_HEAD_RECHECK_MS in src/job/job.h). */
-#define HEAD_RECHECK_MS DQ_HEAD_RECHECK_MS
-_Static_assert(DQ_WAKE_HORIZON_MS >= DQ_TIMER_LEASE_MAX_MS / 3 + DQ_HEAD_RECHECK_MS,
+#define HEAD_RECHECK_MS 2000
+/* (a second to spare for the maintain call itself) */
+_Static_assert(DQ_WAKE_HORIZON_MS >= DQ_TIMER_LEASE_MAX_MS / 3 + HEAD_RECHECK_MS + 1000,
                "a job due beyond the wake-up horizon must be due after the next head read");
 #define FAILURE_REPORT_MS 10000 /* failed moves are logged at most this often */
 #define SWEEP_BATCH 100 /* topics forgotten per sweep call */
