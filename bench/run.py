@@ -1272,8 +1272,11 @@ def add_cost(P, library=None, baseline=None):
     lua_library.lua, loaded beside it, measured in the same rounds (which
     alternate the libraries), so the two are an A/B in one run. Figures per
     job: Redis' own time in the function (INFO commandstats: FCALL's
-    usec) and the Redis commands the function ran (every other command's
-    calls), each the median of the rounds. library: as move_cost's."""
+    usec, wall time, so a preempted Redis counts its wait), the
+    redis-server process's CPU time (the call's network and parsing
+    included, a preemption not) and the Redis commands the function ran
+    (every other command's calls), each the median of the rounds (each
+    round's are noted). library: as move_cost's."""
     n = P["tune_jobs"]
     libs = {"new": open(library or os.path.join(ARGS.build, "src", "store", "lua_library.lua")).read()}
     if baseline:
@@ -1282,8 +1285,8 @@ def add_cost(P, library=None, baseline=None):
     stride = {k: int(re.search(r"run_add\(KEYS, ARGV\)\n[^\n]*\nlocal ARG_JOB, ARG_JOB_FIELDS = "
                                r"\{[^}]*\}, (\d+)", v).group(1)) for k, v in libs.items()}
     body = json.dumps("x" * 198)
-    rounds = 4
-    usec, cmds = {}, {}
+    rounds = 8
+    usec, cpu, cmds = {}, {}, {}
     with bare_redis("adds") as (proc, r):
         for v in libs.values():
             r("FUNCTION", "LOAD", "REPLACE", v)
@@ -1293,6 +1296,7 @@ def add_cost(P, library=None, baseline=None):
             for which in order:
                 for per_call in (1, 100):
                     r("CONFIG", "RESETSTAT")
+                    cpu0 = cpu_seconds(proc.pid)
                     for start in range(0, n // rounds, per_call):
                         args = []
                         for i in range(per_call):
@@ -1304,6 +1308,7 @@ def add_cost(P, library=None, baseline=None):
                         if got != [b"ok"] * per_call:
                             raise RuntimeError("add answered %r" % got[:3])
                     jobs = n // rounds // per_call * per_call
+                    cpu.setdefault((which, per_call), []).append((cpu_seconds(proc.pid) - cpu0) * 1e6 / jobs)
                     cs = commandstats_of(r)
                     calls, us = script_calls(cs)
                     inner = sum(c for name, (c, _) in cs.items()
@@ -1318,11 +1323,16 @@ def add_cost(P, library=None, baseline=None):
     for (which, per_call), v in sorted(usec.items()):
         name = "adds.%s.per_call_%d" % (which, per_call)
         fig(name + ".redis_usec_per_job", median(v), "us")
+        fig(name + ".redis_cpu_usec_per_job", median(cpu[which, per_call]), "us")
         fig(name + ".redis_commands_per_job", median(cmds[which, per_call]), "commands")
+        note("%s: usec per job by round %s, CPU %s" % (name, " ".join("%.1f" % x for x in v),
+                                                        " ".join("%.1f" % x for x in cpu[which, per_call])))
     if baseline:
         for per_call in (1, 100):
             fig("adds.new_vs_base.per_call_%d" % per_call,
                 median(usec["new", per_call]) / median(usec["base", per_call]), "x")
+            fig("adds.new_vs_base.per_call_%d_cpu" % per_call,
+                median(cpu["new", per_call]) / median(cpu["base", per_call]), "x")
 
 
 def group_commit_ab(P):
