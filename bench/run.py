@@ -10,6 +10,7 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] group     # single add and finish-and-pop with group commit on and off
     bench/run.py [--quick] moves     # Redis time of the move function alone, per job
     bench/run.py [--quick] pops      # Redis time per pop: unlimited vs `rate` (and `concurrency`)
+    bench/run.py [--quick] adds      # Redis time and commands per job of the add function alone
     bench/run.py [--quick] push      # callbacks/s, due -> POST lateness, pusher CPU
     bench/run.py [--quick] jobs      # a GET /jobs page with 10k and with 1M jobs stored
     bench/run.py [--quick] purge     # purge of 1M jobs: each step's Redis time (SLOWLOG)
@@ -1511,6 +1512,77 @@ def pop_cost(P, library=None, baseline=None):
             fig("pops.%s_vs_unlimited_cpu" % topic, median(cpu[topic]) / median(cpu["unlimited"]), "x")
 
 
+def add_cost(P, library=None, baseline=None):
+    """The add function alone, on an otherwise idle Redis: W1's jobs
+    (200-byte bodies, due in 600 to 3600 s, 16 buckets, one topic, a
+    new id each) added by calls of one job and of 100 (a group-committed
+    single add and a batch send these). baseline: another build's
+    lua_library.lua, loaded beside it, measured in the same rounds (which
+    alternate the libraries), so the two are an A/B in one run. Figures per
+    job: Redis' own time in the function (INFO commandstats: FCALL's
+    usec, wall time, so a preempted Redis counts its wait), the
+    redis-server process's CPU time (the call's network and parsing
+    included, a preemption not) and the Redis commands the function ran
+    (every other command's calls), each the median of the rounds (each
+    round's are noted). library: as move_cost's."""
+    n = P["tune_jobs"]
+    libs = {"new": open(library or os.path.join(ARGS.build, "src", "store", "lua_library.lua")).read()}
+    if baseline:
+        libs["base"] = open(baseline).read()
+    ver = {k: re.search(r"name=delayq_(\w+)", v).group(1) for k, v in libs.items()}
+    stride = {k: int(re.search(r"run_add\(KEYS, ARGV\)\n[^\n]*\nlocal ARG_JOB, ARG_JOB_FIELDS = "
+                               r"\{[^}]*\}, (\d+)", v).group(1)) for k, v in libs.items()}
+    body = json.dumps("x" * 198)
+    rounds = 8
+    usec, cpu, cmds = {}, {}, {}
+    with bare_redis("adds") as (proc, r):
+        for v in libs.values():
+            r("FUNCTION", "LOAD", "REPLACE", v)
+        seq = 0
+        for rnd in range(rounds):
+            order = list(libs) if rnd % 2 == 0 else list(libs)[::-1]
+            for which in order:
+                for per_call in (1, 100):
+                    r("CONFIG", "RESETSTAT")
+                    cpu0 = cpu_seconds(proc.pid)
+                    for start in range(0, n // rounds, per_call):
+                        args = []
+                        for i in range(per_call):
+                            seq += 1
+                            args += ["ad-%d" % seq, "a", body, 60000, -1, 600000 + seq * 29 % 3000000,
+                                     -1, seq % 16, "", "", 0]
+                            args += [""] * (stride[which] - 11)
+                        got = r("FCALL", "dq_%s_add" % ver[which], 1, "{dq}", "", 16, 1, per_call, *args)
+                        if got != [b"ok"] * per_call:
+                            raise RuntimeError("add answered %r" % got[:3])
+                    jobs = n // rounds // per_call * per_call
+                    cpu.setdefault((which, per_call), []).append((cpu_seconds(proc.pid) - cpu0) * 1e6 / jobs)
+                    cs = commandstats_of(r)
+                    calls, us = script_calls(cs)
+                    inner = sum(c for name, (c, _) in cs.items()
+                                if name not in ("fcall", "fcall_ro", "config", "info"))
+                    usec.setdefault((which, per_call), []).append(us / jobs)
+                    cmds.setdefault((which, per_call), []).append(inner / jobs)
+            r("FLUSHALL")
+
+    def median(xs):
+        return sorted(xs)[len(xs) // 2]
+
+    for (which, per_call), v in sorted(usec.items()):
+        name = "adds.%s.per_call_%d" % (which, per_call)
+        fig(name + ".redis_usec_per_job", median(v), "us")
+        fig(name + ".redis_cpu_usec_per_job", median(cpu[which, per_call]), "us")
+        fig(name + ".redis_commands_per_job", median(cmds[which, per_call]), "commands")
+        note("%s: usec per job by round %s, CPU %s" % (name, " ".join("%.1f" % x for x in v),
+                                                        " ".join("%.1f" % x for x in cpu[which, per_call])))
+    if baseline:
+        for per_call in (1, 100):
+            fig("adds.new_vs_base.per_call_%d" % per_call,
+                median(usec["new", per_call]) / median(usec["base", per_call]), "x")
+            fig("adds.new_vs_base.per_call_%d_cpu" % per_call,
+                median(cpu["new", per_call]) / median(cpu["base", per_call]), "x")
+
+
 def group_commit_ab(P):
     """Group commit on (the shipped 64) and off (1): single-job W1 add and
     W2 finish-and-pop drain, each in a fresh stack, two rounds interleaved."""
@@ -1864,8 +1936,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="+",
                     help="all, ceiling, w1..w7, beanstalkd, bullmq, bullmq_http; cluster, w3stages, "
-                         "push, tune, group, moves, pops, profile, perf, syscalls, jobs, purge, keys "
-                         "(these thirteen are not in all)")
+                         "push, tune, group, moves, pops, adds, profile, perf, syscalls, jobs, purge, "
+                         "keys (these fourteen are not in all)")
     ap.add_argument("--quick", action="store_true", help="smoke profile: small counts")
     ap.add_argument("--stack", choices=("bench", "run", "both"), default="bench",
                     help="which delayq stack w1, w2, w3 run against: bench's own tuned one "
@@ -1886,8 +1958,8 @@ def main():
     ap.add_argument("--json", help="write the figures as JSON here")
     ap.add_argument("--outdir", default=os.path.join(HERE, "out"), help="lateness samples go here")
     ap.add_argument("--keep", action="store_true", help="keep temp dirs")
-    ap.add_argument("--library", help="moves, pops: this src/store/lua_library.lua instead of --build's")
-    ap.add_argument("--baseline", help="pops: also an unlimited pop of this (another build's) "
+    ap.add_argument("--library", help="moves, pops, adds: this src/store/lua_library.lua instead of --build's")
+    ap.add_argument("--baseline", help="pops, adds: also an unlimited pop of this (another build's) "
                                        "src/store/lua_library.lua, in the same Redis and rounds")
     ap.add_argument("--build", default=TOP,
                     help="take delayq-fcgi and delayq-timer from this build dir (another "
@@ -1978,6 +2050,8 @@ def main():
         timed("moves", move_cost, P, ARGS.library)
     if "pops" in what:
         timed("pops", pop_cost, P, ARGS.library, ARGS.baseline)
+    if "adds" in what:
+        timed("adds", add_cost, P, ARGS.library, ARGS.baseline)
     if "profile" in what:
         timed("profile", profile, P)
     if "perf" in what:

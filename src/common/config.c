@@ -51,7 +51,7 @@ static const key_spec keys[] = {
     INT_KEY(max_body, "65536", 1, 16 * 1024 * 1024),
     INT_KEY(max_request, "1048576", 1024, 64 * 1024 * 1024),
     INT_KEY(default_ttr, "60", 1, 86400),
-    INT_KEY(timer_lease_ms, "5000", 300, 600000),
+    INT_KEY(timer_lease_ms, "5000", 300, DQ_TIMER_LEASE_MAX_MS),
     INT_KEY(timer_batch, "1000", 1, 100000),
     STR_KEY(timer_id, ""),
     INT_KEY(topic_retention_s, "3600", 0, 31536000),

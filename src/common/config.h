@@ -9,6 +9,9 @@
 /* The most shards a deployment may have (config key 'shards'). */
 #define DQ_SHARDS_MAX 1024
 
+/* The longest timer_lease_ms (delayq-timer relies on it: src/timer/timer.c). */
+#define DQ_TIMER_LEASE_MAX_MS 600000
+
 typedef struct {
     char listen[256];
     int workers;
@@ -38,7 +41,7 @@ typedef struct {
     int max_body;
     int max_request;
     int default_ttr;
-    int timer_lease_ms;
+    int timer_lease_ms; /* at most DQ_TIMER_LEASE_MAX_MS */
     int timer_batch;
     char timer_id[64];
     int topic_retention_s;

@@ -40,6 +40,14 @@
 /* The longest `keep` (30 days, in ms): no record outlives it. */
 #define DQ_KEEP_MAX_MS 2592000000 /* lua */
 
+/* delayq-timer reads the head of every bucket it holds within the longest
+ * lease / 3 plus HEAD_RECHECK_MS of any instant (src/timer/timer.c checks
+ * this against both): a job due DQ_WAKE_HORIZON_MS or more ahead is found
+ * by that read, so a function that schedules one neither reads its
+ * bucket's head nor publishes a wake-up for it (bucket_add in
+ * src/store/lua/common.lua). */
+#define DQ_WAKE_HORIZON_MS 203000 /* lua */
+
 /* One job of an add. Strings point into the request body. */
 typedef struct {
     const char *id; /* NULL: the server makes one */

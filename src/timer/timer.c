@@ -10,9 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/util.h"
+#include "job/job.h"
 #include "sched/sched_time.h"
 #include "store/store.h"
 #include "store/store_ops.h"
@@ -20,11 +22,16 @@
 
 #define NEVER INT64_MAX
 #define RETRY_MS 200 /* after a failed Redis call */
-/* A held bucket's head is read again at least this often, whatever its
- * cached due time says: a wake-up lost with a failed-over master, or a
- * job a promoted replica holds that its old master never announced, would
- * otherwise wait until the next job of that bucket. */
+/* A held bucket's head is read again at least this long after each
+ * maintain, whatever its cached due time says: a wake-up lost with a
+ * failed-over master, or a job a promoted replica holds that its old
+ * master never announced, would otherwise wait until the next job of that
+ * bucket; and a job due beyond the next such read is announced by no
+ * wake-up at all (DQ_HEAD_RECHECK_MS in src/job/job.h). */
 #define HEAD_RECHECK_MS 2000
+/* (a second to spare for the maintain call itself) */
+_Static_assert(DQ_WAKE_HORIZON_MS >= DQ_TIMER_LEASE_MAX_MS / 3 + HEAD_RECHECK_MS + 1000,
+               "a job due beyond the wake-up horizon must be due after the next head read");
 #define FAILURE_REPORT_MS 10000 /* failed moves are logged at most this often */
 #define SWEEP_BATCH 100 /* topics forgotten per sweep call */
 #define SWEEP_CALLS 10  /* sweep calls per sweep and shard, at most */

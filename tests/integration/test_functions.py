@@ -24,6 +24,13 @@ P = "{t}"
 BUCKETS = 4
 SHARDS = 1
 LAYOUT = 8  # the stored layout these functions write (common.lua)
+SRC_DIR = os.environ.get("DELAYQ_SRC_DIR", BUILD_DIR)
+
+
+def shared_constant(name):
+    """A constant of src/job/job.h that the functions share with C."""
+    with open(os.path.join(SRC_DIR, "src", "job", "job.h")) as f:
+        return int(re.search(r"#define DQ_%s (\d+)" % name, f.read()).group(1))
 
 
 def library():
@@ -176,6 +183,60 @@ class Functions(unittest.TestCase):
                            "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "", 0)
         self.assertEqual(sorted(self.redis("KEYS", "*")), before)
         self.assertEqual(self.redis("GET", P + ":seq"), seq)
+
+    def test_a_conflicting_add_writes_nothing(self):
+        """A plain add writes its job at once (SET NX) and, when the id is
+        taken, leaves the job there byte for byte: with history off and on
+        (where a kept record is read first)."""
+        for history in (False, True):
+            if history:
+                self.call("policy", "h", "", "", "", "", "", "", 60000)
+            topic = "h" if history else "q"
+            self.assertEqual(self.add("c-" + topic, topic=topic, body=b"first", delay=9000), [b"ok"])
+            before = self.redis("GET", P + ":j:c-" + topic)
+            stats = self.stats(topic)
+            self.assertEqual(self.add("c-" + topic, topic=topic, body=b"second", ttr=5, url="http://x/"),
+                             [b"DQ_CONFLICT delay"])
+            self.assertEqual(self.add("c-" + topic, topic=topic, allow="other."), [b"DQ_CONFLICT"])
+            self.assertEqual(self.redis("GET", P + ":j:c-" + topic), before)
+            self.assertEqual(self.stats(topic), stats)
+
+    def test_layout_counts_are_checked_once_and_again_after_a_new_record(self):
+        """add remembers that the shard's recorded bucket and shard counts
+        match; other counts are refused all the same, and when the shard's
+        keys are removed and another process records other counts, the
+        remembered match is forgotten: the first counts are refused."""
+        self.assertEqual(self.add("a"), [b"ok"])
+        self.assertEqual(self.add("b"), [b"ok"])  # (the remembered match)
+        self.assertDqError("DQ_LAYOUT buckets %d shards %d" % (BUCKETS, SHARDS), self.call, "add", "",
+                           BUCKETS * 2, SHARDS, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "",
+                           "", "", 0)
+        self.redis("FLUSHALL")  # the deployment starts again, under other counts
+        self.assertEqual(self.call("add", "", BUCKETS * 2, SHARDS, 1, "z", "q", "1", 1000, -1, 0, -1, 0,
+                                   "", "", 0, "", "", "", 0), [b"ok"])
+        self.assertDqError("DQ_LAYOUT buckets %d shards %d" % (BUCKETS * 2, SHARDS), self.add, "c")
+        self.assertEqual(self.redis("EXISTS", P + ":j:c"), 0)
+
+    def test_a_job_due_beyond_the_horizon_reads_no_bucket_head(self):
+        """A job due WAKE_HORIZON_MS or more ahead is found by the timer's
+        next read of its bucket's head: no wake-up, even as the bucket's
+        earliest entry. A job due sooner is announced as before, also when
+        a later one of the same call skipped the read."""
+        horizon = shared_constant("WAKE_HORIZON_MS")
+        self.subscribe(P + ":wake")
+        far = horizon + 60000
+        self.assertEqual(self.add("far", delay=far), [b"ok"])
+        k = self.job("far")["k"]
+        self.assertEqual(self.redis("ZRANGE", P + ":b:" + k, 0, -1), [b"far"])
+        self.assertEqual(self.messages(), [])
+        # One batch of one bucket: a far job, then a near one.
+        r = self.call("add", "", BUCKETS, SHARDS, 2,
+                      "far2", "q", "1", 1000, -1, far, -1, k, "", "", 0, "", "", "", 0,
+                      "near", "q", "2", 1000, -1, 5000, -1, k, "", "", 0, "", "", "", 0)
+        self.assertEqual(r, [b"ok", b"ok"])
+        self.assertEqual(self.messages(), [(P + ":wake", "%s:%s" % (k, self.job("near")["d"]))])
+        self.assertEqual(self.redis("ZRANGE", P + ":b:" + k, 0, 0), [b"near"])
+        self.assertEqual(self.redis("ZCARD", P + ":d:q"), 3)
 
     # ---------------------------------------------------------- pop
 

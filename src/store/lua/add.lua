@@ -20,10 +20,10 @@
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
 -- or shard counts.
 limit_topics(ARGV[ARG.allow])
-local mismatch = layout_mismatch(ARGV[ARG.buckets], ARGV[ARG.shards])
+local mismatch = layout_mismatch(ARGV[ARG.buckets], ARGV[ARG.shards], true)
 if mismatch then return mismatch end
 local njobs = tonumber(ARGV[ARG.njobs])
-local now = now_ms()
+local now = clock()
 
 local out = {}
 local seq -- taken on the first job that is ready at once
@@ -35,9 +35,30 @@ for i = 0, njobs - 1 do
     local delay, at = tonumber(ARGV[a + ARG_JOB.delay_ms]), tonumber(ARGV[a + ARG_JOB.at_ms])
     local k = ARGV[a + ARG_JOB.bucket]
     local upsert = ARGV[a + ARG_JOB.replace] == '1'
-    -- an upsert reads the whole job: what it keeps lies beyond the head
-    local live = load_job(id, not upsert)
-    local kept = not live and history_on() and load_record(id)
+    local due = now + delay
+    if at >= 0 then due = math.max(at, now) end
+    local f = {topic = topic, body = body, ttr = ttr, retries = retries, k = k, due = due}
+    local backoff, url = ARGV[a + ARG_JOB.backoff], ARGV[a + ARG_JOB.url]
+    if backoff ~= '' then f.backoff = backoff end
+    if url ~= '' then f.url, f.timeout = url, ARGV[a + ARG_JOB.timeout_ms] end
+    local key = ARGV[a + ARG_JOB.key]
+    if key ~= '' then f.key = key end
+    local traceparent, tracestate = ARGV[a + ARG_JOB.traceparent], ARGV[a + ARG_JOB.tracestate]
+    if traceparent ~= '' then f.traceparent = traceparent end
+    if tracestate ~= '' then f.tracestate = tracestate end
+    -- A plain add in a shard that keeps no history writes the job at once
+    -- (SET NX): only a job already there could conflict, and then nothing
+    -- is written. An upsert reads the whole job first (what it keeps lies
+    -- beyond the head), and with history on a kept record is read first
+    -- (its conflict writes nothing either).
+    local new_job, live, kept
+    if not upsert and not history_on() then
+        new_job = job_of_fields(f, now)
+        live = store_job(id, new_job, true)
+    else
+        live = load_job(id, not upsert)
+        kept = not live and history_on() and load_record(id)
+    end
     local conflict
     if live and not allowed(live.t) or kept and not allowed(kept.t) then
         conflict = 'DQ_CONFLICT'
@@ -53,22 +74,14 @@ for i = 0, njobs - 1 do
     if conflict then
         out[#out + 1] = conflict
     else
-        local due = now + delay
-        if at >= 0 then due = math.max(at, now) end
         if due <= now and not seq then seq = reserve_seq(njobs - i) end
-        local f = {topic = topic, body = body, ttr = ttr, retries = retries, k = k, due = due}
-        local backoff, url = ARGV[a + ARG_JOB.backoff], ARGV[a + ARG_JOB.url]
-        if backoff ~= '' then f.backoff = backoff end
-        if url ~= '' then f.url, f.timeout = url, ARGV[a + ARG_JOB.timeout_ms] end
-        local key = ARGV[a + ARG_JOB.key]
-        if key ~= '' then f.key = key end
-        local traceparent, tracestate = ARGV[a + ARG_JOB.traceparent], ARGV[a + ARG_JOB.tracestate]
-        if traceparent ~= '' then f.traceparent = traceparent end
-        if tracestate ~= '' then f.tracestate = tracestate end
         local state
         if live then
             state = replace_job(id, live, f, now, seq and seq + nseq)
             out[#out + 1] = 'replaced'
+        elseif new_job then
+            state = create_job(id, f, now, seq and seq + nseq, new_job)
+            out[#out + 1] = 'ok'
         else
             if kept then drop_record(id, kept) end
             state = create_job(id, f, now, seq and seq + nseq)

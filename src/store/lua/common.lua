@@ -102,11 +102,14 @@ end
 -- numbers; push: it has a callback URL), or nil. head_only: read the head
 -- and the topic only (for a move, a removal, a conflict check), so the
 -- fields only some jobs have (j.more: it has them) and the body are not
--- read. The body is job_body(j), sliced when asked for.
-local function load_job(id, head_only)
+-- read. The body is job_body(j), sliced when asked for. value: the job's
+-- stored value, read already (false: there is none), so it is not read.
+local function load_job(id, head_only, value)
     local jk = job_key(id)
-    local v
-    if head_only then
+    local v = value
+    if v ~= nil then
+        -- given
+    elseif head_only then
         HEAD_BYTES = HEAD_BYTES or struct.size(HEAD)
         v = redis.pcall('GETRANGE', jk, '0', num(HEAD_BYTES + TOPIC_MAX - 1))
     else
@@ -139,10 +142,12 @@ end
 -- Writes job j (as load_job or create_job made it) back: only its state
 -- fields, in place, unless j.whole asks for the whole key (a new job, one
 -- of the older layout, or one whose other fields changed).
-local function store_job(id, j)
-    local rt = j.rt or -1
+-- if_new: job j is new, and written only where the id names no job yet
+-- (one SET NX GET, so an add reads nothing before it writes); answers nil
+-- when it wrote it, else the job there, untouched, as load_job answers it.
+local function store_job(id, j, if_new)
     if not j.whole then
-        redis.call('SETRANGE', job_key(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.s], j.d, rt, j.n, j.kb))
+        redis.call('SETRANGE', job_key(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.s], j.d, j.rt or -1, j.n, j.kb))
         return
     end
     local more, x, last = 0, {}, 0
@@ -156,8 +161,17 @@ local function store_job(id, j)
         more = j.u and 3 or 1
         tail = cmsgpack.pack(x)
     end
-    redis.call('SET', job_key(id), struct.pack(HEAD, STATE_CODE[j.s], j.d, rt, j.n, j.kb, j.r, j.ttr, j.c, j.k,
-        more, #j.t) .. j.t .. tail .. job_body(j))
+    local v = struct.pack(HEAD, STATE_CODE[j.s], j.d, j.rt or -1, j.n, j.kb, j.r, j.ttr, j.c, j.k,
+        more, #j.t) .. j.t .. tail .. job_body(j)
+    if if_new then
+        local old = redis.pcall('SET', job_key(id), v, 'NX', 'GET')
+        if type(old) == 'table' and not (old.err and string.find(old.err, 'WRONGTYPE', 1, true)) then
+            error(old)
+        end
+        j.whole = nil
+        return load_job(id, false, old) -- (a table: WRONGTYPE, a job of the older layout)
+    end
+    redis.call('SET', job_key(id), v)
     if j.legacy then
         redis.call('DEL', legacy_body_key(id))
         j.legacy = nil
@@ -401,7 +415,12 @@ local function list_for(lists, order, key)
     return list
 end
 
-local function zadd(key, score, member)
+-- Gathers a sorted-set entry for write_zadds; at_once: writes it now.
+local function zadd(key, score, member, at_once)
+    if at_once then
+        redis.call('ZADD', key, score, member)
+        return
+    end
     local list = list_for(zadds, zadd_order, key)
     list[#list + 1] = score
     list[#list + 1] = member
@@ -563,25 +582,29 @@ end
 -- Puts a job of `topic` that is (now) in `state` ('delay' or 'reserved')
 -- in its bucket at `due`, and in its topic's index of that state. When it
 -- becomes the bucket's earliest entry, timers are told, since they sleep
--- until the earliest one. A bucket's head is read once per call: jobs
+-- until the earliest one; unless it is due beyond WAKE_HORIZON_MS, which
+-- the timer holding the bucket reads its head within anyway: such a job
+-- (an add's usual delay of minutes or more) costs no read of the head. A
+-- bucket's head is read once per call: jobs
 -- scheduled by one call (a batch add, a pop of many) compare against what
 -- the call already wrote. batched: both ZADDs wait for flush(), one per set
 -- and call; only for callers that read neither set again before the end of
 -- the call (add, fire, pop), since until then the job is not in them.
-local function zadd_now(key, score, member)
-    redis.call('ZADD', key, score, member)
-end
-
 local function bucket_add(id, k, due, topic, state, batched)
-    local add = batched and zadd or zadd_now
-    add(state_index(topic, state), num(due), id)
+    zadd(state_index(topic, state), num(due), id, not batched)
     local bk = bucket_key(k)
     local head = bucket_heads[bk]
+    if head == nil and due >= clock() + WAKE_HORIZON_MS then
+        -- (a job due sooner, later in this call, still reads the head: the
+        -- entries gathered but not written yet are all later than it)
+        zadd(bk, num(due), id, not batched)
+        return
+    end
     if head == nil then
         local first = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
         head = first[2] and tonumber(first[2]) or false
     end
-    add(bk, num(due), id)
+    zadd(bk, num(due), id, not batched)
     if not head or due < head then
         redis.call('SPUBLISH', P .. ':wake', k .. ':' .. num(due))
         head = due
@@ -1100,8 +1123,8 @@ end
 -- Stores job j (as job_of_fields made it) and puts it where its state
 -- says: its topic's ready queue (sequence number seq) or, delayed, its
 -- bucket and index, written by flush() (batched). Counts it in its state.
-local function place_job(id, j, seq)
-    store_job(id, j)
+local function place_job(id, j, seq, stored)
+    if not stored then store_job(id, j) end
     if j.s == 'ready' then
         enqueue_ready(id, j.t, seq, j.u)
     else
@@ -1113,9 +1136,10 @@ end
 
 -- Creates job `id` (the caller made sure it does not exist) from the
 -- fields of f (see job_of_fields); a job ready at once takes sequence
--- number seq. Counts it. Returns 'ready' or 'delay'.
-local function create_job(id, f, now, seq)
-    local state = place_job(id, job_of_fields(f, now), seq)
+-- number seq. Counts it. Returns 'ready' or 'delay'. stored: the job as
+-- job_of_fields made it and store_job(id, j, true) wrote it.
+local function create_job(id, f, now, seq, stored)
+    local state = place_job(id, stored or job_of_fields(f, now), seq, stored)
     count(f.topic, 'added', 1)
     count(f.topic, 'jobs', 1)
     return state
@@ -1496,14 +1520,24 @@ end
 -- process records both in each shard, with the layout; a process configured
 -- differently is refused. Returns nil when they match, else the error to
 -- answer.
-local function layout_mismatch(nb, ns)
+-- The counts a shard recorded change only after its keys were removed (a
+-- deployment that starts again), so a match is remembered, per shard and
+-- counts, for as long as this library's Lua state lives (as layout_seen),
+-- and an add checks once (`once`), not on every call.
+-- Recording counts (the shard's keys were removed) forgets every match
+-- remembered, so a process of other counts is read again and refused.
+local layout_matched = {} -- P -> '<buckets>:<shards>' known to match
+local function layout_mismatch(nb, ns, once)
+    if once and layout_matched[P] == nb .. ':' .. ns then return nil end
     local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
     if not known[1] then
         redis.call('MSET', P .. ':buckets', nb, P .. ':shards', ns, layout_key(), num(LAYOUT))
+        layout_matched = {[P] = nb .. ':' .. ns}
         return nil
     end
     local known_shards = known[2] or '1' -- recorded before shards existed
     if tonumber(known[1]) == tonumber(nb) and tonumber(known_shards) == tonumber(ns) then
+        layout_matched[P] = nb .. ':' .. ns
         return nil
     end
     return redis.error_reply('DQ_LAYOUT buckets ' .. known[1] .. ' shards ' .. known_shards)

@@ -31,6 +31,12 @@
 # lines "#define DQ_<NAME> <value> /* lua */", and come first in the
 # library as "local <NAME> = <value>".
 #
+# Lua allows 200 local names in one function, and the library is one chunk:
+# the constants, common.lua's top-level locals and one run_<name> per file
+# count against it (FUNCTION LOAD fails with "main function has more than
+# 200 local variables"); it is at the limit, so a new top-level name in
+# common.lua needs another folded (a parameter, a field of a table).
+#
 # common.lua comes first in the library, so its helpers exist once; every
 # other file becomes the body of a function wrapped to run begin(KEYS)
 # before it (and refuse while the shard's slot moves between cluster
