@@ -168,7 +168,24 @@ def wait_port(port, proc, what, timeout=10):
     raise RuntimeError("%s did not listen on %d" % (what, port))
 
 
-class Stack:
+class RedisOfStack:
+    """A stack's Redis (self.redis_port, self._r: its connection once made):
+    commands, a flush between workloads, a topic's counter."""
+
+    def redis(self, *args):
+        if self._r is None:
+            self._r = Resp(self.redis_port, timeout=60)
+        return self._r(*args)
+
+    def flush(self):
+        self.redis("FLUSHALL")
+
+    def stat(self, topic, field):
+        v = self.redis("HGET", "{dq}:s:%s" % topic, field)
+        return int(v) if v else 0
+
+
+class Stack(RedisOfStack):
     """redis-server + delayq-fcgi + delayq-timer(s) + nginx (with a static
     `return 200` location and the one-EVALSHA ceiling backend) in a temp dir."""
 
@@ -324,13 +341,6 @@ class Stack:
             time.sleep(0.1)
         raise RuntimeError("delayq /health did not answer 200; see %s" % self.dir)
 
-    def redis(self, *args):
-        if self._r is None:
-            self._r = Resp(self.redis_port, timeout=60)
-        return self._r(*args)
-
-    def flush(self):
-        self.redis("FLUSHALL")
 
     def used_memory(self):
         info = self.redis("INFO", "memory").decode()
@@ -339,9 +349,6 @@ class Stack:
                 return int(line.split(":")[1])
         return 0
 
-    def stat(self, topic, field):
-        v = self.redis("HGET", "{dq}:s:%s" % topic, field)
-        return int(v) if v else 0
 
     def stop(self):
         if self._r:
@@ -397,7 +404,7 @@ class ClusterStack(Stack):
         super().stop()
 
 
-class RunStack:
+class RunStack(RedisOfStack):
     """The stack `scripts/run` starts, as a new user gets it (delayq.conf,
     Redis with AOF everysec, two timers, the pusher, the shipped nginx
     config), from --build's checkout, with its own var dir and free ports.
@@ -458,17 +465,7 @@ class RunStack:
     def redis_pid(self):
         return self.pid("redis")
 
-    def redis(self, *args):
-        if self._r is None:
-            self._r = Resp(self.redis_port, timeout=60)
-        return self._r(*args)
 
-    def flush(self):
-        self.redis("FLUSHALL")
-
-    def stat(self, topic, field):
-        v = self.redis("HGET", "{dq}:s:%s" % topic, field)
-        return int(v) if v else 0
 
     def stop(self):
         if self._r:
