@@ -27,7 +27,7 @@
  * failed-over master, or a job a promoted replica holds that its old
  * master never announced, would otherwise wait until the next job of that
  * bucket; and a job due beyond the next such read is announced by no
- * wake-up at all (DQ_HEAD_RECHECK_MS in src/job/job.h). */
+ * wake-up at all (DQ_WAKE_HORIZON_MS in src/job/job.h). */
 #define HEAD_RECHECK_MS 2000
 /* (a second to spare for the maintain call itself) */
 _Static_assert(DQ_WAKE_HORIZON_MS >= DQ_TIMER_LEASE_MAX_MS / 3 + HEAD_RECHECK_MS + 1000,

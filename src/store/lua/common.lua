@@ -107,12 +107,10 @@ end
 local function load_job(id, head_only, value)
     local jk = job_key(id)
     local v = value
-    if v ~= nil then
-        -- given
-    elseif head_only then
+    if v == nil and head_only then
         HEAD_BYTES = HEAD_BYTES or struct.size(HEAD)
         v = redis.pcall('GETRANGE', jk, '0', num(HEAD_BYTES + TOPIC_MAX - 1))
-    else
+    elseif v == nil then
         v = redis.pcall('GET', jk)
     end
     if type(v) == 'table' then return load_legacy_job(id) end -- WRONGTYPE: a hash
