@@ -69,7 +69,7 @@ KEEP = _env_flag("DELAYQ_KEEP")
 REDIS_MODE = os.environ.get("DQTEST_REDIS") or "single"
 if REDIS_MODE not in ("single", "cluster", "sentinel"):
     raise SystemExit("DQTEST_REDIS must be single, cluster or sentinel, not %r" % REDIS_MODE)
-LAYOUT = 8  # the stored layout delayq writes (src/store/lua/common.lua)
+LAYOUT = 9  # the stored layout delayq writes (src/store/lua/common.lua)
 CLUSTER_SHARDS = 6  # with redis-cli's slot split, two shards per master
 
 # For tests of one redis-server process (stops, restarts, AOF, a proxy in

@@ -17,19 +17,26 @@ Invariants:
     rewrite) has a known state s (delay, ready,
     reserved, buried), a topic t and a bucket k; every body key P:v:<id>
     belongs to a job hash;
-  - a delay or reserved job is a member of exactly one bucket zset, its own
-    P:b:<k>, scored by its due time d;
+  - a job whose head says delay is delayed while it is in its topic's delay
+    set (P:d:<t>, or P:dc:<t> with a callback), and ready once it is not
+    (the move writes no head); it then became ready at its due time d;
+  - a delayed job is a member of exactly one delay set, its own, scored by
+    d, and in no bucket; that set is listed in P:bt:<b> for its topic's
+    bucket b (a hash of the topic, see topic_bucket in common.lua) and no
+    other, scored at or before its earliest entry; every delay set member
+    is a delayed job (no orphan entries);
+  - a reserved job is a member of exactly one bucket zset, its own P:b:<k>,
+    scored by its TTR deadline d;
   - a ready or buried job is in no bucket and is a member of the set of its
     state (P:r:<t>, P:push for a ready job with a callback, or P:x:<t>; a
     ready push job push_take held back for its paused topic is in its hold
     P:ph:<t> instead of P:push, never both); those
     sets hold nothing else (no stale
     entries: they are sorted sets from which finish and delete remove);
-  - every bucket member is a delay or reserved job (no orphan entries);
+  - every bucket member is a reserved job (no orphan entries);
   - the per-topic indexes that `jobs` pages hold exactly their jobs, with
-    the same scores: P:d:<t> the delay jobs of t (by due), P:w:<t> the
-    reserved jobs of t (by deadline), P:q:<t> the ready push jobs of t (by
-    their P:push score);
+    the same scores: P:w:<t> the reserved jobs of t (by deadline), P:q:<t>
+    the ready push jobs of t (by their P:push score);
   - every topic with a job is in P:topics and not in P:idle; the gauges
     delay/ready/reserved/buried of P:s:<t> equal the counts of jobs by
     state, and so does its `jobs` field in total; a topic listed in P:idle
@@ -81,6 +88,53 @@ for _, bk in ipairs(redis.call('KEYS', P .. ':b:*')) do
     end
 end
 
+-- delay sets: id -> {name, score, n (sets holding it), names}
+local nbuckets = tonumber(redis.call('GET', P .. ':buckets') or '1')
+local function topic_bucket(topic)
+    local h = 0
+    for i = 1, #topic do h = (h * 31 + string.byte(topic, i)) % 4294967296 end
+    return h % nbuckets
+end
+local indelay = {}
+local delay_sets = {}
+for _, kind in ipairs({'d', 'dc'}) do
+    for _, dk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
+        local name = string.sub(dk, #P + 2)
+        local m = redis.call('ZRANGE', dk, 0, -1, 'WITHSCORES')
+        delay_sets[name] = m[2] and tonumber(m[2]) or false
+        for i = 1, #m, 2 do
+            local e = indelay[m[i]]
+            if e then
+                e.n = e.n + 1
+                e.names = e.names .. ',' .. name
+            else
+                indelay[m[i]] = {name = name, s = m[i + 1], n = 1, names = name, seen = false}
+            end
+        end
+    end
+end
+-- every delay set is listed in its topic's bucket's P:bt, and only there
+local listed_in = {}
+for _, btk in ipairs(redis.call('KEYS', P .. ':bt:*')) do
+    local b = tonumber(string.sub(btk, #P + 5))
+    local m = redis.call('ZRANGE', btk, 0, -1, 'WITHSCORES')
+    for i = 1, #m, 2 do
+        local name, score = m[i], tonumber(m[i + 1])
+        local topic = string.match(name, '^dc?:(.*)$')
+        if listed_in[name] then bad('delay set ' .. name .. ' is listed in two buckets') end
+        listed_in[name] = b
+        if not topic or topic_bucket(topic) ~= b then
+            bad(btk .. ' lists ' .. name .. ', not a delay set of its topics')
+        elseif delay_sets[name] and score > delay_sets[name] then
+            bad(btk .. ' scores ' .. name .. ' ' .. score .. ', after its earliest entry ' ..
+                delay_sets[name])
+        end
+    end
+end
+for name, head in pairs(delay_sets) do
+    if head and not listed_in[name] then bad('delay set ' .. name .. ' is in no ' .. P .. ':bt') end
+end
+
 -- members of the ready (r) and buried (x) sets: kind|topic|id -> true
 local entries = {}
 local nentries = {r = 0, x = 0, p = 0}
@@ -89,10 +143,10 @@ for _, id in ipairs(redis.call('ZRANGE', P .. ':push', 0, -1)) do
     entries['p||' .. id] = true
     nentries['p'] = nentries['p'] + 1
 end
--- per-topic indexes: d (delay), w (reserved), q (ready push): kind|topic|id -> score
+-- per-topic indexes: w (reserved), q (ready push): kind|topic|id -> score
 local index = {}
 local nindex = 0
-for _, kind in ipairs({'d', 'w', 'q'}) do
+for _, kind in ipairs({'w', 'q'}) do
     for _, lk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
         local topic = string.sub(lk, plen)
         local m = redis.call('ZRANGE', lk, 0, -1, 'WITHSCORES')
@@ -170,6 +224,14 @@ local function read_job(jk, id)
     if j.bad then bad('job ' .. id .. ': ' .. j.bad) end
     return {j.s, j.k and tostring(j.k), j.t, j.d, j.u, j.rt, false}
 end
+-- The state a job is in: a head (or hash) that says delay is ready once
+-- the job has left its delay set, since its due time.
+local function settle(j, id)
+    if j[1] == 'delay' and not indelay[id] then
+        j[1], j[6] = 'ready', j[4]
+    end
+    return j
+end
 
 local counts = {}
 local states = {}
@@ -177,7 +239,7 @@ local live = {r = 0, x = 0, p = 0}
 local njobs = 0
 for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
     local id = string.sub(jk, plen)
-    local j = read_job(jk, id)
+    local j = settle(read_job(jk, id), id)
     local s, k, t, d, u = j[1], j[2], j[3], j[4], j[5]
     njobs = njobs + 1
     if not s or not t or not k then
@@ -189,7 +251,7 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
         local e = inb[id]
         if e then e.seen = true end
         local in_lane = s == 'ready' and lanes[t .. '|' .. id]
-        local ikind = (s == 'delay' and 'd') or (s == 'reserved' and 'w') or
+        local ikind = (s == 'reserved' and 'w') or
             ((s == 'ready' and u and not in_lane) and 'q') or nil
         if ikind then
             -- a ready push job waits in P:push, or in its topic's hold
@@ -206,7 +268,21 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
                 end
             end
         end
-        if s == 'delay' or s == 'reserved' then
+        if s == 'delay' then
+            local de = indelay[id]
+            local want = (u and 'dc:' or 'd:') .. t
+            de.seen = true
+            if e then
+                bad('job ' .. id .. ' (delay) is also in bucket(s) ' .. e.ks)
+            elseif de.n > 1 then
+                bad('job ' .. id .. ' (delay) is in delay sets ' .. de.names)
+            elseif de.name ~= want then
+                bad('job ' .. id .. ' (delay) is in ' .. de.name .. ', its own is ' .. want)
+            elseif tonumber(de.s) ~= tonumber(d) then
+                bad('job ' .. id .. ' (delay) scored ' .. de.s .. ' in ' .. de.name .. ', d=' ..
+                    tostring(d))
+            end
+        elseif s == 'reserved' then
             if not e then
                 bad('job ' .. id .. ' (' .. s .. ') is in no bucket')
             elseif e.n > 1 then
@@ -257,7 +333,12 @@ for id, _ in pairs(legacy_bodies) do
 end
 for id, e in pairs(inb) do
     if not e.seen then
-        bad('bucket ' .. e.ks .. ' holds ' .. id .. ', which has no job')
+        bad('bucket ' .. e.ks .. ' holds ' .. id .. ', which has no reserved job')
+    end
+end
+for id, e in pairs(indelay) do
+    if not e.seen then
+        bad('delay set ' .. e.names .. ' holds ' .. id .. ', which has no delayed job')
     end
 end
 
@@ -325,7 +406,7 @@ local stale_r, stale_x = nentries['r'] - live['r'], nentries['x'] - live['x']
 if stale_r > 0 then bad(stale_r .. ' ready-set members name no ready job of their topic') end
 if stale_x > 0 then bad(stale_x .. ' buried-set members name no buried job of their topic') end
 if nindex > indexed then
-    bad((nindex - indexed) .. ' per-topic index members (P:d/P:w/P:q) name no job of that ' ..
+    bad((nindex - indexed) .. ' per-topic index members (P:w/P:q) name no job of that ' ..
         'topic and state')
 end
 if nlane > live_lane then

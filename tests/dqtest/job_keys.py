@@ -5,7 +5,12 @@ with the struct and cmsgpack libraries the functions use.
 
 read(resp, prefix, id)  -> {field: str} like the older hash layout's
                            HGETALL (state by name, numbers as decimal
-                           text), with "body" (bytes); {} when no job
+                           text), with "body" (bytes); {} when no job.
+                           "s" is the state the job is in: a head that
+                           says delay is ready once the job has left its
+                           delay set (then "rt" is its due time and "d"
+                           -1, as the functions read it); "stored_s" is
+                           the head's
 edit(resp, prefix, id, **fields)  sets fields (numbers as numbers)
 write_legacy(resp, prefix, id, fields, body)  writes a job of the older
                            layout: a hash and a body key P:v:<id>
@@ -57,7 +62,13 @@ _READ = LUA + _FIELDS + r"""
 local v = redis.call('GET', KEYS[1])
 if not v then return {} end
 local j = decode_job(v)
-local out = {}
+local out = {'stored_s', j.s}
+if j.s == 'delay' then
+    local P, id = string.match(KEYS[1], '^(.-}):j:(.*)$')
+    if not redis.call('ZSCORE', P .. (j.u and ':dc:' or ':d:') .. j.t, id) then
+        j.s, j.rt, j.d = 'ready', j.d, -1
+    end
+end
 for _, f in ipairs(FIELDS) do
     if j[f] ~= nil then
         out[#out + 1] = f

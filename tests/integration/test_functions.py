@@ -23,7 +23,7 @@ from dqtest import BUILD_DIR, RedisError, RedisServer, Resp, invariants, job_key
 P = "{t}"
 BUCKETS = 4
 SHARDS = 1
-LAYOUT = 8  # the stored layout these functions write (common.lua)
+LAYOUT = 9  # the stored layout these functions write (common.lua)
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR", BUILD_DIR)
 
 
@@ -36,6 +36,19 @@ def shared_constant(name):
 def library():
     with open(os.path.join(BUILD_DIR, "src", "store", "lua_library.lua")) as f:
         return f.read()
+
+
+def topic_bucket(topic):
+    """The bucket that moves a topic's delayed jobs (topic_bucket in
+    common.lua: a hash of the name)."""
+    h = 0
+    for b in topic.encode():
+        h = (h * 31 + b) % 2**32
+    return h % BUCKETS
+
+
+def delay_key(topic, push=False):
+    return P + (":dc:" if push else ":d:") + topic
 
 
 class Functions(unittest.TestCase):
@@ -99,6 +112,12 @@ class Functions(unittest.TestCase):
     def job(self, jid):
         return job_keys.read(self.server.resp(), P, jid)
 
+    def move_of(self, jid):
+        """The bucket whose move reaches job jid: its topic's for a delayed
+        job (its delay set's), its own for a reserved one (its TTR)."""
+        j = self.job(jid)
+        return str(topic_bucket(j["t"])) if j["s"] == "delay" else j["k"]
+
     def stats(self, topic):
         flat = self.redis("HGETALL", P + ":s:" + topic)
         return {k.decode(): int(v) for k, v in zip(flat[0::2], flat[1::2])}
@@ -149,8 +168,10 @@ class Functions(unittest.TestCase):
         self.assertEqual(j["body"], b'{"exact": 1.0e+2}')
         self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [b"a"])
         self.assertEqual(self.job("d")["s"], "delay")
-        bucket = self.job("d")["k"]
-        self.assertEqual(self.redis("ZSCORE", P + ":b:" + bucket, "d"), self.job("d")["d"].encode())
+        bucket = topic_bucket("q")
+        self.assertEqual(self.redis("ZSCORE", delay_key("q"), "d"), self.job("d")["d"].encode())
+        self.assertEqual(self.redis("ZSCORE", P + ":bt:%d" % bucket, "d:q"), self.job("d")["d"].encode())
+        self.assertEqual(self.redis("ZCARD", P + ":b:" + self.job("d")["k"]), 0, "no bucket entry")
         self.assertEqual({k: v for k, v in self.stats("q").items()},
                          {"ready": 1, "delay": 1, "added": 2, "jobs": 2})
         self.assertEqual(self.redis("ZRANGE", P + ":topics", 0, -1), [b"q"])
@@ -227,15 +248,16 @@ class Functions(unittest.TestCase):
         far = horizon + 60000
         self.assertEqual(self.add("far", delay=far), [b"ok"])
         k = self.job("far")["k"]
-        self.assertEqual(self.redis("ZRANGE", P + ":b:" + k, 0, -1), [b"far"])
+        self.assertEqual(self.redis("ZRANGE", delay_key("q"), 0, -1), [b"far"])
         self.assertEqual(self.messages(), [])
         # One batch of one bucket: a far job, then a near one.
         r = self.call("add", "", BUCKETS, SHARDS, 2,
                       "far2", "q", "1", 1000, -1, far, -1, k, "", "", 0, "", "", "", 0,
                       "near", "q", "2", 1000, -1, 5000, -1, k, "", "", 0, "", "", "", 0)
         self.assertEqual(r, [b"ok", b"ok"])
-        self.assertEqual(self.messages(), [(P + ":wake", "%s:%s" % (k, self.job("near")["d"]))])
-        self.assertEqual(self.redis("ZRANGE", P + ":b:" + k, 0, 0), [b"near"])
+        self.assertEqual(self.messages(), [(P + ":wake", "%s:%s" % (topic_bucket("q"),
+                                                                    self.job("near")["d"]))])
+        self.assertEqual(self.redis("ZRANGE", delay_key("q"), 0, 0), [b"near"])
         self.assertEqual(self.redis("ZCARD", P + ":d:q"), 3)
 
     # ---------------------------------------------------------- pop
@@ -311,9 +333,9 @@ class Functions(unittest.TestCase):
         self.add("h3", topic="hq", url="http://example.com/h", timeout=1000, backoff="[1]")
         self.push_take(10, 500)
         self.due_now("h3")
-        self.call("move", self.job("h3")["k"], 100)
+        self.call("move", self.move_of("h3"), 100)
         self.due_now("h3")
-        self.call("move", self.job("h3")["k"], 100)
+        self.call("move", self.move_of("h3"), 100)
         self.push_take(10, 500)
         self.assertEqual(self.call("push_done", "h3", 2, "gone", 0, 410, "", 5, ""), b"deleted")
         log = self.call("get", "", "h3", ro=True)[19]
@@ -478,12 +500,17 @@ class Functions(unittest.TestCase):
         fields = {"t": "q", "ttr": 60000, "n": 1 if state == "reserved" else 0, "r": -1, "kb": 0,
                   "c": now - 2000, "k": k, "s": state, "d": due}
         fields.update(extra)
+        # a shard that was migrated: its jobs are rewritten at their first change
+        self.redis("MSET", P + ":buckets", BUCKETS, P + ":layout", LAYOUT)
         job_keys.write_legacy(self.server.resp(), P, jid, fields, body)
         if state == "ready":
             self.redis("ZADD", P + ":r:q", self.redis("INCR", P + ":seq"), jid)
+        elif state == "delay":
+            self.redis("ZADD", delay_key("q"), due, jid)
+            self.redis("ZADD", P + ":bt:%d" % topic_bucket("q"), "LT", due, "d:q")
         else:
             self.redis("ZADD", P + ":b:" + k, due, jid)
-            self.redis("ZADD", P + {"delay": ":d:q", "reserved": ":w:q"}[state], due, jid)
+            self.redis("ZADD", P + ":w:q", due, jid)
         self.redis("HINCRBY", P + ":s:q", state, 1)
         self.redis("HINCRBY", P + ":s:q", "jobs", 1)
         self.redis("HINCRBY", P + ":s:q", "added", 1)
@@ -497,7 +524,7 @@ class Functions(unittest.TestCase):
         (the body key goes), byte for byte."""
         body = bytes(range(256)) * 2
         self.legacy_job("old-ready", "ready", body, rt=1)
-        k = self.legacy_job("old-delay", "delay", b"later")
+        self.legacy_job("old-delay", "delay", b"later")
         self.legacy_job("old-reserved", "reserved", b"taken", bo="5000")
         self.assertEqual(self.call("get", "", "old-ready", ro=True)[:3], [b"ready", b"q", body])
         self.assertEqual(self.call("add", "", BUCKETS, SHARDS, 1, "old-ready", "q", b"x", 60000, -1,
@@ -507,14 +534,16 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("TYPE", P + ":j:old-ready"), "string")
         self.assertEqual(self.redis("EXISTS", P + ":v:old-ready"), 0)
         self.assertEqual(self.job("old-ready")["body"], body)
-        # The timer's move: the delayed job becomes ready, the reserved one
+        # The timer's move: the delayed job becomes ready (the move writes
+        # no job: it stays a hash until pop changes it), the reserved one
         # past its TTR waits for its backoff step.
-        self.assertEqual(self.call("move", k, 100, "")[0], 1)
+        self.assertEqual(self.call("move", topic_bucket("q"), 100, "")[0], 1)
         self.call("move", str(sum(b"old-reserved") % BUCKETS), 100, "")
-        self.assertEqual((self.job("old-delay")["s"], self.job("old-reserved")["s"]),
-                         ("ready", "delay"))
-        self.assertEqual(self.redis("KEYS", P + ":v:*"), [])
+        self.assertEqual(self.call("get", "", "old-delay", ro=True)[:3], [b"ready", b"q", b"later"])
+        self.assertEqual(self.redis("TYPE", P + ":j:old-delay"), "hash")
+        self.assertEqual(self.job("old-reserved")["s"], "delay")
         self.assertEqual(self.pop("q")[0][2], b"later")
+        self.assertEqual(self.redis("KEYS", P + ":v:*"), [])
         self.assertEqual(self.call("remove", "", "finished", "old-ready", "old-delay",
                                    "old-reserved"), [b"ok", b"ok", b"ok"])
         self.assertEqual(self.redis("KEYS", P + ":j:*"), [])
@@ -543,9 +572,9 @@ class Functions(unittest.TestCase):
         self.assertGreater(self.call("touch", "", "k"), deadline)
         self.assertEqual(self.call("release", "", "k", 50), b"delay")
         self.assertEqual(self.job("k")["s"], "delay")
-        self.assertEqual(self.call("move", self.job("k")["k"], 100)[0], 0, "not due yet")
+        self.assertEqual(self.call("move", self.move_of("k"), 100)[0], 0, "not due yet")
         time.sleep(0.06)
-        self.assertEqual(self.call("move", self.job("k")["k"], 100)[0], 1)
+        self.assertEqual(self.call("move", self.move_of("k"), 100)[0], 1)
         self.pop("q")
         # second delivery of a job with retries=1: a release now buries it
         self.assertEqual(self.call("release", "", "k", 0), b"buried")
@@ -576,17 +605,17 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.job("m2")["s"], "ready")
         self.assertEqual(self.stats("q")["redelivered"], 1)
         # The limit bounds one call; the earliest remaining due is returned.
-        # (The caller names each job's bucket: put them all in bucket 0.)
+        # (Delayed jobs are moved by their topic's bucket.)
         for i in range(5):
             self.call("add", "", BUCKETS, SHARDS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0,
                       "", "", 0, "", "", "", 0)
         self.call("add", "", BUCKETS, SHARDS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0,
                   "", "", 0, "", "", "", 0)
         time.sleep(0.01)
-        n, earliest, now = self.call("move", 0, 3)
+        n, earliest, now = self.call("move", topic_bucket("q"), 3)
         self.assertEqual(n, 3)
         self.assertLessEqual(earliest, now, "two are still due")
-        n, earliest, now = self.call("move", 0, 3)
+        n, earliest, now = self.call("move", topic_bucket("q"), 3)
         self.assertEqual((n, earliest), (2, int(self.job("later")["d"])))
 
     # ---------------------------------------------------------- stats / sweep
@@ -728,26 +757,62 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.pop("q")[0][2], b'{"id":"b1"}')
         self.assertEqual(self.fcall("migrate", 1), [1, b"done"], "a migrated shard is done")
 
-    def test_indexes_of_layouts_2_to_5_are_built_by_a_resumable_walk(self):
+    def fill_for_the_walk(self):
+        """Delayed jobs of two topics (one a callback), a reserved and a
+        ready push job; answers the layout-9 sets the walk must rebuild,
+        with their members and scores."""
         for i in range(12):
             self.add("d%d" % i, topic="t%d" % (i % 2), delay=60000 + i)
         self.add("h1", topic="t0", url="http://example.com/h", timeout=2000)
+        self.add("h2", topic="t1", url="http://example.com/h", timeout=2000, delay=70000)
         self.add("w1", topic="t0")
         self.pop("t0")  # reserved
-        indexes = {k: self.redis("ZRANGE", k, 0, -1, "WITHSCORES")
-                   for k in (P + ":d:t0", P + ":d:t1", P + ":w:t0", P + ":q:t0")}
+        sets = [P + ":d:t0", P + ":d:t1", P + ":dc:t1", P + ":w:t0", P + ":q:t0"]
+        sets += [P + ":bt:%d" % k for k in range(BUCKETS)] + [P + ":b:%d" % k for k in range(BUCKETS)]
+        return {k: self.redis("ZRANGE", k, 0, -1, "WITHSCORES") for k in sets}
+
+    def back_to_layout_8(self):
+        """What layouts 6-8 held for the same jobs: every delayed job in its
+        own bucket and in its topic's P:d (callbacks too), no delay sets of
+        callbacks, no P:bt."""
+        for dk in self.redis("KEYS", P + ":d*:*"):
+            if dk.startswith((P + ":dl:").encode()):
+                continue
+            topic = dk.decode().split(":", 2)[2]
+            for jid, due in zip(*[iter(self.redis("ZRANGE", dk, 0, -1, "WITHSCORES"))] * 2):
+                self.redis("ZADD", P + ":b:" + self.job(jid.decode())["k"], due, jid)
+                self.redis("ZADD", P + ":d:" + topic, due, jid)
+            if dk.startswith((P + ":dc:").encode()):
+                self.redis("DEL", dk)
+        self.redis("DEL", *["%s:bt:%d" % (P, k) for k in range(BUCKETS)])
+
+    def test_delayed_jobs_of_layout_8_go_to_their_delay_sets_by_a_resumable_walk(self):
+        want = self.fill_for_the_walk()
+        self.back_to_layout_8()
+        self.redis("SET", P + ":layout", 8)
+        self.redis("FUNCTION", "LOAD", "REPLACE", self.lib)
+        self.assertDqError("DQ_LAYOUT_OLD 8 %d" % LAYOUT, self.fcall, "jobs", "t0", "delay", 10,
+                           "", "")
+        self.assertGreaterEqual(self.migrate_all(2), BUCKETS + 1)
+        for k, v in want.items():
+            self.assertEqual(self.redis("ZRANGE", k, 0, -1, "WITHSCORES"), v, k)
+        self.assertEqual(len(self.call("jobs", "t1", "delay", 10, "", "")), 1 + 3 * 7)
+
+    def test_indexes_of_layouts_2_to_5_are_built_by_a_resumable_walk(self):
+        want = self.fill_for_the_walk()
+        self.back_to_layout_8()
         # What layouts 2-5 held: the same, without the indexes and P:layout;
         # loaded anew, as after the Redis restart that an upgrade of a
         # Redis holding such data begins with (the library caches layouts).
-        self.redis("DEL", P + ":layout", *indexes)
+        self.redis("DEL", P + ":layout", P + ":d:t0", P + ":d:t1", P + ":w:t0", P + ":q:t0")
         self.redis("FUNCTION", "LOAD", "REPLACE", self.lib)
         self.assertEqual(self.fcall("layout", ro=True)[2:4], [4, 0])
         self.assertDqError("DQ_LAYOUT_OLD 4 %d" % LAYOUT, self.fcall, "jobs", "t0", "delay", 10,
                            "", "")
         self.assertGreaterEqual(self.migrate_all(2), BUCKETS + 1)
-        for k, v in indexes.items():
+        for k, v in want.items():
             self.assertEqual(self.redis("ZRANGE", k, 0, -1, "WITHSCORES"), v, k)
-        self.assertEqual(len(self.call("jobs", "t1", "delay", 10, "", "")), 1 + 3 * 6)
+        self.assertEqual(len(self.call("jobs", "t1", "delay", 10, "", "")), 1 + 3 * 7)
 
     def test_a_newer_layout_is_refused(self):
         self.add("a")
@@ -785,7 +850,7 @@ class Functions(unittest.TestCase):
                          [[int(j["la"]), 500, b"HTTP 500", 37, b"oops", b"retry", int(j["d"])]])
         # Retries spent (1): the second failure buries it.
         self.due_now("h1")
-        self.call("move", j["k"], 100)
+        self.call("move", self.move_of("h1"), 100)
         self.assertEqual(self.push_take(10, 500)[0][4], 2)
         self.assertEqual(self.call("push_done", "h1", 2, "wait", 60000, 429, "", 0, ""), b"buried")
         self.assertEqual(self.redis("ZRANGE", P + ":x:q", 0, -1), [b"h1"])
@@ -944,13 +1009,13 @@ class Functions(unittest.TestCase):
         self.add("d", delay=60000)
         j = self.job("d")
         job_keys.edit(self.server.resp(), P, "d", d=now - 3000)
-        self.redis("ZADD", P + ":b:" + j["k"], now - 3000, "d")
-        self.redis("ZADD", P + ":d:q", now - 3000, "d")  # its topic's index
+        self.redis("ZADD", delay_key("q"), now - 3000, "d")
+        self.redis("ZADD", P + ":bt:%d" % topic_bucket("q"), now - 3000, "d:q")
         self.call("lock", "maintain", "t1", 5000, BUCKETS, 0, SHARDS)
         r = self.call("lag", ro=True)
         self.assertEqual(r[1], now - 3000)
         self.assertEqual(r[4], [], "t1 has not moved anything yet")
-        self.call("move", j["k"], 100, "t1")
+        self.call("move", topic_bucket("q"), 100, "t1")
         late, at = map(int, self.redis("HGET", P + ":timerlag", "t1").split(b":"))
         self.assertGreaterEqual(late, 3000)
         self.assertLess(late, 5000)
@@ -959,10 +1024,10 @@ class Functions(unittest.TestCase):
         self.assertEqual(r[4], [b"t1", late, at])
         # A smaller lateness within the second keeps the larger one.
         self.add("e", delay=60000)
-        k = self.job("e")["k"]
         job_keys.edit(self.server.resp(), P, "e", d=now - 10)
-        self.redis("ZADD", P + ":b:" + k, now - 10, "e")
-        self.call("move", k, 100, "t1")
+        self.redis("ZADD", delay_key("q"), now - 10, "e")
+        self.redis("ZADD", P + ":bt:%d" % topic_bucket("q"), now - 10, "d:q")
+        self.call("move", topic_bucket("q"), 100, "t1")
         self.assertEqual(int(self.redis("HGET", P + ":timerlag", "t1").split(b":")[0]), late)
         self.call("lock", "release", "t1", 5000, BUCKETS, 0, SHARDS)
         self.assertEqual(self.redis("EXISTS", P + ":timerlag"), 0)
@@ -971,9 +1036,13 @@ class Functions(unittest.TestCase):
         """Moves a delay or reserved job's due time (or deadline) to 0."""
         j = self.job(jid)
         job_keys.edit(self.server.resp(), P, jid, d=0)
-        self.redis("ZADD", P + ":b:" + j["k"], 0, jid)
-        index = {"delay": ":d:", "reserved": ":w:"}[j["s"]]
-        self.redis("ZADD", P + index + j["t"], "XX", 0, jid)
+        if j["s"] == "delay":
+            self.redis("ZADD", delay_key(j["t"], "u" in j), "XX", 0, jid)
+            self.redis("ZADD", P + ":bt:%d" % topic_bucket(j["t"]), 0,
+                       ("dc:" if "u" in j else "d:") + j["t"])
+        else:
+            self.redis("ZADD", P + ":b:" + j["k"], "XX", 0, jid)
+            self.redis("ZADD", P + ":w:" + j["t"], "XX", 0, jid)
 
     def test_release_and_ttr_take_the_backoff_step(self):
         self.add("bk", backoff="[0.25,4]")
@@ -982,11 +1051,11 @@ class Functions(unittest.TestCase):
         j = self.job("bk")
         self.assertLessEqual(int(j["d"]) - int(time.time() * 1000), 260)
         self.due_now("bk")
-        self.call("move", j["k"], 100)
+        self.call("move", self.move_of("bk"), 100)
         self.assertEqual(self.job("bk")["s"], "ready")
         self.pop("q")  # attempt 2, then its TTR passes
         self.due_now("bk")
-        self.call("move", j["k"], 100)
+        self.call("move", self.move_of("bk"), 100)
         j = self.job("bk")
         self.assertEqual(j["s"], "delay")
         self.assertGreater(int(j["d"]) - int(time.time() * 1000), 3500, "step 2: 4 s")

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.parse
 
+from dqtest.deployment import LAYOUT
 from dqtest import (SLOW, Deployment, DeploymentTestCase, main, raw_http, single_redis_only,
                     unique)
 
@@ -597,8 +598,8 @@ class ProtocolTest(DeploymentTestCase):
             self.assertIn(name, text)
         self.assertRegex(text, r'delayq_requests_total\{[^}]*command="add"[^}]*\} [0-9]+')
         self.assertRegex(text, r'delayq_request_duration_seconds_bucket\{[^}]*le="\+Inf"[^}]*\} [0-9]+')
-        self.assertIn("\ndelayq_layout_stored 8\n", text)
-        self.assertIn("\ndelayq_layout_known 8\n", text)
+        self.assertIn("\ndelayq_layout_stored %d\n" % LAYOUT, text)
+        self.assertIn("\ndelayq_layout_known %d\n" % LAYOUT, text)
         # every non-comment line is "name{labels} value"
         for line in text.splitlines():
             if line and not line.startswith("#"):

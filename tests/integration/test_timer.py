@@ -265,11 +265,14 @@ class FailingMoveTest(DeploymentTestCase):
     def test_failing_move_is_reported_and_retried(self):
         t = unique("broken")
         jid = t + "-1"
-        self.assertOk(*self.c.req("add", topic=t, id=jid, body="b", delay=1.0, ttr=60))
+        self.assertOk(*self.c.req("add", topic=t, id=jid, body="b", ttr=1))
+        st, r = self.c.req("pop", topic=t, timeout=2.0 * SLOW)
+        self.assertEqual(r["id"], jid)
         [key] = self.c.redis("KEYS", "*:j:" + jid)
         saved = self.c.redis("DUMP", key)
-        # A list where the job's key should be: its bucket's move fails with
-        # WRONGTYPE until the job is put back.
+        # A list where the reserved job's key should be: the move that
+        # redelivers it after its TTR (the one move that reads jobs) fails
+        # with WRONGTYPE until the job is put back.
         self.c.redis("DEL", key)
         self.c.redis("RPUSH", key, "not a job")
         reports = self.wait_for_reports(2, 15.0 * SLOW)
@@ -285,7 +288,7 @@ class FailingMoveTest(DeploymentTestCase):
         self.c.redis("RESTORE", key, 0, saved)
         st, r = self.c.req("pop", topic=t, timeout=2.0 * SLOW)
         self.assertOk(st, r)
-        self.assertEqual(r["id"], jid, "the job was not moved once it could be")
+        self.assertEqual((r["id"], r["attempts"]), (jid, 2), "the job was not moved once it could be")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ local id = ARGV[ARG.id]
 local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end
-bucket_remove(id, j.k, j.t, 'reserved')
+bucket_remove(id, j, 'reserved')
 key_reservation_ends(id, j.t)
 bury(id, j, reserve_seq(1))
 move_count(j.t, 'reserved', 'buried')

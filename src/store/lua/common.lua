@@ -23,8 +23,9 @@
 -- the last kick, r retries (-1 unlimited), ttr (ms), c created (ms), k
 -- bucket, more (0: no more fields; 1: more; 3: more, and one is a callback
 -- URL), the topic's length. The head's first five fields are all that a change of
--- state writes, in place (SETRANGE), so the move, pop and the rest never
--- copy the body back. Then the topic; then, when more > 0, a MessagePack array
+-- state writes, in place (SETRANGE), so pop and the rest never copy the
+-- body back; the timer's move writes no head at all: a head that says
+-- delay is ready once its job has left its topic's delay set (load_job). Then the topic; then, when more > 0, a MessagePack array
 -- of bo backoff steps (ms, comma-separated), u callback URL (a push job:
 -- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
 -- the last push attempt's time (ms), HTTP status and error (false where
@@ -64,6 +65,13 @@ local function job_key(id) return P .. ':j:' .. id end
 -- The body key of a job of the older layout (a hash at P:j:<id>).
 local function legacy_body_key(id) return P .. ':v:' .. id end
 
+-- A topic's delayed jobs, scored by due time (ms): P:d:<topic>, and
+-- P:dc:<topic> for those with a callback URL, so the move knows where each
+-- goes without reading it. The set is the only record that a job is still
+-- delayed: the move does not touch the job (see load_job).
+local function delay_set_name(topic, push) return (push and 'dc:' or 'd:') .. topic end
+local function delay_key(topic, push) return P .. ':' .. delay_set_name(topic, push) end
+
 local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
 local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
 -- struct.size(HEAD), taken on first use: the struct library cannot be
@@ -98,13 +106,87 @@ local function load_legacy_job(id)
     return j
 end
 
+-- redis.call(cmd, key, list...), split into calls of 2000 arguments
+-- (unpack() has a stack limit); list's length is even for ZADD's pairs.
+local function call_in_chunks(cmd, key, list)
+    for i = 1, #list, 2000 do
+        redis.call(cmd, key, unpack(list, i, math.min(i + 1999, #list)))
+    end
+end
+
+-- Per-call state, reset by begin().
+local counters      -- topic -> {field -> delta}
+local topic_order   -- topics in the order first counted (deterministic writes)
+local zadds         -- sorted-set key -> {score, member, score, member, ...}
+local zadd_order
+local ready_topics  -- topic -> jobs made ready in this call
+local ready_first   -- topic -> sequence number of the first of them
+local ready_order
+local bucket_heads  -- bucket -> earliest due known (false: empty)
+local delay_listed  -- delay set name -> the lowest P:bt score this call gave it
+local push_ready    -- push jobs made ready in this call
+local allow_prefixes -- nil: every topic; else the token's topic prefixes
+local paused_cache  -- topic -> paused (read once per call)
+local policy_cache  -- topic -> its policy in this shard (read once per call)
+local call_now      -- Redis' time, read once per call by clock()
+local history_cache -- does P:history exist (nil: not read yet in this call)
+local keys_cache    -- does P:klim exist (nil: not read yet in this call)
+
+-- lists[key], a list made on first use, whose key then joins order (so
+-- the writes gathered per key happen in a deterministic order).
+local function list_for(lists, order, key)
+    local list = lists[key]
+    if not list then
+        list = {}
+        lists[key] = list
+        order[#order + 1] = key
+    end
+    return list
+end
+
+-- Gathers a sorted-set entry for write_zadds; at_once: writes it now.
+local function zadd(key, score, member, at_once)
+    if at_once then
+        redis.call('ZADD', key, score, member)
+        return
+    end
+    local list = list_for(zadds, zadd_order, key)
+    list[#list + 1] = score
+    list[#list + 1] = member
+end
+
+-- Writes the sorted-set entries gathered so far (flush() does, at the end
+-- of a call; replace_job before it removes a job's entries, which an
+-- earlier job of the same batch may have gathered).
+local function write_zadds()
+    for _, key in ipairs(zadd_order) do call_in_chunks('ZADD', key, zadds[key]) end
+    zadds, zadd_order = {}, {}
+end
+
+-- A job whose head says delay but that has left its topic's delay set was
+-- made ready by the move, which writes no head: it is ready, and became so
+-- at its due time. found_in: the state of the set the caller found it in
+-- ('ready', 'delay'), which saves the look at the delay set. (A delay
+-- set entry this call gathered is written first: a batch may name an id
+-- twice.)
+local function settle_state(id, j, found_in)
+    if j.s ~= 'delay' or found_in == 'delay' then return j end
+    local dk = delay_key(j.t, j.push)
+    if zadds[dk] then write_zadds() end
+    if found_in == 'ready' or not redis.call('ZSCORE', dk, id) then
+        j.s, j.rt, j.d = 'ready', j.d, -1
+    end
+    return j
+end
+
 -- Job `id` as a table of its fields (nil where it has none; numbers as
 -- numbers; push: it has a callback URL), or nil. head_only: read the head
 -- and the topic only (for a move, a removal, a conflict check), so the
 -- fields only some jobs have (j.more: it has them) and the body are not
 -- read. The body is job_body(j), sliced when asked for. value: the job's
 -- stored value, read already (false: there is none), so it is not read.
-local function load_job(id, head_only, value)
+-- Its state is as stored: load_job, below, is what functions call.
+local function read_job(id, head_only, value)
     local jk = job_key(id)
     local v = value
     if v == nil and head_only then
@@ -130,6 +212,12 @@ local function load_job(id, head_only, value)
     end
     j.body_at = at
     return j
+end
+
+-- read_job's job in the state it is in (found_in: see settle_state).
+local function load_job(id, head_only, value, found_in)
+    local j = read_job(id, head_only, value)
+    return j and settle_state(id, j, found_in)
 end
 
 local function job_body(j)
@@ -192,21 +280,19 @@ local function buried_key(topic) return P .. ':x:' .. topic end
 local function stats_key(topic) return P .. ':s:' .. topic end
 -- Ready push jobs of every topic, scored by sequence like a ready set.
 local function push_key() return P .. ':push' end
+-- Bucket k's delay sets (delay_set_name: 'd:<topic>', 'dc:<topic>'),
+-- scored by their earliest due time, or earlier: a removal leaves the score
+-- as it was, and the move that finds nothing due sets it right.
+local function bucket_sets_key(k) return P .. ':bt:' .. k end
 -- Per-topic indexes, so `jobs` pages a topic's jobs of one state without
--- reading the buckets (which hold every topic): delayed jobs scored by due
--- time, reserved jobs by TTR deadline, ready push jobs (which wait in
--- P:push) by their sequence number. Each is changed wherever the job's
--- bucket entry or P:push entry is.
-local function delay_index(topic) return P .. ':d:' .. topic end
+-- reading the buckets (which hold every topic): reserved jobs by TTR
+-- deadline, ready push jobs (which wait in P:push) by their sequence
+-- number. Each is changed wherever the job's bucket entry or P:push entry
+-- is. (A topic's delayed jobs need none: their delay sets are per topic.)
 local function reserved_index(topic) return P .. ':w:' .. topic end
 local function push_index(topic) return P .. ':q:' .. topic end
 -- A topic's ready jobs set aside in their key's lane (see lane_remove).
 local function lanes_index(topic) return P .. ':kr:' .. topic end
-local function state_index(topic, state)
-    if state == 'delay' then return delay_index(topic) end
-    if state == 'reserved' then return reserved_index(topic) end
-    return nil
-end
 -- A kept record of a finished or deleted job, and the indexes of a
 -- topic's records of each outcome (see "Kept history" below).
 local function record_key(id) return P .. ':h:' .. id end
@@ -223,7 +309,7 @@ end
 -- and (`jobs` only) the records of finished and deleted jobs, newest first.
 local function state_sets(topic, state)
     if state == 'finished' or state == 'deleted' then return {history_index(topic, state)} end
-    if state == 'delay' then return {delay_index(topic)} end
+    if state == 'delay' then return {delay_key(topic, false), delay_key(topic, true)} end
     if state == 'reserved' then return {reserved_index(topic)} end
     if state == 'ready' then return {ready_key(topic), push_index(topic), lanes_index(topic)} end
     return {buried_key(topic)}
@@ -298,37 +384,12 @@ local function unhold_oldest(topic, n)
     return #held / 2
 end
 
--- redis.call(cmd, key, list...), split into calls of 2000 arguments
--- (unpack() has a stack limit); list's length is even for ZADD's pairs.
-local function call_in_chunks(cmd, key, list)
-    for i = 1, #list, 2000 do
-        redis.call(cmd, key, unpack(list, i, math.min(i + 1999, #list)))
-    end
-end
-
--- Per-call state, reset by begin().
-local counters      -- topic -> {field -> delta}
-local topic_order   -- topics in the order first counted (deterministic writes)
-local zadds         -- sorted-set key -> {score, member, score, member, ...}
-local zadd_order
-local ready_topics  -- topic -> jobs made ready in this call
-local ready_first   -- topic -> sequence number of the first of them
-local ready_order
-local bucket_heads  -- bucket key -> earliest due known (false: empty)
-local push_ready    -- push jobs made ready in this call
-local allow_prefixes -- nil: every topic; else the token's topic prefixes
-local paused_cache  -- topic -> paused (read once per call)
-local policy_cache  -- topic -> its policy in this shard (read once per call)
-local call_now      -- Redis' time, read once per call by clock()
-local history_cache -- does P:history exist (nil: not read yet in this call)
-local keys_cache    -- does P:klim exist (nil: not read yet in this call)
-
 local function begin(keys)
     P = keys[1]
     counters, topic_order = {}, {}
     zadds, zadd_order = {}, {}
     ready_topics, ready_first, ready_order = {}, {}, {}
-    bucket_heads = {}
+    bucket_heads, delay_listed = {}, {}
     push_ready = 0
     allow_prefixes = nil
     paused_cache = {}
@@ -401,37 +462,6 @@ local function move_count(topic, from, to)
     count(topic, to, 1)
 end
 
--- lists[key], a list made on first use, whose key then joins order (so
--- the writes gathered per key happen in a deterministic order).
-local function list_for(lists, order, key)
-    local list = lists[key]
-    if not list then
-        list = {}
-        lists[key] = list
-        order[#order + 1] = key
-    end
-    return list
-end
-
--- Gathers a sorted-set entry for write_zadds; at_once: writes it now.
-local function zadd(key, score, member, at_once)
-    if at_once then
-        redis.call('ZADD', key, score, member)
-        return
-    end
-    local list = list_for(zadds, zadd_order, key)
-    list[#list + 1] = score
-    list[#list + 1] = member
-end
-
--- Writes the sorted-set entries gathered so far (flush() does, at the end
--- of a call; replace_job before it removes a job's entries, which an
--- earlier job of the same batch may have gathered).
-local function write_zadds()
-    for _, key in ipairs(zadd_order) do call_in_chunks('ZADD', key, zadds[key]) end
-    zadds, zadd_order = {}, {}
-end
-
 -- Ready and buried jobs sit in sorted sets scored by a sequence number, so
 -- a pop takes them in the order they came and finish/delete remove them
 -- at once: nothing stale is ever left behind. reserve_seq(n) takes n
@@ -451,8 +481,9 @@ local function note_ready(topic, seq)
     ready_topics[topic] = ready_topics[topic] + 1
 end
 
--- Queues a job whose hash already says s=ready on its topic's ready set,
--- or for delayq-push when it is a push job (push: its URL, or false).
+-- Queues a ready job on its topic's ready set, or for delayq-push when it
+-- is a push job (push: its URL, or false). Its head says ready, or delay
+-- when the move made it ready (see settle_state).
 local function enqueue_ready(id, topic, seq, push)
     if push then
         zadd(push_key(), num(seq), id)
@@ -564,50 +595,95 @@ local function unlist(id, j)
     end
 end
 
--- Takes a delayed or reserved job out of its topic's index of that state
--- (its bucket entry is removed by the caller, or by unschedule below).
-local function unindex(id, topic, state)
-    local ik = state_index(topic, state)
-    if ik then redis.call('ZREM', ik, id) end
+-- The bucket that moves a topic's delayed jobs: every delay set of the
+-- topic lives in one bucket, so a timer moves a topic's due jobs without
+-- reading them, and `jobs` pages them from one set. A hash of the name
+-- (any, as long as it never changes: it is part of the stored layout)
+-- over the deployment's bucket count, read once per shard and library
+-- load.
+local bucket_counts = {}
+local function topic_bucket(topic)
+    local nb = bucket_counts[P]
+    if not nb then
+        nb = tonumber(redis.call('GET', P .. ':buckets'))
+        -- (a shard with a job has its counts: the first add writes them)
+        if not nb then return 0 end
+        bucket_counts[P] = nb
+    end
+    local h = 0
+    for i = 1, #topic do h = (h * 31 + string.byte(topic, i)) % 4294967296 end
+    return h % nb
 end
 
--- Takes a delayed or reserved job out of its bucket and its topic's index.
-local function bucket_remove(id, k, topic, state)
-    redis.call('ZREM', bucket_key(k), id)
-    unindex(id, topic, state)
+-- The earliest due time among bucket k's entries: its reserved jobs' TTR
+-- deadlines and its delay sets' heads (a score in P:bt may be earlier than
+-- its set's head; see bucket_sets_key); false when it has none.
+local function bucket_earliest(k)
+    local head = false
+    for _, key in ipairs({bucket_key(k), bucket_sets_key(k)}) do
+        local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+        local due = first[2] and tonumber(first[2])
+        if due and (not head or due < head) then head = due end
+    end
+    return head
 end
 
--- Puts a job of `topic` that is (now) in `state` ('delay' or 'reserved')
--- in its bucket at `due`, and in its topic's index of that state. When it
--- becomes the bucket's earliest entry, timers are told, since they sleep
--- until the earliest one; unless it is due beyond WAKE_HORIZON_MS, which
--- the timer holding the bucket reads its head within anyway: such a job
--- (an add's usual delay of minutes or more) costs no read of the head. A
--- bucket's head is read once per call: jobs
--- scheduled by one call (a batch add, a pop of many) compare against what
--- the call already wrote. batched: both ZADDs wait for flush(), one per set
--- and call; only for callers that read neither set again before the end of
--- the call (add, fire, pop), since until then the job is not in them.
-local function bucket_add(id, k, due, topic, state, batched)
-    zadd(state_index(topic, state), num(due), id, not batched)
-    local bk = bucket_key(k)
-    local head = bucket_heads[bk]
-    if head == nil and due >= clock() + WAKE_HORIZON_MS then
-        -- (a job due sooner, later in this call, still reads the head: the
-        -- entries gathered but not written yet are all later than it)
-        zadd(bk, num(due), id, not batched)
-        return
-    end
-    if head == nil then
-        local first = redis.call('ZRANGE', bk, 0, 0, 'WITHSCORES')
-        head = first[2] and tonumber(first[2]) or false
-    end
-    zadd(bk, num(due), id, not batched)
+-- Timers sleep until their buckets' earliest entry, so they are told when
+-- an entry due at `due` becomes bucket k's earliest; unless it is due
+-- beyond WAKE_HORIZON_MS, which the timer holding the bucket reads its
+-- head within anyway: such a job (an add's usual delay of minutes or
+-- more) costs no read of the head. A bucket's head is read once per call:
+-- entries added by one call (a batch add, a pop of many) compare against
+-- what the call already added. Called before the entry is added.
+local function wake_if_earliest(k, due)
+    local head = bucket_heads[k]
+    -- (a job due sooner, later in this call, still reads the head: the
+    -- entries gathered but not written yet are all later than it)
+    if head == nil and due >= clock() + WAKE_HORIZON_MS then return end
+    if head == nil then head = bucket_earliest(k) end
     if not head or due < head then
-        redis.call('SPUBLISH', P .. ':wake', k .. ':' .. num(due))
+        redis.call('SPUBLISH', P .. ':wake', num(k) .. ':' .. num(due))
         head = due
     end
-    bucket_heads[bk] = head
+    bucket_heads[k] = head
+end
+
+-- Takes job j out of its bucket ('reserved') or its delay set ('delay'),
+-- and a reserved one out of its topic's reserved index. Its bucket's
+-- P:bt score stays: the move corrects it.
+local function bucket_remove(id, j, state)
+    if state == 'delay' then
+        redis.call('ZREM', delay_key(j.t, j.push), id)
+    elseif state == 'reserved' then
+        redis.call('ZREM', bucket_key(j.k), id)
+        redis.call('ZREM', reserved_index(j.t), id)
+    end
+end
+
+-- Puts job j, (now) in `state`, where a timer finds it at `due`: delayed,
+-- in its topic's delay set, which its topic's bucket lists in P:bt;
+-- reserved, in its own bucket (TTR deadlines are per job: the move reads
+-- the job anyway) and its topic's reserved index. batched: the set
+-- entries wait for flush(), one ZADD per set and call; only for callers
+-- that read none of these sets again before the end of the call (add,
+-- fire, pop), since until then the job is not in them.
+local function bucket_add(id, j, due, state, batched)
+    if state == 'reserved' then
+        wake_if_earliest(j.k, due)
+        zadd(bucket_key(j.k), num(due), id, not batched)
+        zadd(reserved_index(j.t), num(due), id, not batched)
+        return
+    end
+    local name, k = delay_set_name(j.t, j.push), topic_bucket(j.t)
+    wake_if_earliest(k, due)
+    zadd(P .. ':' .. name, num(due), id, not batched)
+    -- P:bt's score only ever falls here (LT); one ZADD per set and call
+    -- unless a later job of the call is due sooner.
+    local listed = delay_listed[name]
+    if not listed or due < listed then
+        redis.call('ZADD', bucket_sets_key(k), 'LT', num(due), name)
+        delay_listed[name] = due
+    end
 end
 
 -- True when a reserved job has used every delivery its retries allow.
@@ -1126,7 +1202,7 @@ local function place_job(id, j, seq, stored)
     if j.s == 'ready' then
         enqueue_ready(id, j.t, seq, j.u)
     else
-        bucket_add(id, j.k, j.d, j.t, 'delay', true)
+        bucket_add(id, j, j.d, 'delay', true)
     end
     count(j.t, j.s, 1)
     return j.s
@@ -1156,7 +1232,7 @@ end
 local function replace_job(id, old, f, now, seq)
     write_zadds()
     if old.s == 'delay' then
-        bucket_remove(id, old.k, old.t, old.s)
+        bucket_remove(id, old, old.s)
     else
         unlist(id, old)
     end
@@ -1224,7 +1300,7 @@ local function remove_job(id, j, kind, no_record)
         end
     end
     if state == 'delay' or state == 'reserved' then
-        bucket_remove(id, j.k, topic, state)
+        bucket_remove(id, j, state)
         if state == 'reserved' then key_reservation_ends(id, topic) end
     else
         unlist(id, j)
@@ -1294,7 +1370,7 @@ local function after_failure(id, j, now, wait)
     local due = now + delay
     j.s, j.d = 'delay', due
     store_job(id, j)
-    bucket_add(id, j.k, due, topic, 'delay')
+    bucket_add(id, j, due, 'delay')
     move_count(topic, 'reserved', 'delay')
     return 'delay'
 end
@@ -1453,41 +1529,51 @@ end
 -- tells it from the data. These functions read and write LAYOUT only: a
 -- shard of another layout is refused whole (DQ_LAYOUT_OLD, DQ_LAYOUT_NEW)
 -- before a function touches it, so no function half-reads a structure.
-local LAYOUT = 8
+local LAYOUT = 9
 local function layout_key() return P .. ':layout' end
 
 -- Does every delayed, reserved and ready push job of the shard stand in
--- its topic's index (layout 6 on)? Looks at each bucket's and P:push's
--- first entry: layouts before 6 indexed none, later ones every one.
+-- its topic's index (layouts 6 to 8)? Looks at each bucket's and P:push's
+-- first entry: layouts before 6 indexed none, 6 to 8 every one (delayed
+-- jobs of every kind in P:d:<topic>, beside their bucket entry).
+-- Second answer: whether any bucket holds an entry (without one, such
+-- data is layout 9 already: what 9 changed is where delayed jobs wait).
 local function indexed(nb)
+    local entries = false
     local function head_indexed(key, index_of)
         local first = redis.call('ZRANGE', key, 0, 0)
         if not first[1] then return true end
-        local j = load_job(first[1], true)
+        if key ~= push_key() then entries = true end
+        local j = read_job(first[1], true)
         local ik = j and index_of(j)
         return not ik or redis.call('ZSCORE', ik, first[1]) ~= false
     end
-    for k = 0, nb - 1 do
-        if not head_indexed(bucket_key(k), function(j) return state_index(j.t, j.s) end) then
-            return false
-        end
+    local function bucket_index(j)
+        if j.s == 'delay' then return P .. ':d:' .. j.t end
+        return j.s == 'reserved' and reserved_index(j.t)
     end
-    return head_indexed(push_key(), function(j) return push_index(j.t) end)
+    for k = 0, nb - 1 do
+        if not head_indexed(bucket_key(k), bucket_index) then return false end
+    end
+    return head_indexed(push_key(), function(j) return push_index(j.t) end), entries
 end
 
 -- The layout the shard's data is in: P:layout, or for data written before
--- that key existed, the oldest layout whose structures it matches (1:
--- lists and a set of topics; 2-5: sorted sets without per-topic indexes,
--- told apart by the keys each added; data that these functions read as it
--- is, layouts 6-8, counts as LAYOUT), or nil for a
--- shard that holds nothing yet.
+-- that key existed (layouts 1 to 8), the oldest layout whose structures it
+-- matches (1: lists and a set of topics; 2-5: sorted sets without
+-- per-topic indexes, told apart by the keys each added; 6-8, which differ
+-- in nothing the functions of 8 could not read, count as 8, or as
+-- LAYOUT when no bucket holds an entry), or nil for a shard that holds
+-- nothing yet. Every process from layout 9 on records its layout when it
+-- starts.
 local function stored_layout()
     local v = redis.call('GET', layout_key())
     if v then return tonumber(v) end
     local nb = redis.call('GET', P .. ':buckets')
     if not nb then return nil end
     if redis.call('TYPE', P .. ':topics').ok == 'set' then return 1 end
-    if indexed(tonumber(nb)) then return LAYOUT end
+    local indexes, entries = indexed(tonumber(nb))
+    if indexes then return entries and 8 or LAYOUT end
     if redis.call('EXISTS', P .. ':sched:ids') > 0 then return 5 end
     if redis.call('EXISTS', push_key()) > 0 then return 4 end
     if redis.call('EXISTS', P .. ':shards') > 0 then return 3 end

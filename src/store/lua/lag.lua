@@ -10,22 +10,30 @@
 -- P:push became ready or -1; paused the number of paused topics; timers a
 -- list of `timer` entries, one after the other: a timer's token, its
 -- lateness, when it was recorded.
--- Buckets hold every topic's jobs, so the overdue figure is per shard, not
--- per topic: one ZRANGE of each bucket's head (P:buckets of them). The
--- timers are those alive in P:timers, with what their moves recorded in
--- P:timerlag (see move.lua).
+-- The overdue figure is per shard, not per topic: each bucket's head (of
+-- reserved jobs) and the heads of its delay sets that P:bt says may be
+-- due (their scores there may be early: a removal leaves them), at most
+-- SETS_LOOKED of them per bucket. The timers are those alive in P:timers,
+-- with what their moves recorded in P:timerlag (see move.lua).
+local SETS_LOOKED = 100
 local now = now_ms()
 local nb = tonumber(redis.call('GET', P .. ':buckets') or '0')
 local overdue = -1
-for k = 0, nb - 1 do
-    local head = redis.call('ZRANGE', bucket_key(k), 0, 0, 'WITHSCORES')
+local function consider(key)
+    local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     local due = head[2] and tonumber(head[2])
     if due and due <= now and (overdue < 0 or due < overdue) then overdue = due end
+end
+for k = 0, nb - 1 do
+    consider(bucket_key(k))
+    local sets = redis.call('ZRANGEBYSCORE', bucket_sets_key(k), '-inf', num(now), 'LIMIT', '0',
+        num(SETS_LOOKED))
+    for _, name in ipairs(sets) do consider(P .. ':' .. name) end
 end
 local push_since = -1
 local first = redis.call('ZRANGE', push_key(), 0, 0)
 if first[1] then
-    local j = load_job(first[1], true)
+    local j = load_job(first[1], true, nil, 'ready')
     push_since = j and (j.rt or j.c) or -1
 end
 local timers = {}

@@ -23,10 +23,15 @@
 -- sets in list order, `limit` at a time; a topic whose lists are done gets
 -- its 'jobs' gauge, joins P:topics (and P:idle when empty) and adds its
 -- figures to P:totals, in the step that takes it out of the pending set.
--- From layouts 1-5: the per-topic indexes of delayed, reserved and ready
--- push jobs (P:d, P:w, P:q) are built by walking every bucket and P:push
--- by rank, the position kept in P:migrate:at; bucket entries of jobs that
--- no longer exist are dropped on the way.
+-- From layouts 1-8: every bucket and P:push are walked by rank, the
+-- position kept in P:migrate:at: a delayed job leaves its bucket for its
+-- topic's delay set (P:d, or P:dc for a callback, which layouts 6-8 kept
+-- in P:d beside its bucket entry), listed in its topic's bucket's P:bt; a
+-- reserved job stays and gets its entry in its topic's reserved index
+-- (P:w), a ready push job in P:q (layouts 1-5 had neither); bucket
+-- entries of jobs that no longer exist are dropped on the way. Jobs are
+-- read as stored (read_job): what load_job makes of a head that says
+-- delay holds only once the walk is done.
 local limit = math.max(1, tonumber(ARGV[ARG.limit]))
 local pending = P .. ':migrate:topics'
 local at_key = P .. ':migrate:at'
@@ -82,25 +87,43 @@ local function convert_topic(topic)
     finish_topic(topic)
 end
 
--- Adds up to `limit` entries of `key` from rank `from` to their topics'
--- indexes (index_of(j): the index of job j, or nil for none). Returns the rank
--- after them, or nil when the walk went past the end.
-local function index_entries(key, from, index_of)
+-- Walks up to `limit` entries of `key` from rank `from`: place(id, j,
+-- score) for each whose job exists (j read as stored), which answers true
+-- when it took the entry out of `key`. Returns the rank after them, or nil
+-- when the walk went past the end.
+local function walk_entries(key, from, place)
     local entries = redis.call('ZRANGE', key, num(from), num(from + limit - 1), 'WITHSCORES')
     local rank = from
     for i = 1, #entries, 2 do
         local id, score = entries[i], entries[i + 1]
-        local j = load_job(id, true)
-        if j then
-            local ik = index_of(j)
-            if ik then zadd(ik, score, id) end
-            rank = rank + 1
-        else
+        local j = read_job(id, true)
+        if not j then
             redis.call('ZREM', key, id) -- its job is gone
+        elseif not place(id, j, score) then
+            rank = rank + 1
         end
     end
     if #entries < 2 * limit then return nil end
     return rank
+end
+
+-- A bucket entry in this layout: a delayed job's goes to its delay set.
+local function place_bucket_entry(bk)
+    return function(id, j, score)
+        if j.s == 'delay' then
+            redis.call('ZREM', bk, id)
+            if j.push then redis.call('ZREM', P .. ':d:' .. j.t, id) end
+            bucket_add(id, j, tonumber(score), 'delay', true)
+            return true
+        end
+        if j.s == 'reserved' then zadd(reserved_index(j.t), score, id) end
+        return false
+    end
+end
+
+local function place_push_entry(id, j, score)
+    zadd(push_index(j.t), score, id)
+    return false
 end
 
 if v == 1 and redis.call('EXISTS', pending) == 0 then
@@ -118,15 +141,15 @@ if (v and v < LAYOUT) or redis.call('EXISTS', at_key) == 1 then
     local at = redis.call('HMGET', at_key, 'b', 'r')
     local b, r = tonumber(at[1] or '0'), tonumber(at[2] or '0')
     if b < nb then
-        r = index_entries(bucket_key(b), r, function(j) return state_index(j.t, j.s) end)
+        r = walk_entries(bucket_key(b), r, place_bucket_entry(bucket_key(b)))
         if not r then b, r = b + 1, 0 end
         redis.call('HSET', at_key, 'b', num(b), 'r', num(r))
-        return reply{done = 0, left = 'indexes: bucket ' .. num(b) .. ' of ' .. num(nb)}
+        return reply{done = 0, left = 'buckets: bucket ' .. num(b) .. ' of ' .. num(nb)}
     end
-    r = index_entries(push_key(), r, function(j) return j.push and push_index(j.t) end)
+    r = walk_entries(push_key(), r, place_push_entry)
     if r then
         redis.call('HSET', at_key, 'r', num(r))
-        return reply{done = 0, left = 'indexes: ready push jobs from ' .. num(r)}
+        return reply{done = 0, left = 'ready push jobs: from ' .. num(r)}
     end
 end
 redis.call('DEL', at_key)

@@ -53,14 +53,14 @@ for ti = NARGS + 1 + nfinish, #ARGV do
         for i = 1, #taken, 2 do
             looked = looked + 1
             local id = taken[i]
-            local j = load_job(id)
+            local j = load_job(id, false, nil, 'ready')
             if key_admits(id, j, taken[i + 1]) then
                 got = got + 1
                 local due = now + j.ttr
                 j.s, j.n, j.d = 'reserved', j.n + 1, due
                 note_delivery(j, now)
                 store_job(id, j)
-                bucket_add(id, j.k, due, topic, 'reserved', true)
+                bucket_add(id, j, due, 'reserved', true)
                 move_count(topic, 'ready', 'reserved')
                 count(topic, 'popped', 1)
                 out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,

@@ -106,7 +106,7 @@ while #out < want and looked < budget do
     for i = 1, #taken, 2 do
         looked = looked + 1
         local id = taken[i]
-        local j = load_job(id)
+        local j = load_job(id, false, nil, 'ready')
         local topic = j.t
         if held_back(topic, taken[i + 1]) then
             redis.call('ZADD', hold_key(topic), taken[i + 1], id)
@@ -116,7 +116,7 @@ while #out < want and looked < budget do
             note_delivery(j, now)
             store_job(id, j)
             redis.call('ZREM', push_index(topic), id)
-            bucket_add(id, j.k, deadline, topic, 'reserved')
+            bucket_add(id, j, deadline, 'reserved')
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
             if tokens_left[topic] then

@@ -11,7 +11,7 @@ local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end
 local topic = j.t
-bucket_remove(id, j.k, topic, 'reserved')
+bucket_remove(id, j, 'reserved')
 if delay <= 0 or retries_spent(j.n, j.r, j.kb) then
     return after_failure(id, j, now_ms())
 end
@@ -19,6 +19,6 @@ key_reservation_ends(id, topic)
 local due = now_ms() + delay
 j.s, j.d = 'delay', due
 store_job(id, j)
-bucket_add(id, j.k, due, topic, 'delay')
+bucket_add(id, j, due, 'delay')
 move_count(topic, 'reserved', 'delay')
 return 'delay'

@@ -34,7 +34,7 @@ local now = now_ms()
 local function ready_since(key)
     local first = redis.call('ZRANGE', key, 0, 0)
     if not first[1] then return nil end
-    local j = load_job(first[1], true)
+    local j = load_job(first[1], true, nil, 'ready')
     return j and (j.rt or j.c)
 end
 for _, t in ipairs(topics) do

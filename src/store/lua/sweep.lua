@@ -12,8 +12,8 @@ for _, topic in ipairs(old) do
     redis.call('ZREM', P .. ':idle', topic)
     local jobs = tonumber(redis.call('HGET', stats_key(topic), 'jobs') or '0')
     if jobs == 0 then
-        redis.call('DEL', stats_key(topic), ready_key(topic), buried_key(topic), delay_index(topic),
-            reserved_index(topic), push_index(topic), hold_key(topic))
+        redis.call('DEL', stats_key(topic), ready_key(topic), buried_key(topic), delay_key(topic, false),
+            delay_key(topic, true), reserved_index(topic), push_index(topic), hold_key(topic))
         redis.call('ZREM', P .. ':topics', topic)
         forgotten = forgotten + 1
     end

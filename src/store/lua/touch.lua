@@ -11,5 +11,5 @@ if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end
 local due = now_ms() + j.ttr
 j.d = due
 store_job(id, j)
-bucket_add(id, j.k, due, j.t, 'reserved')
+bucket_add(id, j, due, 'reserved')
 return due
