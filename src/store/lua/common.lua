@@ -22,10 +22,11 @@
 -- before rt existed: c stands in), n deliveries so far, kb deliveries at
 -- the last kick, r retries (-1 unlimited), ttr (ms), c created (ms), k
 -- bucket, more (0: no more fields; 1: more; 3: more, and one is a callback
--- URL), the topic's length. The head's first five fields are all that a change of
--- state writes, in place (SETRANGE), so pop and the rest never copy the
--- body back; the timer's move writes no head at all: a head that says
--- delay is ready once its job has left its topic's delay set (load_job). Then the topic; then, when more > 0, a MessagePack array
+-- URL), the topic's length. The head's first five fields are all that a
+-- change of state writes, in place (SETRANGE), so pop and the rest never
+-- copy the body back; the timer's move writes no head at all: a head that
+-- says delay is ready once its job has left its topic's delay set
+-- (settle_state). Then the topic; then, when more > 0, a MessagePack array
 -- of bo backoff steps (ms, comma-separated), u callback URL (a push job:
 -- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
 -- the last push attempt's time (ms), HTTP status and error (false where
@@ -171,11 +172,12 @@ end
 -- twice.)
 local function settle_state(id, j, found_in)
     if j.s ~= 'delay' or found_in == 'delay' then return j end
-    local dk = delay_key(j.t, j.push)
-    if zadds[dk] then write_zadds() end
-    if found_in == 'ready' or not redis.call('ZSCORE', dk, id) then
-        j.s, j.rt, j.d = 'ready', j.d, -1
+    if found_in ~= 'ready' then
+        local dk = delay_key(j.t, j.push)
+        if zadds[dk] then write_zadds() end
+        if redis.call('ZSCORE', dk, id) then return j end
     end
+    j.s, j.rt, j.d = 'ready', j.d, -1
     return j
 end
 
