@@ -71,24 +71,31 @@ local function bad(msg)
 end
 local plen = #P + 4  -- strlen("{dq}:j:")
 
+-- Gathers the members of sorted set `key` (named `where`) into `into`:
+-- id -> {where (the first set holding it), s (its score there), n (how
+-- many sets hold it), names (theirs)}. Returns the members and scores.
+local function gather(into, key, where)
+    local m = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    for i = 1, #m, 2 do
+        local e = into[m[i]]
+        if e then
+            e.n = e.n + 1
+            e.names = e.names .. ',' .. where
+        else
+            into[m[i]] = {where = where, s = m[i + 1], n = 1, names = where, seen = false}
+        end
+    end
+    return m
+end
+
+-- bucket entries (reserved jobs): id -> as gather makes it, where its bucket
 local inb = {}
 local bucket_entries = 0
 for _, bk in ipairs(redis.call('KEYS', P .. ':b:*')) do
-    local k = string.sub(bk, plen)
-    local m = redis.call('ZRANGE', bk, 0, -1, 'WITHSCORES')
-    for i = 1, #m, 2 do
-        bucket_entries = bucket_entries + 1
-        local e = inb[m[i]]
-        if e then
-            e.n = e.n + 1
-            e.ks = e.ks .. ',' .. k
-        else
-            inb[m[i]] = {k = k, s = m[i + 1], n = 1, ks = k, seen = false}
-        end
-    end
+    bucket_entries = bucket_entries + #gather(inb, bk, string.sub(bk, plen)) / 2
 end
 
--- delay sets: id -> {name, score, n (sets holding it), names}
+-- delay sets: id -> as gather makes it, where its set's name
 local nbuckets = tonumber(redis.call('GET', P .. ':buckets') or '1')
 local function topic_bucket(topic)
     local h = 0
@@ -100,17 +107,8 @@ local delay_sets = {}
 for _, kind in ipairs({'d', 'dc'}) do
     for _, dk in ipairs(redis.call('KEYS', P .. ':' .. kind .. ':*')) do
         local name = string.sub(dk, #P + 2)
-        local m = redis.call('ZRANGE', dk, 0, -1, 'WITHSCORES')
+        local m = gather(indelay, dk, name)
         delay_sets[name] = m[2] and tonumber(m[2]) or false
-        for i = 1, #m, 2 do
-            local e = indelay[m[i]]
-            if e then
-                e.n = e.n + 1
-                e.names = e.names .. ',' .. name
-            else
-                indelay[m[i]] = {name = name, s = m[i + 1], n = 1, names = name, seen = false}
-            end
-        end
     end
 end
 -- every delay set is listed in its topic's bucket's P:bt, and only there
@@ -273,28 +271,28 @@ for _, jk in ipairs(redis.call('KEYS', P .. ':j:*')) do
             local want = (u and 'dc:' or 'd:') .. t
             de.seen = true
             if e then
-                bad('job ' .. id .. ' (delay) is also in bucket(s) ' .. e.ks)
+                bad('job ' .. id .. ' (delay) is also in bucket(s) ' .. e.names)
             elseif de.n > 1 then
                 bad('job ' .. id .. ' (delay) is in delay sets ' .. de.names)
-            elseif de.name ~= want then
-                bad('job ' .. id .. ' (delay) is in ' .. de.name .. ', its own is ' .. want)
+            elseif de.where ~= want then
+                bad('job ' .. id .. ' (delay) is in ' .. de.where .. ', its own is ' .. want)
             elseif tonumber(de.s) ~= tonumber(d) then
-                bad('job ' .. id .. ' (delay) scored ' .. de.s .. ' in ' .. de.name .. ', d=' ..
+                bad('job ' .. id .. ' (delay) scored ' .. de.s .. ' in ' .. de.where .. ', d=' ..
                     tostring(d))
             end
         elseif s == 'reserved' then
             if not e then
                 bad('job ' .. id .. ' (' .. s .. ') is in no bucket')
             elseif e.n > 1 then
-                bad('job ' .. id .. ' (' .. s .. ') is in buckets ' .. e.ks)
-            elseif e.k ~= k then
-                bad('job ' .. id .. ' (' .. s .. ') is in bucket ' .. e.k .. ', its own is ' .. k)
+                bad('job ' .. id .. ' (' .. s .. ') is in buckets ' .. e.names)
+            elseif e.where ~= k then
+                bad('job ' .. id .. ' (' .. s .. ') is in bucket ' .. e.where .. ', its own is ' .. k)
             elseif tonumber(e.s) ~= tonumber(d) then
                 bad('job ' .. id .. ' (' .. s .. ') scored ' .. e.s .. ' in its bucket, d=' .. tostring(d))
             end
         elseif s == 'ready' or s == 'buried' then
             if e then
-                bad('job ' .. id .. ' (' .. s .. ') is also in bucket(s) ' .. e.ks)
+                bad('job ' .. id .. ' (' .. s .. ') is also in bucket(s) ' .. e.names)
             end
             local kind = (s == 'ready') and (u and 'p' or 'r') or 'x'
             local where = kind == 'p' and '' or t
@@ -333,7 +331,7 @@ for id, _ in pairs(legacy_bodies) do
 end
 for id, e in pairs(inb) do
     if not e.seen then
-        bad('bucket ' .. e.ks .. ' holds ' .. id .. ', which has no reserved job')
+        bad('bucket ' .. e.names .. ' holds ' .. id .. ', which has no reserved job')
     end
 end
 for id, e in pairs(indelay) do

@@ -260,6 +260,22 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("ZRANGE", delay_key("q"), 0, 0), [b"near"])
         self.assertEqual(self.redis("ZCARD", P + ":d:q"), 3)
 
+    def test_a_batch_that_names_a_delayed_id_twice(self):
+        """The second of two delayed jobs of one id in one batch sees the
+        first as delayed (its delay-set entry, gathered for the end of the
+        call, is written before the job's state is read), and a replace
+        takes the first out of its delay set."""
+        def job(jid, delay, body, replace=0):
+            return [jid, "q", body, 1000, -1, delay, -1, 0, "", "", 0, "", "", "", replace]
+        r = self.call("add", "", BUCKETS, SHARDS, 2, *job("tw", 60000, "1"), *job("tw", 60000, "2"))
+        self.assertEqual(r, [b"ok", b"DQ_CONFLICT delay"])
+        r = self.call("add", "", BUCKETS, SHARDS, 2, *job("tr", 60000, "1"),
+                      *job("tr", 0, "2", replace=1))
+        self.assertEqual(r, [b"ok", b"replaced"])
+        self.assertEqual(self.job("tr")["s"], "ready")
+        self.assertIsNone(self.redis("ZSCORE", delay_key("q"), "tr"))
+        self.assertEqual(self.pop("q")[0][:3], [b"tr", b"q", b"2"])
+
     # ---------------------------------------------------------- pop
 
     def test_key_stored_and_answered(self):

@@ -125,6 +125,7 @@ local ready_first   -- topic -> sequence number of the first of them
 local ready_order
 local bucket_heads  -- bucket -> earliest due known (false: empty)
 local delay_listed  -- delay set name -> the lowest P:bt score this call gave it
+local topic_buckets -- topic -> topic_bucket(topic), worked out once per call
 local push_ready    -- push jobs made ready in this call
 local allow_prefixes -- nil: every topic; else the token's topic prefixes
 local paused_cache  -- topic -> paused (read once per call)
@@ -391,7 +392,7 @@ local function begin(keys)
     counters, topic_order = {}, {}
     zadds, zadd_order = {}, {}
     ready_topics, ready_first, ready_order = {}, {}, {}
-    bucket_heads, delay_listed = {}, {}
+    bucket_heads, delay_listed, topic_buckets = {}, {}, {}
     push_ready = 0
     allow_prefixes = nil
     paused_cache = {}
@@ -605,6 +606,8 @@ end
 -- load.
 local bucket_counts = {}
 local function topic_bucket(topic)
+    local known = topic_buckets[topic]
+    if known then return known end
     local nb = bucket_counts[P]
     if not nb then
         nb = tonumber(redis.call('GET', P .. ':buckets'))
@@ -614,6 +617,7 @@ local function topic_bucket(topic)
     end
     local h = 0
     for i = 1, #topic do h = (h * 31 + string.byte(topic, i)) % 4294967296 end
+    topic_buckets[topic] = h % nb
     return h % nb
 end
 
