@@ -1539,6 +1539,9 @@ def add_cost(P, library=None, baseline=None):
         for rnd in range(rounds):
             order = list(libs) if rnd % 2 == 0 else list(libs)[::-1]
             for which in order:
+                # each library on its own data: two stored layouts cannot
+                # share a Redis (each refuses the other's)
+                r("FLUSHALL")
                 for per_call in (1, 100):
                     r("CONFIG", "RESETSTAT")
                     cpu0 = cpu_seconds(proc.pid)
@@ -1560,7 +1563,6 @@ def add_cost(P, library=None, baseline=None):
                                 if name not in ("fcall", "fcall_ro", "config", "info"))
                     usec.setdefault((which, per_call), []).append(us / jobs)
                     cmds.setdefault((which, per_call), []).append(inner / jobs)
-            r("FLUSHALL")
 
     def median(xs):
         return sorted(xs)[len(xs) // 2]

@@ -26,7 +26,7 @@
 -- change of state writes, in place (SETRANGE), so pop and the rest never
 -- copy the body back; the timer's move writes no head at all: a head that
 -- says delay is ready once its job has left its topic's delay set
--- (settle_state). Then the topic; then, when more > 0, a MessagePack array
+-- (settle_state). Then the topic; then, when more > 0, MessagePack (store_job)
 -- of bo backoff steps (ms, comma-separated), u callback URL (a push job:
 -- delayq-push delivers it, pop never sees it), to its timeout (ms), la/ls/le
 -- the last push attempt's time (ms), HTTP status and error (false where
@@ -239,14 +239,15 @@ local function store_job(id, j, if_new)
         redis.call('SETRANGE', job_key(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.s], j.d, j.rt or -1, j.n, j.kb))
         return
     end
-    local more, x, last = 0, {}, 0
-    for i, f in ipairs(MORE_FIELDS) do
-        if j[f] ~= nil then last = i end
-        x[i] = j[f] == nil and false or j[f]
-    end
-    for i = last + 1, #MORE_FIELDS do x[i] = nil end
-    local tail = ''
+    -- Only the fields the job has, by number (most jobs have none): cmsgpack
+    -- writes them as an array when they are fields 1 to n, else as a map of
+    -- their numbers, which costs nothing for the fields a job lacks.
+    local last = #MORE_FIELDS
+    while last > 0 and j[MORE_FIELDS[last]] == nil do last = last - 1 end
+    local more, tail = 0, ''
     if last > 0 then
+        local x = {}
+        for i = 1, last do x[i] = j[MORE_FIELDS[i]] end
         more = j.u and 3 or 1
         tail = cmsgpack.pack(x)
     end
