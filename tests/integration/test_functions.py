@@ -802,17 +802,22 @@ class Functions(unittest.TestCase):
                 self.redis("DEL", dk)
         self.redis("DEL", *["%s:bt:%d" % (P, k) for k in range(BUCKETS)])
 
+    def assert_refused_then_walked_back(self, old_layout, want):
+        """The data of old_layout is refused until the migration's walk (in
+        steps of 2 entries), which leaves the sets fill_for_the_walk answered."""
+        self.assertDqError("DQ_LAYOUT_OLD %d %d" % (old_layout, LAYOUT), self.fcall, "jobs", "t0",
+                           "delay", 10, "", "")
+        self.assertGreaterEqual(self.migrate_all(2), BUCKETS + 1)
+        for k, v in want.items():
+            self.assertEqual(self.redis("ZRANGE", k, 0, -1, "WITHSCORES"), v, k)
+        self.assertEqual(len(self.call("jobs", "t1", "delay", 10, "", "")), 1 + 3 * 7)
+
     def test_delayed_jobs_of_layout_8_go_to_their_delay_sets_by_a_resumable_walk(self):
         want = self.fill_for_the_walk()
         self.back_to_layout_8()
         self.redis("SET", P + ":layout", 8)
         self.redis("FUNCTION", "LOAD", "REPLACE", self.lib)
-        self.assertDqError("DQ_LAYOUT_OLD 8 %d" % LAYOUT, self.fcall, "jobs", "t0", "delay", 10,
-                           "", "")
-        self.assertGreaterEqual(self.migrate_all(2), BUCKETS + 1)
-        for k, v in want.items():
-            self.assertEqual(self.redis("ZRANGE", k, 0, -1, "WITHSCORES"), v, k)
-        self.assertEqual(len(self.call("jobs", "t1", "delay", 10, "", "")), 1 + 3 * 7)
+        self.assert_refused_then_walked_back(8, want)
 
     def test_indexes_of_layouts_2_to_5_are_built_by_a_resumable_walk(self):
         want = self.fill_for_the_walk()
@@ -823,12 +828,7 @@ class Functions(unittest.TestCase):
         self.redis("DEL", P + ":layout", P + ":d:t0", P + ":d:t1", P + ":w:t0", P + ":q:t0")
         self.redis("FUNCTION", "LOAD", "REPLACE", self.lib)
         self.assertEqual(self.fcall("layout", ro=True)[2:4], [4, 0])
-        self.assertDqError("DQ_LAYOUT_OLD 4 %d" % LAYOUT, self.fcall, "jobs", "t0", "delay", 10,
-                           "", "")
-        self.assertGreaterEqual(self.migrate_all(2), BUCKETS + 1)
-        for k, v in want.items():
-            self.assertEqual(self.redis("ZRANGE", k, 0, -1, "WITHSCORES"), v, k)
-        self.assertEqual(len(self.call("jobs", "t1", "delay", 10, "", "")), 1 + 3 * 7)
+        self.assert_refused_then_walked_back(4, want)
 
     def test_a_newer_layout_is_refused(self):
         self.add("a")

@@ -71,6 +71,11 @@ local function legacy_body_key(id) return P .. ':v:' .. id end
 -- goes without reading it. The set is the only record that a job is still
 -- delayed: the move does not touch the job (see load_job).
 local function delay_set_name(topic, push) return (push and 'dc:' or 'd:') .. topic end
+-- The topic and kind of a delay set by its name: topic, push.
+local function delay_set_of(name)
+    local push = string.sub(name, 1, 3) == 'dc:'
+    return string.sub(name, push and 4 or 3), push
+end
 local function delay_key(topic, push) return P .. ':' .. delay_set_name(topic, push) end
 
 local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
@@ -452,18 +457,14 @@ local function allowed(topic)
 end
 
 local function count(topic, field, by)
-    local c = counters[topic]
-    if not c then
-        c = {}
-        counters[topic] = c
-        topic_order[#topic_order + 1] = topic
-    end
+    local c = list_for(counters, topic_order, topic)
     c[field] = (c[field] or 0) + by
 end
 
-local function move_count(topic, from, to)
-    count(topic, from, -1)
-    count(topic, to, 1)
+-- n jobs (default 1) of topic went from state `from` to `to`.
+local function move_count(topic, from, to, n)
+    count(topic, from, -(n or 1))
+    count(topic, to, n or 1)
 end
 
 -- Ready and buried jobs sit in sorted sets scored by a sequence number, so
@@ -1556,7 +1557,7 @@ local function indexed(nb)
         return not ik or redis.call('ZSCORE', ik, first[1]) ~= false
     end
     local function bucket_index(j)
-        if j.s == 'delay' then return P .. ':d:' .. j.t end
+        if j.s == 'delay' then return delay_key(j.t, false) end -- (callbacks too, up to 8)
         return j.s == 'reserved' and reserved_index(j.t)
     end
     for k = 0, nb - 1 do

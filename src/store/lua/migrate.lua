@@ -112,7 +112,8 @@ local function place_bucket_entry(bk)
     return function(id, j, score)
         if j.s == 'delay' then
             redis.call('ZREM', bk, id)
-            if j.push then redis.call('ZREM', P .. ':d:' .. j.t, id) end
+            -- (layouts 6-8 listed callbacks in the other delay set's key)
+            if j.push then redis.call('ZREM', delay_key(j.t, false), id) end
             bucket_add(id, j, tonumber(score), 'delay', true)
             return true
         end

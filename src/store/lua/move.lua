@@ -66,8 +66,7 @@ local sets = redis.call('ZRANGEBYSCORE', sets_key, '-inf', num(now), 'LIMIT', '0
 for _, name in ipairs(sets) do
     if moved >= limit then break end
     local key = P .. ':' .. name
-    local push = string.sub(name, 1, 3) == 'dc:'
-    local topic = string.sub(name, push and 4 or 3)
+    local topic, push = delay_set_of(name)
     local due = redis.call('ZRANGEBYSCORE', key, '-inf', num(now), 'WITHSCORES', 'LIMIT', '0',
         num(limit - moved))
     local n = #due / 2
@@ -76,8 +75,7 @@ for _, name in ipairs(sets) do
         redis.call('ZREMRANGEBYRANK', key, '0', num(n - 1))
         local seq = reserve_seq(n)
         for i = 1, n do enqueue_ready(due[2 * i - 1], topic, seq + i - 1, push) end
-        count(topic, 'delay', -n)
-        count(topic, 'ready', n)
+        move_count(topic, 'delay', 'ready', n)
         moved = moved + n
     end
     -- the set's score in P:bt becomes its head's again (or it leaves P:bt)
