@@ -14,6 +14,7 @@
 #include "common/push_guard.h"
 #include "fcgi/fcgi_front.h"
 #include "fcgi/metrics.h"
+#include "fcgi/shard_hints.h"
 #include "fcgi/wake_claims.h"
 #include "fcgi/worker.h"
 #include "protocol/auth.h"
@@ -24,6 +25,8 @@
 /* Ready messages remembered at once by the shared wake-up table: far more
  * than arrive while one is being handed out (32 KB). */
 #define WAKE_CLAIM_SLOTS 4096
+/* Topics whose ready jobs the workers track per shard (shard_hints.h). */
+#define HINT_TOPICS 4096
 
 static volatile sig_atomic_t stop_signal;
 
@@ -37,7 +40,7 @@ static void on_child(int sig)
     (void)sig; /* only interrupts sigsuspend */
 }
 
-static pid_t spawn_worker(const dq_config *cfg, int listen_fd, wake_claims *claims,
+static pid_t spawn_worker(const dq_config *cfg, int listen_fd, const worker_shared *shared,
                           const sigset_t *blocked)
 {
     pid_t pid = fork();
@@ -49,7 +52,7 @@ static pid_t spawn_worker(const dq_config *cfg, int listen_fd, wake_claims *clai
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     sigprocmask(SIG_SETMASK, blocked, NULL);
-    exit(worker_run(cfg, listen_fd, claims));
+    exit(worker_run(cfg, listen_fd, shared));
 }
 
 /* Reads the configuration; a tokens file or push_allow that does not parse
@@ -117,7 +120,8 @@ static void master_signals(sigset_t *old, sigset_t *worker_mask)
 }
 
 /* Until a stop signal: replaces each worker that exits. */
-static void supervise(const dq_config *cfg, int listen_fd, wake_claims *claims, pid_t *workers,
+static void supervise(const dq_config *cfg, int listen_fd, const worker_shared *shared,
+                      pid_t *workers,
                       const sigset_t *old, const sigset_t *worker_mask)
 {
     while (!stop_signal) {
@@ -131,7 +135,7 @@ static void supervise(const dq_config *cfg, int listen_fd, wake_claims *claims, 
                 log_warn("worker %d exited (%s %d); starting a new one", (int)pid,
                          WIFSIGNALED(status) ? "signal" : "status",
                          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-                workers[i] = spawn_worker(cfg, listen_fd, claims, worker_mask);
+                workers[i] = spawn_worker(cfg, listen_fd, shared, worker_mask);
             }
         }
     }
@@ -176,10 +180,13 @@ int main(int argc, char **argv)
         return 1;
     }
     /* Shared by the workers: each ready message wakes one long-poll per
-     * job in all of them together, not in each. */
-    wake_claims *claims = wake_claims_new(WAKE_CLAIM_SLOTS);
-    if (!claims) {
-        log_error("cannot map the shared wake-up table");
+     * job in all of them together, not in each, and is counted once in the
+     * hints, where a job one worker pops is gone for all. */
+    worker_shared shared = {wake_claims_new(WAKE_CLAIM_SLOTS), NULL};
+    if (cfg.shards > 1)
+        shared.hints = hints_new(cfg.shards, HINT_TOPICS);
+    if (!shared.claims || (cfg.shards > 1 && !shared.hints)) {
+        log_error("cannot map the workers' shared tables");
         return 1;
     }
     sigset_t old, worker_mask;
@@ -188,15 +195,16 @@ int main(int argc, char **argv)
     if (!workers)
         return 1;
     for (int i = 0; i < cfg.workers; i++)
-        workers[i] = spawn_worker(&cfg, listen_fd, claims, &worker_mask);
+        workers[i] = spawn_worker(&cfg, listen_fd, &shared, &worker_mask);
     log_info("listening on %s with %d workers x %d threads", cfg.listen, cfg.workers, cfg.threads);
-    supervise(&cfg, listen_fd, claims, workers, &old, &worker_mask);
+    supervise(&cfg, listen_fd, &shared, workers, &old, &worker_mask);
     int code = stop_workers(&cfg, workers);
     close(listen_fd);
     if (cfg.listen[0] == '/')
         unlink(cfg.listen);
     free(workers);
-    wake_claims_free(claims);
+    wake_claims_free(shared.claims);
+    hints_free(shared.hints);
     log_info("stopped");
     return code;
 }

@@ -43,6 +43,17 @@ struct notify_waiter {
  * message costs at most that long. shared: the table the worker processes
  * share wake-ups through (NULL: this process wakes as if alone). */
 void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms, wake_claims *shared);
+/* A ready message as the functions publish it: "<count>:<topic>", then a
+ * NUL and the message's id. */
+typedef struct {
+    int counted;         /* of that form; else an older version's bare topic */
+    unsigned long count;
+    const char *topic;   /* in the payload */
+    size_t topic_len;
+    uint64_t key;        /* wake_claims_key of its shard and id; 0 without an id */
+} ready_message;
+void ready_message_parse(int shard, const char *payload, size_t len, ready_message *m);
+
 /* A message of `len` bytes from the functions, published in `shard`:
  * "<count>:<topic>" wakes that many waiters of the topic; anything else (an
  * older version's bare topic) all of them. When a NUL and the message's id

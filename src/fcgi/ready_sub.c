@@ -17,13 +17,14 @@
 static const dq_config *config;
 static shard_hints *hints;
 
-/* "<count>:<topic>" (and after a NUL, the message's id) from a shard: the hints first, so a long-poll woken by it finds the
- * shard. */
+/* "<count>:<topic>" (and after a NUL, the message's id) from a shard: the
+ * hints first, so a long-poll woken by it finds the shard. */
 static void on_message(int shard, const char *payload, size_t len)
 {
-    const char *colon = strchr(payload, ':');
-    if (hints && colon)
-        hints_add(hints, colon + 1, strlen(colon + 1), shard, strtoll(payload, NULL, 10));
+    ready_message m;
+    ready_message_parse(shard, payload, len, &m);
+    if (hints && m.counted)
+        hints_add(hints, m.topic, m.topic_len, shard, (int64_t)m.count, m.key);
     notify_announce(shard, payload, len);
 }
 

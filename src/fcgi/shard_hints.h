@@ -1,14 +1,20 @@
-/* shard_hints: where a worker process believes ready jobs are, per topic
- * and shard, so a pop goes straight to a shard that has some instead of
- * asking every shard.
+/* shard_hints: where the worker processes of one delayq-fcgi believe
+ * ready jobs are, per topic and shard, so a pop goes straight to a shard
+ * that has some instead of asking every shard.
  *
  * The counts come from the ready messages (each names its shard and how
- * many jobs of a topic became ready), go down as this process pops, and
- * are set exactly when a pop finds a shard empty or the caller counts a
- * shard's ready jobs. Other processes pop too, so a hint may be high: a pop
- * that finds less corrects it. A missed message leaves a hint low: a pop
- * that finds no hint counts every shard. So hints cost at most extra calls,
- * never a job left unseen.
+ * many jobs of a topic became ready), go down as the workers pop, and are
+ * set exactly when a pop finds a shard empty or the caller counts a
+ * shard's ready jobs. The table is shared by the workers (made before they
+ * are forked): every worker's subscriber gets every message, and a message
+ * is counted once, by the first to bring it (its id: hints_add's message);
+ * a job one worker pops is gone from every worker's hints. With a table
+ * per worker, each message raised every worker's hint and all but the one
+ * that popped the job asked its shard for nothing: a wasted call per job
+ * and extra worker. Other delayq-fcgi instances pop too, so a hint may be
+ * high: a pop that finds less corrects it. A missed message leaves a hint
+ * low: a pop that finds no hint counts every shard. So hints cost at most
+ * extra calls, never a job left unseen.
  *
  * What Redis says is set only if no ready message for that topic and shard
  * came after the caller asked (hints_seen before the call): such a message
@@ -19,8 +25,11 @@
  * without counting again; only a message Redis dropped is missed, until
  * the waiter's recheck counts.
  *
- * Bounded: at most max_topics topics are tracked; a new topic beyond that
- * clears the table (the next pops count again). Thread-safe; no I/O. */
+ * Bounded: at most max_topics topics are tracked (fewer with many shards:
+ * the table stays within a fixed size); a new topic beyond that clears the
+ * table (the next pops count again). Safe across threads and processes
+ * (a worker that dies holding the lock leaves the table cleared, since its
+ * change may be half made); no I/O. */
 #ifndef DQ_SHARD_HINTS_H
 #define DQ_SHARD_HINTS_H
 
@@ -29,12 +38,17 @@
 
 typedef struct shard_hints shard_hints;
 
+/* In shared memory: processes forked after this share it. NULL when out of
+ * memory. */
 shard_hints *hints_new(int shards, size_t max_topics);
 void hints_free(shard_hints *h);
 
-/* n jobs of topic became ready in shard (a ready message). */
-void hints_add(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
-/* This process took n jobs of topic from shard. */
+/* n jobs of topic became ready in shard: a ready message, whose id (its
+ * wake_claims_key; 0 for a message without one) makes the subscribers of
+ * every worker count it once. */
+void hints_add(shard_hints *h, const char *topic, size_t len, int shard, int64_t n,
+               uint64_t message);
+/* A worker took n jobs of topic from shard. */
 void hints_take(shard_hints *h, const char *topic, size_t len, int shard, int64_t n);
 /* Where the hints stand, taken before asking Redis (for hints_set and
  * hints_mark_counted). */

@@ -45,8 +45,6 @@
 #define LISTEN_TAG UINT64_MAX
 #define WOKEN_TAG (UINT64_MAX - 1)
 #define DEADLINE_TAG (UINT64_MAX - 2)
-/* Topics whose ready jobs a process tracks per shard (shard_hints.h). */
-#define HINT_TOPICS 4096
 
 typedef enum { C_FREE, C_IDLE, C_QUEUED, C_RUNNING, C_PARKED } conn_state;
 
@@ -580,7 +578,7 @@ static void close_idle(void)
     }
 }
 
-int worker_run(const dq_config *cfg, int listen_fd, wake_claims *claims)
+int worker_run(const dq_config *cfg, int listen_fd, const worker_shared *shared)
 {
     W.cfg = cfg;
     if (cfg->auth_file[0]) {
@@ -609,9 +607,9 @@ int worker_run(const dq_config *cfg, int listen_fd, wake_claims *claims)
         log_error("cannot set up the worker's events: %s", strerror(errno));
         return 1;
     }
-    notify_init(deadline_moved, cfg->longpoll_recheck_ms, claims);
-    if (!(W.group = group_new(cfg->group_commit)) ||
-        (cfg->shards > 1 && !(W.hints = hints_new(cfg->shards, HINT_TOPICS)))) {
+    notify_init(deadline_moved, cfg->longpoll_recheck_ms, shared->claims);
+    W.hints = shared->hints;
+    if (!(W.group = group_new(cfg->group_commit))) {
         log_error("out of memory");
         return 1;
     }

@@ -10,13 +10,19 @@
 #define DQ_WORKER_H
 
 #include "common/config.h"
+#include "fcgi/shard_hints.h"
 #include "fcgi/wake_claims.h"
+
+/* What the workers of one master share, mapped before they are forked. */
+typedef struct {
+    wake_claims *claims; /* ready messages' wake-ups */
+    shard_hints *hints;  /* where ready jobs are; NULL with one shard */
+} worker_shared;
 
 /* Runs a worker: starts the loop and the threads, waits for SIGTERM or
  * SIGINT, then stops accepting, answers parked long-polls (empty), lets
  * in-flight requests finish and returns the process exit code. Call with
- * those signals blocked. claims: the table the workers of this master share
- * ready messages' wake-ups through. */
-int worker_run(const dq_config *cfg, int listen_fd, wake_claims *claims);
+ * those signals blocked. */
+int worker_run(const dq_config *cfg, int listen_fd, const worker_shared *shared);
 
 #endif

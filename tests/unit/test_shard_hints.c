@@ -1,6 +1,8 @@
-/* Unit tests for src/fcgi/shard_hints.c: where a worker believes ready jobs
- * are (messages add, pops take, exact counts set), which shard a pop picks
- * for topics in priority order, and the bound on tracked topics. */
+/* Unit tests for src/fcgi/shard_hints.c: where the workers believe ready
+ * jobs are (messages add, once each; pops take, exact counts set), which
+ * shard a pop picks for topics in priority order, the bound on tracked
+ * topics, and the table shared by forked processes, one of them killed
+ * while it holds the lock. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fcgi/shard_hints.h"
 
@@ -20,7 +25,7 @@ static int pick1(shard_hints *h, const char *topic)
 
 static void add(shard_hints *h, const char *topic, int shard, int64_t n)
 {
-    hints_add(h, topic, strlen(topic), shard, n);
+    hints_add(h, topic, strlen(topic), shard, n, 0);
 }
 
 static void test_nothing_known_picks_none(void **state)
@@ -225,6 +230,107 @@ static void test_names_compare_whole(void **state)
     hints_free(h);
 }
 
+/* Every worker's subscriber brings the same message: it counts once. A
+ * message without an id counts each time (high, never low). */
+static void test_a_message_counts_once(void **state)
+{
+    (void)state;
+    shard_hints *h = hints_new(3, 8);
+    hints_add(h, "t", 1, 2, 4, 77); /* the first worker's subscriber */
+    hints_add(h, "t", 1, 2, 4, 77); /* the second's */
+    hints_take(h, "t", 1, 2, 4);
+    assert_int_equal(pick1(h, "t"), -1);
+    hints_add(h, "t", 1, 2, 1, 78); /* the next message */
+    assert_int_equal(pick1(h, "t"), 2);
+    hints_add(h, "t", 1, 0, 1, 0);
+    hints_add(h, "t", 1, 0, 1, 0);
+    hints_take(h, "t", 1, 0, 1);
+    hints_take(h, "t", 1, 2, 1);
+    assert_int_equal(pick1(h, "t"), 0);
+    hints_free(h);
+}
+
+/* Made before a fork, the table is one for parent and child: what one
+ * process's pop took is gone for the other. */
+static void test_shared_with_forked_processes(void **state)
+{
+    (void)state;
+    shard_hints *h = hints_new(4, 8);
+    add(h, "t", 3, 1);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        hints_take(h, "t", 1, 3, 1);  /* the child's worker popped the job */
+        hints_add(h, "u", 1, 1, 2, 5); /* and its subscriber brought this */
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(pick1(h, "t"), -1);
+    assert_int_equal(pick1(h, "u"), 1);
+    hints_add(h, "u", 1, 1, 2, 5); /* the parent's subscriber: counted already */
+    hints_take(h, "u", 1, 1, 2);
+    assert_int_equal(pick1(h, "u"), -1);
+    hints_free(h);
+}
+
+/* A worker killed while it holds the table's lock leaves it usable (and
+ * cleared: its change may be half made), not locked for good. */
+static void test_a_worker_killed_holding_the_lock(void **state)
+{
+    (void)state;
+    shard_hints *h = hints_new(2, 8);
+    for (int round = 0; round < 20; round++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            for (uint64_t m = 1;; m++)
+                hints_add(h, "busy", 4, (int)(m % 2), 1, m);
+        }
+        usleep(2000 + 500 * (useconds_t)round);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        alarm(5); /* a lock left held would hang here */
+        add(h, "t", 1, 1);
+        assert_int_equal(pick1(h, "t"), 1);
+        hints_clear(h);
+        alarm(0);
+    }
+    hints_free(h);
+}
+
+/* Many shards: the table stays within its size by tracking fewer topics. */
+static void test_many_shards_track_fewer_topics(void **state)
+{
+    (void)state;
+    shard_hints *h = hints_new(1024, 4096);
+    char name[32];
+    for (int i = 0; i < 600; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        add(h, name, 1023, 1);
+    }
+    assert_true(hints_topics(h) <= 512);
+    assert_int_equal(pick1(h, "t599"), 1023);
+    hints_free(h);
+}
+
+/* A name longer than any topic is not tracked (its pops count). */
+static void test_overlong_names_are_not_tracked(void **state)
+{
+    (void)state;
+    shard_hints *h = hints_new(2, 8);
+    char name[300];
+    memset(name, 'x', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    add(h, name, 1, 1);
+    assert_int_equal(hints_topics(h), 0);
+    assert_int_equal(pick1(h, name), -1);
+    const char *topics[1] = {name};
+    hints_mark_counted(h, name, strlen(name), hints_seen(h));
+    assert_false(hints_counted(h, topics, 1));
+    hints_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,6 +346,11 @@ int main(void)
         cmocka_unit_test(test_answer_loses_to_a_newer_message),
         cmocka_unit_test(test_counted_until_cleared),
         cmocka_unit_test(test_names_compare_whole),
+        cmocka_unit_test(test_a_message_counts_once),
+        cmocka_unit_test(test_shared_with_forked_processes),
+        cmocka_unit_test(test_a_worker_killed_holding_the_lock),
+        cmocka_unit_test(test_many_shards_track_fewer_topics),
+        cmocka_unit_test(test_overlong_names_are_not_tracked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
