@@ -19,8 +19,10 @@
 #include "store/store.h"
 #include "store/store_ops.h"
 #include "store/store_sentinel.h"
+#include "timer/redis_clock.h"
 
 #define NEVER INT64_MAX
+#define US 1000 /* due times are monotonic us: a ms would add up to one to every job */
 #define RETRY_MS 200 /* after a failed Redis call */
 /* A held bucket's head is read again at least this long after each
  * maintain, whatever its cached due time says: a wake-up lost with a
@@ -33,6 +35,9 @@
 _Static_assert(DQ_WAKE_HORIZON_MS >= DQ_TIMER_LEASE_MAX_MS / 3 + HEAD_RECHECK_MS + 1000,
                "a job due beyond the wake-up horizon must be due after the next head read");
 #define FAILURE_REPORT_MS 10000 /* failed moves are logged at most this often */
+/* A move that found its bucket not due yet, though the clock said it was,
+ * is tried again this much later (not at once, again and again). */
+#define EARLY_RETRY_US 250
 #define SWEEP_BATCH 100 /* topics forgotten per sweep call */
 #define SWEEP_CALLS 10  /* sweep calls per sweep and shard, at most */
 #define SWEEP_MAX_MS 30000 /* the longest wait between two sweeps */
@@ -51,13 +56,13 @@ typedef struct {
     char token[64]; /* owner of our bucket locks: timer_id, else random */
     int nshards, nbuckets;
     unsigned char *held, *now_held; /* per bucket */
-    int64_t *next_due;       /* per bucket: monotonic ms when it needs a move */
+    int64_t *next_due;       /* per bucket: monotonic us when it needs a move */
     unsigned char *answered; /* per shard: the last maintain reached it */
-    int64_t *redis_offset;   /* per shard: its Redis' ms minus monotonic ms */
-    int64_t *maintained;     /* per shard: monotonic ms of its last maintain */
+    redis_clock *clocks;     /* per shard: its Redis' clock */
+    int64_t *maintained;     /* per shard: monotonic us of its last maintain */
     store_move_call *moves;  /* one round of moves */
     size_t moves_cap;
-    int64_t *sched_due;      /* per shard: monotonic ms when its schedules need a look;
+    int64_t *sched_due;      /* per shard: monotonic us when its schedules need a look;
                                 NEVER unless we hold its bucket 0 */
     dq_tz *zones[ZONES_MAX]; /* loaded time zones, by tz_name */
     int nzones;
@@ -93,12 +98,12 @@ static int maintain(timer_state *t)
                   err.detail);
         return -2;
     }
-    int64_t now = util_mono_ms();
+    int64_t now = util_mono_us();
     int gained = 0, lost = 0, nheld = 0, missing = 0;
     for (int k = 0; k < t->nshards; k++) {
         if (!t->answered[k]) {
             missing++;
-            if (now - t->maintained[k] > t->cfg->timer_lease_ms)
+            if (now - t->maintained[k] > (int64_t)t->cfg->timer_lease_ms * US)
                 drop_shard(t, k); /* our leases there have run out by now */
             continue;
         }
@@ -118,8 +123,8 @@ static int maintain(timer_state *t)
             }
             t->held[i] = t->now_held[i];
             nheld += t->held[i];
-            if (t->held[i] && t->next_due[i] > now + HEAD_RECHECK_MS)
-                t->next_due[i] = now + HEAD_RECHECK_MS;
+            if (t->held[i] && t->next_due[i] > now + HEAD_RECHECK_MS * US)
+                t->next_due[i] = now + HEAD_RECHECK_MS * US;
         }
     }
     if (gained || lost)
@@ -179,7 +184,7 @@ static void read_wakeups(timer_state *t, int64_t *next_maintain)
             continue;
         }
         if (strncmp(payload, "sched:", 6) == 0) {
-            int64_t due = strtoll(payload + 6, NULL, 10) - t->redis_offset[k];
+            int64_t due = redis_clock_mono_us(&t->clocks[k], strtoll(payload + 6, NULL, 10));
             if (t->held[at(t, k, 0)] && due < t->sched_due[k])
                 t->sched_due[k] = due;
             continue;
@@ -191,12 +196,26 @@ static void read_wakeups(timer_state *t, int64_t *next_maintain)
         if (b < 0 || b >= t->nbuckets)
             continue;
         size_t i = at(t, k, b);
-        int64_t due = strtoll(colon + 1, NULL, 10) - t->redis_offset[k];
+        int64_t due = redis_clock_mono_us(&t->clocks[k], strtoll(colon + 1, NULL, 10));
         if (t->held[i] && due < t->next_due[i])
             t->next_due[i] = due;
     }
     if (r < 0)
         log_warn("wake-up subscription lost; resubscribing");
+}
+
+/* When Redis' `earliest` (ms; -1: nothing) of shard comes here, from an
+ * answer read at answered_us that said its clock stood at redis_now: what
+ * Redis said is not due yet is not tried again at once, whatever the
+ * clock's estimate says. */
+static int64_t due_here(timer_state *t, int shard, int64_t earliest, int64_t redis_now,
+                        int64_t answered_us)
+{
+    if (earliest < 0)
+        return NEVER;
+    int64_t due = redis_clock_mono_us(&t->clocks[shard], earliest);
+    int64_t floor = earliest > redis_now ? answered_us + EARLY_RETRY_US : 0;
+    return due > floor ? due : floor;
 }
 
 /* A failed move is retried every RETRY_MS, so a line per failure would
@@ -225,7 +244,7 @@ static int64_t move_due(timer_state *t, int64_t until)
     size_t total = (size_t)t->nshards * (size_t)t->nbuckets;
     for (;;) {
         size_t n = 0;
-        int64_t now = util_mono_ms();
+        int64_t now = util_mono_us();
         for (size_t i = 0; i < total && n < t->moves_cap; i++) {
             if (t->held[i] && t->next_due[i] <= now)
                 t->moves[n++] = (store_move_call){.timer = t->token,
@@ -237,26 +256,25 @@ static int64_t move_due(timer_state *t, int64_t until)
         int64_t sent_us = util_mono_us();
         store_error err;
         store_move_many(t->cmd, t->moves, n, t->cfg->timer_batch, &err);
-        /* Redis read its clock about halfway through the round trip. */
-        int64_t mono = (sent_us + util_mono_us()) / 2000;
+        int64_t answered_us = util_mono_us();
         const store_move_call *first_failed = NULL;
         size_t failed = 0;
         for (size_t m = 0; m < n; m++) {
             const store_move_call *c = &t->moves[m];
             size_t i = at(t, c->shard, c->bucket);
             if (c->status != DQ_OK) {
-                t->next_due[i] = mono + RETRY_MS;
+                t->next_due[i] = answered_us + RETRY_MS * US;
                 if (!failed++)
                     first_failed = c;
                 continue;
             }
-            t->redis_offset[c->shard] = c->redis_now - mono;
+            redis_clock_learn(&t->clocks[c->shard], c->redis_now, sent_us, answered_us);
             if (c->moved)
                 log_debug("shard %d bucket %d: moved %" PRId64, c->shard, c->bucket, c->moved);
             if (c->moved >= t->cfg->timer_batch)
                 t->next_due[i] = 0; /* more are due right now */
             else
-                t->next_due[i] = c->earliest < 0 ? NEVER : mono + (c->earliest - c->redis_now);
+                t->next_due[i] = due_here(t, c->shard, c->earliest, c->redis_now, answered_us);
         }
         if (failed)
             report_failed_moves(t, failed, first_failed, &err);
@@ -330,20 +348,20 @@ static void plan_fire(timer_state *t, const store_schedule *sc, int64_t redis_no
 static int64_t fire_schedules(timer_state *t, int64_t until)
 {
     for (int k = 0; k < t->nshards; k++) {
-        if (!t->held[at(t, k, 0)] || t->sched_due[k] > util_mono_ms())
+        if (!t->held[at(t, k, 0)] || t->sched_due[k] > util_mono_us())
             continue;
         for (int round = 0;; round++) {
             store_schedules due;
-            int64_t redis_now = 0, earliest = -1;
+            int64_t redis_now = 0, earliest = -1, sent_us = util_mono_us();
             if (round == FIRE_ROUNDS ||
                 store_sched_due(t->cmd, k, FIRE_BATCH, &redis_now, &earliest, &due) != DQ_OK) {
-                t->sched_due[k] = util_mono_ms() + RETRY_MS;
+                t->sched_due[k] = util_mono_us() + RETRY_MS * US;
                 break;
             }
-            int64_t mono = util_mono_ms();
-            t->redis_offset[k] = redis_now - mono;
+            int64_t answered_us = util_mono_us();
+            redis_clock_learn(&t->clocks[k], redis_now, sent_us, answered_us);
             if (due.n == 0) {
-                t->sched_due[k] = earliest < 0 ? NEVER : mono + (earliest - redis_now);
+                t->sched_due[k] = due_here(t, k, earliest, redis_now, answered_us);
                 store_schedules_free(&due);
                 break;
             }
@@ -361,7 +379,7 @@ static int64_t fire_schedules(timer_state *t, int64_t until)
             free(calls);
             store_schedules_free(&due);
             if (failed) {
-                t->sched_due[k] = util_mono_ms() + RETRY_MS;
+                t->sched_due[k] = util_mono_us() + RETRY_MS * US;
                 break;
             }
         }
@@ -394,7 +412,7 @@ static int timer_init(timer_state *t, const dq_config *cfg)
     t->now_held = util_xcalloc(n, 1);
     t->next_due = util_xcalloc(n, sizeof *t->next_due);
     t->answered = util_xcalloc((size_t)t->nshards, 1);
-    t->redis_offset = util_xcalloc((size_t)t->nshards, sizeof *t->redis_offset);
+    t->clocks = util_xcalloc((size_t)t->nshards, sizeof *t->clocks);
     t->maintained = util_xcalloc((size_t)t->nshards, sizeof *t->maintained);
     t->sched_due = util_xcalloc((size_t)t->nshards, sizeof *t->sched_due);
     t->moves_cap = n < STORE_MOVES_PER_ROUND ? n : STORE_MOVES_PER_ROUND;
@@ -417,7 +435,7 @@ static void timer_free(timer_state *t)
     free(t->now_held);
     free(t->next_due);
     free(t->answered);
-    free(t->redis_offset);
+    free(t->clocks);
     free(t->maintained);
     free(t->moves);
     free(t->sched_due);
@@ -435,7 +453,7 @@ int timer_run(const dq_config *cfg, int stop_fd)
     log_info("started; %d shards of %d buckets, lease %d ms", t.nshards, t.nbuckets,
              cfg->timer_lease_ms);
 
-    int64_t next_maintain = 0, next_sweep = 0;
+    int64_t next_maintain = 0, next_sweep = 0; /* monotonic us */
     /* Topics idle past the retention are forgotten within a quarter of it:
      * an idle timer does not sweep at every maintain. */
     int64_t sweep_every = (int64_t)cfg->topic_retention_s * 1000 / 4;
@@ -446,7 +464,7 @@ int timer_run(const dq_config *cfg, int stop_fd)
     int exit_code = 0;
     struct pollfd fds[MAX_FDS];
     for (;;) {
-        int64_t now = util_mono_ms();
+        int64_t now = util_mono_us();
         if (now >= next_maintain) {
             int rc = maintain(&t);
             if (rc == -2) {
@@ -455,19 +473,18 @@ int timer_run(const dq_config *cfg, int stop_fd)
             }
             if (now >= next_sweep) {
                 sweep(&t);
-                next_sweep = now + sweep_every;
+                next_sweep = now + sweep_every * US;
             }
-            next_maintain = now + (rc == 0 ? cfg->timer_lease_ms / 3 : RETRY_MS);
+            next_maintain = now + (int64_t)(rc == 0 ? cfg->timer_lease_ms / 3 : RETRY_MS) * US;
         }
         ensure_subscribed(&t);
         int64_t wake = fire_schedules(&t, move_due(&t, next_maintain));
-        if (!store_sub_open_now(t.sub) && wake > util_mono_ms() + RETRY_MS)
-            wake = util_mono_ms() + RETRY_MS; /* retry the subscription soon */
-        if (store_sub_open_now(t.sub) && wake > util_mono_ms() + store_sub_wait_ms(t.sub))
-            wake = util_mono_ms() + store_sub_wait_ms(t.sub); /* its keepalive */
-        /* Sleep to the microsecond the due millisecond starts: a whole-ms
-         * timeout would add up to 1 ms to every job's lateness. */
-        int64_t timeout_us = wake * 1000 - util_mono_us();
+        now = util_mono_us();
+        if (!store_sub_open_now(t.sub) && wake > now + RETRY_MS * US)
+            wake = now + RETRY_MS * US; /* retry the subscription soon */
+        if (store_sub_open_now(t.sub) && wake > now + (int64_t)store_sub_wait_ms(t.sub) * US)
+            wake = now + (int64_t)store_sub_wait_ms(t.sub) * US; /* its keepalive */
+        int64_t timeout_us = wake - now;
         if (timeout_us < 0)
             timeout_us = 0;
         struct timespec ts = {timeout_us / 1000000, (timeout_us % 1000000) * 1000};
