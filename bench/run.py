@@ -5,7 +5,7 @@ everything (figures and ratios measured in the same run).
     bench/run.py [--quick] all|ceiling|w1|w2|w3|w4|w5|w6|w7|beanstalkd|bullmq|bullmq_http [options]
     bench/run.py [--quick] --stack both w1 w2 w3  # also on the stack scripts/run starts
     bench/run.py [--quick] bullmq_http  # BullMQ behind an HTTP front, driven by loadgen
-    bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis
+    bench/run.py [--quick] cluster   # batch add, batch drain, W3 on a Cluster vs one Redis (1 and 6 shards)
     bench/run.py [--quick] w3stages  # W3 lateness per stage: timer, ready message, delayq-fcgi
     bench/run.py [--quick] group     # single add and finish-and-pop with group commit on and off
     bench/run.py [--quick] moves     # Redis time of the move function alone, per job
@@ -692,18 +692,27 @@ def w3_stages(P, outdir):
     message - the move call's time; fcgi = the consumer's receipt of the job
     - the subscriber's receipt (delayq-fcgi's subscriber thread, wake-up
     table, eventfd, request thread, pop, answer through nginx). On bench's
-    stack with --workers (every worker's subscriber gets every message) and
-    with one worker, in one run."""
+    stack with --workers (every worker's subscriber gets every message),
+    with one worker, and on a Cluster with --workers, in one run. A job is
+    matched with the first move of its own shard at or after its due time."""
     import bisect
-    for workers in sorted({ARGS.workers, 1}, reverse=True):
-        name = "workers%d" % workers
-        s = Stack(workers=workers, threads=ARGS.threads, nginx_workers=ARGS.nginx_workers,
-                  keepalive=ARGS.keepalive, with_ceiling=False)
+    import zlib
+    passes = [("workers%d" % w, Stack, dict(workers=w, with_ceiling=False))
+              for w in sorted({ARGS.workers, 1}, reverse=True)]
+    passes.append(("cluster", ClusterStack, dict(workers=ARGS.workers, shards=ARGS.cluster_shards)))
+    for name, cls, kw in passes:
+        s = cls(threads=ARGS.threads, nginx_workers=ARGS.nginx_workers, keepalive=ARGS.keepalive, **kw)
         try:
             s.start()
             time.sleep(2)  # the timer takes its bucket locks
-            watch = ReadyWatcher(s.redis_port, "w3")
-            watch.start()
+            shards = getattr(s, "shards", 1)
+            if shards == 1:
+                watches = [ReadyWatcher(s.redis_port, "w3")]
+            else:
+                watches = [ReadyWatcher(s.cluster.master_of("{dq:%d}" % k).port, "w3",
+                                        prefix="{dq:%d}" % k) for k in range(shards)]
+            for w in watches:
+                w.start()
             jobs_out = os.path.join(outdir, "w3-jobs-%s.txt" % name)
             cpu0 = tree_cpu(s.fcgi.pid)
             r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
@@ -712,25 +721,33 @@ def w3_stages(P, outdir):
             # delayq-fcgi's CPU (every worker's subscriber gets every message)
             fig("w3.stages.%s.fcgi_cpu_us_per_job" % name,
                 (tree_cpu(s.fcgi.pid) - cpu0) * 1e6 / max(1, r["received"]), "us")
-            watch.stop()
+            for w in watches:
+                w.stop()
             late_figs("stages.%s" % name, r)
-            msgs = sorted(watch.seen, key=lambda m: m[1])
-            calls = [m[1] for m in msgs]
+            msgs = [sorted(w.seen, key=lambda m: m[1]) for w in watches]
+            calls = [[m[1] for m in ms] for ms in msgs]
             stages = {"timer": [], "deliver": [], "fcgi": []}
+            per_job = open(os.path.join(outdir, "w3-stages-%s.txt" % name), "w")
+            per_job.write("# index late_ms timer_ms deliver_ms fcgi_ms\n")
             for line in open(jobs_out):
-                _, due, got = line.split()
+                index, due, got = line.split()
                 due, got = float(due), float(got)
-                k = bisect.bisect_left(calls, due)  # the first move at or after its due time
-                if k == len(calls):
+                k = zlib.crc32(b"l-" + index.encode()) % shards  # the job's shard (its id's)
+                j = bisect.bisect_left(calls[k], due)  # its shard's first move at or after due
+                if j == len(calls[k]):
                     continue
-                arrived, call, _ = msgs[k]
+                arrived, call, _ = msgs[k][j]
                 stages["timer"].append(call - due)
                 stages["deliver"].append(arrived - call)
                 stages["fcgi"].append(got - arrived)
+                per_job.write("%s %.3f %.3f %.3f %.3f\n" % (index, got - due, call - due,
+                                                           arrived - call, got - arrived))
+            per_job.close()
             for stage, xs in stages.items():
                 for q, label in ((0.5, "p50"), (0.99, "p99"), (1.0, "max")):
                     fig("w3.stages.%s.%s.%s_ms" % (name, stage, label), pctl(xs, q), "ms")
-            fig("w3.stages.%s.messages_per_job" % name, len(msgs) / max(1, r["received"]), "msgs")
+            fig("w3.stages.%s.messages_per_job" % name,
+                sum(len(ms) for ms in msgs) / max(1, r["received"]), "msgs")
         finally:
             s.stop()
 
@@ -744,13 +761,53 @@ def redis_cpu(s):
     return [cpu_seconds(p) for p in masters], [cpu_seconds(p) for p in replicas]
 
 
+def function_calls(s):
+    """Redis function calls (FCALL, FCALL_RO) so far, over the masters."""
+    nodes = ([s.cluster.client(m.port) for m in s.cluster.masters()]
+             if isinstance(s, ClusterStack) else [s.redis])
+    total = 0
+    for node in nodes:
+        text = node("INFO", "commandstats")
+        text = text.decode() if isinstance(text, bytes) else text
+        total += sum(int(n) for n in re.findall(r"cmdstat_fcall(?:_ro)?:calls=(\d+)", text))
+    return total
+
+
+def w3_cpu_parts(s):
+    """{part: CPU seconds so far} of a stack's processes, for W3's CPU per
+    job: nginx, delayq-fcgi, the timers, Redis' masters and replicas."""
+    return {"nginx": lambda: tree_cpu(s.nginx.pid),
+            "fcgi": lambda: tree_cpu(s.fcgi.pid),
+            "timer": lambda: sum(cpu_seconds(p) for p in s.timer_pids()),
+            "redis_masters": lambda: sum(redis_cpu(s)[0]),
+            "redis_replicas": lambda: sum(redis_cpu(s)[1])}
+
+
+class ShardedStack(Stack):
+    """Bench's stack on one Redis with several shards (as many as the
+    Cluster's): delayq's multi-shard path (shard hints, a finish and a pop
+    as two calls, counts) without the Cluster's several redis-servers."""
+
+    def __init__(self, shards=ClusterStack.SHARDS, **kw):
+        super().__init__(with_ceiling=False, **kw)
+        self.shards = shards
+
+    def redis_flags(self):
+        return super().redis_flags() + ["--shards=%d" % self.shards]
+
+    def stat(self, topic, field):
+        return sum(int(self.redis("HGET", "{dq:%d}:s:%s" % (k, topic), field) or 0)
+                   for k in range(self.shards))
+
+
 def cluster_vs_single(P, outdir):
-    """Batch add, batch drain and W3 lateness on one Redis (shards = 1) and
-    on a 3-master Cluster with a replica each (shards = 6, or
-    --cluster-shards), one after the other in one run, with Redis' CPU per
-    job: summed over the masters, on the busiest master, and on the
-    replicas."""
-    for name, cls in (("single", Stack), ("cluster", ClusterStack)):
+    """Batch add, batch drain and W3 lateness on one Redis (shards = 1), on
+    one Redis with the Cluster's shards (which tells delayq's multi-shard
+    path from the Cluster's own cost), and on a 3-master Cluster with a
+    replica each (shards = 6, or --cluster-shards), one after the other in
+    one run, with Redis' CPU per job: summed over the masters, on the
+    busiest master, and on the replicas; and W3's CPU per job by process."""
+    for name, cls in (("single", Stack), ("sharded", ShardedStack), ("cluster", ClusterStack)):
         kw = dict(workers=ARGS.workers, threads=ARGS.threads, nginx_workers=ARGS.nginx_workers,
                   keepalive=ARGS.keepalive)
         if cls is Stack:
@@ -787,12 +844,20 @@ def cluster_vs_single(P, outdir):
                 s.http_port, "drain", conns=32, jobs=n, topic="cb", count=100, batch_finish=True))
             s.flush()
             time.sleep(2)  # the timer takes its bucket locks again after the flush
+            parts = w3_cpu_parts(s)
+            cpu0 = {k: f() for k, f in parts.items()}
+            calls0 = function_calls(s)
             r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
                         spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
                         finish_and_pop=True, late_at=True,
                         lateness_out=os.path.join(outdir, "lateness-%s.txt" % name))
             for k in ("late_p50_ms", "late_p99_ms", "late_max_ms"):
                 fig("cluster.%s.w3.%s" % (name, k), r[k], "ms")
+            for k, f in parts.items():
+                fig("cluster.%s.w3.%s_cpu_us_per_job" % (name, k),
+                    (f() - cpu0[k]) * 1e6 / max(1, r["received"]), "us")
+            fig("cluster.%s.w3.function_calls_per_job" % name,
+                (function_calls(s) - calls0) / max(1, r["received"]), "calls")
             fig("cluster.%s.w3.missed" % name, int(r["missed"]), "jobs")
         finally:
             s.stop()
