@@ -765,12 +765,7 @@ def function_calls(s):
     """Redis function calls (FCALL, FCALL_RO) so far, over the masters."""
     nodes = ([s.cluster.client(m.port) for m in s.cluster.masters()]
              if isinstance(s, ClusterStack) else [s.redis])
-    total = 0
-    for node in nodes:
-        text = node("INFO", "commandstats")
-        text = text.decode() if isinstance(text, bytes) else text
-        total += sum(int(n) for n in re.findall(r"cmdstat_fcall(?:_ro)?:calls=(\d+)", text))
-    return total
+    return sum(script_calls(commandstats_of(node))[0] for node in nodes)
 
 
 def w3_cpu_parts(s):

@@ -326,30 +326,29 @@ void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms, wake_claims
 
 void ready_message_parse(int shard, const char *payload, size_t len, ready_message *m)
 {
-    size_t text = strnlen(payload, len); /* "<count>:<topic>" ends at the NUL */
     char *end;
     memset(m, 0, sizeof *m);
+    m->text = payload;
+    m->text_len = strnlen(payload, len); /* "<count>:<topic>" ends at the NUL */
     m->count = strtoul(payload, &end, 10);
-    m->counted = end != payload && *end == ':';
-    m->topic = m->counted ? end + 1 : payload;
-    m->topic_len = text - (size_t)(m->topic - payload);
-    if (text + 1 < len) /* NUL, then the message's id */
-        m->key = wake_claims_key(shard, payload + text + 1, len - text - 1);
+    m->has_count = end != payload && *end == ':';
+    m->topic = m->has_count ? end + 1 : payload;
+    m->topic_len = m->text_len - (size_t)(m->topic - payload);
+    if (m->text_len + 1 < len) /* NUL, then the message's id */
+        m->key = wake_claims_key(shard, payload + m->text_len + 1, len - m->text_len - 1);
 }
 
-/* Payload "<count>:<topic>": the functions made `count` jobs of the topic
- * ready in one call, so `count` waiters of this process are woken; as every
- * worker process does the same, each job gets one pop per process rather
- * than one per waiting request. A payload without a count wakes them all. */
-void notify_announce(int shard, const char *payload, size_t len)
+/* "<count>:<topic>": the functions made `count` jobs of the topic ready in
+ * one call, so `count` waiters of this process are woken; as every worker
+ * process does the same, each job gets one pop per process rather than one
+ * per waiting request. A payload without a count wakes them all. */
+void notify_announce(const ready_message *m)
 {
-    ready_message m;
-    ready_message_parse(shard, payload, len, &m);
-    if (!m.counted || m.count == 0) {
-        announce(topic_hash(payload, strnlen(payload, len)), ALL_WAITERS, NULL);
+    if (!m->has_count || m->count == 0) {
+        announce(topic_hash(m->text, m->text_len), ALL_WAITERS, NULL);
         return;
     }
-    announce(topic_hash(m.topic, m.topic_len), m.count, m.key ? &m.key : NULL);
+    announce(topic_hash(m->topic, m->topic_len), m->count, m->key ? &m->key : NULL);
 }
 
 void notify_announce_all(void)

@@ -44,22 +44,24 @@ struct notify_waiter {
  * share wake-ups through (NULL: this process wakes as if alone). */
 void notify_init(void (*earlier_deadline)(void), int64_t recheck_ms, wake_claims *shared);
 /* A ready message as the functions publish it: "<count>:<topic>", then a
- * NUL and the message's id. */
+ * NUL and the message's id. ready_sub parses it once, for the hints and
+ * for notify_announce. */
 typedef struct {
-    int counted;         /* of that form; else an older version's bare topic */
+    const char *text;    /* the payload up to the NUL */
+    size_t text_len;
+    int has_count;       /* of that form; else an older version's bare topic */
     unsigned long count;
-    const char *topic;   /* in the payload */
+    const char *topic;   /* in the text */
     size_t topic_len;
     uint64_t key;        /* wake_claims_key of its shard and id; 0 without an id */
 } ready_message;
 void ready_message_parse(int shard, const char *payload, size_t len, ready_message *m);
 
-/* A message of `len` bytes from the functions, published in `shard`:
- * "<count>:<topic>" wakes that many waiters of the topic; anything else (an
- * older version's bare topic) all of them. When a NUL and the message's id
- * follow, the count is shared with the other worker processes
- * (wake_claims.h): together they wake `count`. */
-void notify_announce(int shard, const char *payload, size_t len);
+/* A message from the functions: "<count>:<topic>" wakes that many waiters
+ * of the topic; anything else (an older version's bare topic) all of them.
+ * When the message has an id, the count is shared with the other worker
+ * processes (wake_claims.h): together they wake `count`. */
+void notify_announce(const ready_message *m);
 /* Messages may have been missed (a resubscribe): every waiter tries again. */
 void notify_announce_all(void);
 /* The current generation: take it before trying a pop. */

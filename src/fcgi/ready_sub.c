@@ -23,9 +23,9 @@ static void on_message(int shard, const char *payload, size_t len)
 {
     ready_message m;
     ready_message_parse(shard, payload, len, &m);
-    if (hints && m.counted)
+    if (hints && m.has_count)
         hints_add(hints, m.topic, m.topic_len, shard, (int64_t)m.count, m.key);
-    notify_announce(shard, payload, len);
+    notify_announce(&m);
 }
 
 static void *subscriber_main(void *arg)

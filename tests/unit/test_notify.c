@@ -51,7 +51,9 @@ static void announce_seq(const char *text, const char *seq)
         memcpy(msg + n + 1, seq, strlen(seq));
         n += 1 + strlen(seq);
     }
-    notify_announce(0, msg, n);
+    ready_message m;
+    ready_message_parse(0, msg, n, &m);
+    notify_announce(&m);
 }
 
 static void announce(const char *text)
