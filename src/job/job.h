@@ -40,12 +40,20 @@
 /* The longest `keep` (30 days, in ms): no record outlives it. */
 #define DQ_KEEP_MAX_MS 2592000000 /* lua */
 
-/* delayq-timer reads the head of every bucket it holds within the longest
- * lease / 3 plus HEAD_RECHECK_MS of any instant (src/timer/timer.c checks
- * this against both): a job due DQ_WAKE_HORIZON_MS or more ahead is found
- * by that read, so a function that schedules one neither reads its
- * bucket's head nor publishes a wake-up for it (bucket_add in
- * src/store/lua/common.lua). */
+/* delayq-timer maintains its bucket locks every lease / 3 and reads the
+ * head of every bucket it holds within DQ_HEAD_RECHECK_MS of each maintain
+ * (src/timer/timer.c), so it reads each held bucket's head within
+ * lease / 3 + DQ_HEAD_RECHECK_MS + DQ_HEAD_READ_SPARE_MS of any instant
+ * (a second to spare for the maintain call itself): its wake-up horizon. A
+ * job due that far ahead or more is found by that read, so a function that
+ * schedules one neither reads its bucket's head nor publishes a wake-up
+ * for it (wake_if_earliest in src/store/lua/common.lua). Each timer's
+ * maintain records its lease (P:leases) and the largest horizon of the
+ * shard's live timers (P:horizon, lock.lua); DQ_WAKE_HORIZON_MS, the
+ * horizon of the longest lease allowed, stands in while none is recorded
+ * or a live timer has recorded no lease (one of a release before them). */
+#define DQ_HEAD_RECHECK_MS 2000 /* lua */
+#define DQ_HEAD_READ_SPARE_MS 1000 /* lua */
 #define DQ_WAKE_HORIZON_MS 203000 /* lua */
 
 /* One job of an add. Strings point into the request body. */

@@ -24,15 +24,14 @@
 #define NEVER INT64_MAX
 #define US 1000 /* due times are monotonic us: a ms would add up to one to every job */
 #define RETRY_MS 200 /* after a failed Redis call */
-/* A held bucket's head is read again at least this long after each
- * maintain, whatever its cached due time says: a wake-up lost with a
+/* A held bucket's head is read again at least DQ_HEAD_RECHECK_MS after
+ * each maintain, whatever its cached due time says: a wake-up lost with a
  * failed-over master, or a job a promoted replica holds that its old
  * master never announced, would otherwise wait until the next job of that
  * bucket; and a job due beyond the next such read is announced by no
- * wake-up at all (DQ_WAKE_HORIZON_MS in src/job/job.h). */
-#define HEAD_RECHECK_MS 2000
-/* (a second to spare for the maintain call itself) */
-_Static_assert(DQ_WAKE_HORIZON_MS >= DQ_TIMER_LEASE_MAX_MS / 3 + HEAD_RECHECK_MS + 1000,
+ * wake-up at all (the wake-up horizon, src/job/job.h). */
+_Static_assert(DQ_WAKE_HORIZON_MS >=
+                   DQ_TIMER_LEASE_MAX_MS / 3 + DQ_HEAD_RECHECK_MS + DQ_HEAD_READ_SPARE_MS,
                "a job due beyond the wake-up horizon must be due after the next head read");
 #define FAILURE_REPORT_MS 10000 /* failed moves are logged at most this often */
 /* A move that found its bucket not due yet, though the clock said it was,
@@ -123,8 +122,8 @@ static int maintain(timer_state *t)
             }
             t->held[i] = t->now_held[i];
             nheld += t->held[i];
-            if (t->held[i] && t->next_due[i] > now + HEAD_RECHECK_MS * US)
-                t->next_due[i] = now + HEAD_RECHECK_MS * US;
+            if (t->held[i] && t->next_due[i] > now + DQ_HEAD_RECHECK_MS * US)
+                t->next_due[i] = now + DQ_HEAD_RECHECK_MS * US;
         }
     }
     if (gained || lost)

@@ -20,9 +20,9 @@ puts tests/ on PYTHONPATH; by hand: PYTHONPATH=tests python3 tests/...).
 """
 
 from .deployment import (BUILD_DIR, KEEP, SANITIZED, SANITIZER_MARKS, SLOW, SRC_DIR, VALGRIND,
-                         Deployment, DeploymentError, DeploymentTestCase, KeepOnFailure, flags, main,
-                         require_build, single_redis_only, stop_leftovers, stop_on_sigterm,
-                         unique)
+                         Deployment, DeploymentError, DeploymentTestCase, KeepOnFailure, flags,
+                         job_h_int, main, require_build, single_redis_only, stop_leftovers,
+                         stop_on_sigterm, unique)
 from .httpconn import Http, parse_body, raw_http
 from .load import impatient_client
 from .procs import (children, exit_on_signals, free_cluster_ports, free_port, kill_pid,

@@ -47,14 +47,18 @@ REPO_TOP = os.path.dirname(os.path.dirname(HERE))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or REPO_TOP
 
 
-def _job_h_char(name):
-    """A character constant of src/job/job.h, which C and Lua share."""
+def _job_h_constant(name, value_pattern):
     with open(os.path.join(SRC_DIR, "src", "job", "job.h")) as f:
-        return re.search(r"#define %s '(.)'" % name, f.read()).group(1)
+        return re.search(r"#define DQ_%s %s" % (name, value_pattern), f.read()).group(1)
+
+
+def job_h_int(name):
+    """An integer constant DQ_<name> of src/job/job.h, which C and Lua share."""
+    return int(_job_h_constant(name, r"(\d+)"))
 
 
 # A schedule's fire is "<schedule id><FIRE_SEP><seconds>".
-FIRE_ID = re.compile(r"^(.+)%s[0-9]+$" % re.escape(_job_h_char("DQ_FIRE_SEP")))
+FIRE_ID = re.compile(r"^(.+)%s[0-9]+$" % re.escape(_job_h_constant("FIRE_SEP", "'(.)'")))
 BUILD_DIR = os.environ.get("DELAYQ_BUILD_DIR") or REPO_TOP
 
 
@@ -333,9 +337,10 @@ class Deployment:
     @staticmethod
     def is_timer_key(key):
         """Timer bookkeeping that changes on its own: bucket locks
-        (<prefix>:lock:<k>), the timers' heartbeat zset (<prefix>:timers) and
-        their lateness (<prefix>:timerlag)."""
-        return ":lock:" in key or key.endswith(":timers") or key.endswith(":timerlag")
+        (<prefix>:lock:<k>), the timers' heartbeat zset (<prefix>:timers),
+        their lateness (<prefix>:timerlag), their leases (<prefix>:leases) and
+        the wake-up horizon those give (<prefix>:horizon)."""
+        return ":lock:" in key or key.endswith((":timers", ":timerlag", ":leases", ":horizon"))
 
     def snapshot(self, ignore=None, timer_keys=False):
         """Everything stored in Redis: {key: (type, content)}, for "a rejected

@@ -52,6 +52,10 @@ Invariants:
     many jobs as the P:kr sets; P:ko:<t> names only reserved jobs of t and
     P:kc:<t> counts them by key;
   - P:timerlag names only timers (P:timers) and holds "<ms>:<ms>";
+  - P:leases names only timers and holds a lease (ms); P:horizon, the
+    wake-up horizon, is at least each timer's (src/job/job.h: lease / 3 +
+    DQ_HEAD_RECHECK_MS + DQ_HEAD_READ_SPARE_MS; DQ_WAKE_HORIZON_MS for a
+    timer with none recorded), and is there while any timer is;
   - kept history: every record P:h:<id> expires (a TTL) and is in its
     topic's index of its outcome (P:hf:<t> or P:hd:<t>) scored by minus its
     ended time (an index may hold entries whose record has gone: they are
@@ -60,9 +64,11 @@ Invariants:
 """
 
 from . import job_keys
+from .deployment import job_h_int
 
 SCRIPT = job_keys.LUA + r"""
 local P = ARGV[1]
+local HEAD_READ_MS, WAKE_HORIZON_MS = tonumber(ARGV[2]), tonumber(ARGV[3])
 local problems = {}
 local nproblems = 0
 local function bad(msg)
@@ -448,6 +454,22 @@ for i = 1, #tl, 2 do
         bad(P .. ':timerlag ' .. tl[i] .. ' = ' .. tl[i + 1])
     end
 end
+local leases, horizon = P .. ':leases', tonumber(redis.call('GET', P .. ':horizon'))
+local ls = redis.call('HGETALL', leases)
+for i = 1, #ls, 2 do
+    if not redis.call('ZSCORE', P .. ':timers', ls[i]) then
+        bad(leases .. ' names ' .. ls[i] .. ', which is not in ' .. P .. ':timers')
+    elseif not string.match(ls[i + 1], '^%d+$') then
+        bad(leases .. ' ' .. ls[i] .. ' = ' .. ls[i + 1])
+    end
+end
+for _, t in ipairs(redis.call('ZRANGE', P .. ':timers', 0, -1)) do
+    local lease = tonumber(redis.call('HGET', leases, t))
+    local needs = lease and math.floor(lease / 3) + HEAD_READ_MS or WAKE_HORIZON_MS
+    if not horizon or horizon < needs then
+        bad(P .. ':horizon is ' .. tostring(horizon) .. ', timer ' .. t .. ' needs ' .. needs)
+    end
+end
 if nentries['p'] > live['p'] then
     bad((nentries['p'] - live['p']) .. ' push-set members name no ready push job')
 end
@@ -488,7 +510,9 @@ def _s(x):
 
 
 def check(resp, prefix="{dq}"):
-    r = resp("EVAL", SCRIPT, 0, prefix)
+    r = resp("EVAL", SCRIPT, 0, prefix,
+             job_h_int("HEAD_RECHECK_MS") + job_h_int("HEAD_READ_SPARE_MS"),
+             job_h_int("WAKE_HORIZON_MS"))
     njobs, st, bt, stats, stale_r, stale_x, bentries, nproblems, problems = r
     return {
         "jobs": njobs,

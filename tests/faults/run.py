@@ -895,12 +895,13 @@ def run(ctx):
     # and the timers' bookkeeping (leases, locks, the lag each reports)
     # stay; nothing of any job does.
     allowed_exact = {"{dq}:topics", "{dq}:idle", "{dq}:totals", "{dq}:seq", "{dq}:buckets",
-                     "{dq}:shards", "{dq}:layout", "{dq}:timers", "{dq}:timerlag"}
+                     "{dq}:shards", "{dq}:layout", "{dq}:timers", "{dq}:timerlag",
+                     "{dq}:leases", "{dq}:horizon"}
     allowed_prefix = ("{dq}:s:", "{dq}:lock:")
     extra = [k for k in keys if k not in allowed_exact and not k.startswith(allowed_prefix)]
     if extra:
         L.violation("leftover_keys", "%d keys besides stats/topics/idle/totals/seq/buckets/"
-                    "shards/layout/lock/timers/timerlag: %s" %
+                    "shards/layout/lock/timers/timerlag/leases/horizon: %s" %
                     (len(extra), extra[:30]))
     # stats over HTTP equal the Redis hashes, and the counters agree with the ledger
     conn = Http(c.http_port, timeout=30)

@@ -18,19 +18,13 @@ import threading
 import time
 import unittest
 
-from dqtest import BUILD_DIR, RedisError, RedisServer, Resp, invariants, job_keys, main, pid_alive
+from dqtest import BUILD_DIR, RedisError, job_h_int, RedisServer, Resp, invariants, job_keys, main, pid_alive
 
 P = "{t}"
 BUCKETS = 4
 SHARDS = 1
 LAYOUT = 9  # the stored layout these functions write (common.lua)
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR", BUILD_DIR)
-
-
-def shared_constant(name):
-    """A constant of src/job/job.h that the functions share with C."""
-    with open(os.path.join(SRC_DIR, "src", "job", "job.h")) as f:
-        return int(re.search(r"#define DQ_%s (\d+)" % name, f.read()).group(1))
 
 
 def library():
@@ -243,7 +237,7 @@ class Functions(unittest.TestCase):
         next read of its bucket's head: no wake-up, even as the bucket's
         earliest entry. A job due sooner is announced as before, also when
         a later one of the same call skipped the read."""
-        horizon = shared_constant("WAKE_HORIZON_MS")
+        horizon = job_h_int("WAKE_HORIZON_MS")
         self.subscribe(P + ":wake")
         far = horizon + 60000
         self.assertEqual(self.add("far", delay=far), [b"ok"])
@@ -677,6 +671,69 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.call("lock", "release", "A", 5000, BUCKETS, 0, SHARDS), BUCKETS // 2)
         self.assertDqError("DQ_LAYOUT", self.call, "lock", "maintain", "C", 5000, BUCKETS * 2, 0,
                            SHARDS)
+
+    def horizon(self):
+        h = self.redis("GET", P + ":horizon")
+        return None if h is None else int(h)
+
+    def test_lock_records_the_wake_up_horizon(self):
+        """Each maintain records its timer's lease (P:leases) and the
+        shard's wake-up horizon, the largest of the live timers' (lease / 3
+        + HEAD_RECHECK_MS + HEAD_READ_SPARE_MS); the longest lease's while a
+        live timer (one of an older release) has recorded none; nothing
+        once the last timer has left."""
+        spare = job_h_int("HEAD_RECHECK_MS") + job_h_int("HEAD_READ_SPARE_MS")
+        self.assertIsNone(self.horizon())
+        self.call("lock", "maintain", "A", 5000, BUCKETS, 0, SHARDS)
+        self.assertEqual(self.horizon(), 5000 // 3 + spare)
+        self.call("lock", "maintain", "B", 60000, BUCKETS, 0, SHARDS)
+        self.assertEqual(self.horizon(), 20000 + spare, "the longest lease's")
+        self.call("lock", "release", "B", 60000, BUCKETS, 0, SHARDS)
+        self.assertEqual(self.horizon(), 5000 // 3 + spare)
+        # A timer whose maintain records no lease (an older release's).
+        now_ms = int(self.redis("TIME")[0]) * 1000
+        self.redis("ZADD", P + ":timers", now_ms + 60000, "old")
+        self.call("lock", "maintain", "A", 5000, BUCKETS, 0, SHARDS)
+        self.assertEqual(self.horizon(), job_h_int("WAKE_HORIZON_MS"))
+        # It leaves, and its own maintain pruned a lease of ours: forgotten.
+        self.redis("ZREM", P + ":timers", "old")
+        self.redis("HSET", P + ":leases", "pruned", 60000)
+        self.call("lock", "maintain", "A", 5000, BUCKETS, 0, SHARDS)
+        self.assertEqual(self.horizon(), 5000 // 3 + spare)
+        self.assertEqual(self.redis("HGETALL", P + ":leases"), [b"A", b"5000"])
+        self.call("lock", "release", "A", 5000, BUCKETS, 0, SHARDS)
+        self.assertIsNone(self.horizon())
+        self.assertEqual(self.redis("EXISTS", P + ":leases"), 0)
+
+    def test_a_ttr_deadline_is_announced_only_within_the_horizon(self):
+        """A pop's TTR deadline that becomes its bucket's earliest entry is
+        announced on P:wake while no horizon is recorded (the longest
+        lease's stands in) or when it falls within the recorded one; beyond
+        it, the holder's next read of the head finds it."""
+        self.subscribe(P + ":wake")
+        for jid in ("a", "b", "c"):
+            self.add(jid)
+        self.add("short", ttr=2000)
+        self.assertEqual(self.messages(), [])
+
+        def wake_of_pop():
+            jid = self.pop("q")[0][0].decode()
+            return self.messages(), "%s:%s" % (self.job(jid)["k"], self.job(jid)["d"])
+
+        got, want = wake_of_pop()
+        self.assertEqual(got, [(P + ":wake", want)], "a 60 s TTR, no horizon recorded")
+        self.call("lock", "maintain", "A", 5000, BUCKETS, 0, SHARDS)
+        self.messages()  # (its "rebalance")
+        got, _ = wake_of_pop()
+        self.assertEqual(got, [], "a 60 s TTR, beyond the 5 s lease's horizon")
+        self.call("lock", "maintain", "A", 600000, BUCKETS, 0, SHARDS)
+        self.messages()
+        got, want = wake_of_pop()
+        self.assertEqual(got, [(P + ":wake", want)], "a 60 s TTR, within a 600 s lease's horizon")
+        self.call("lock", "maintain", "A", 5000, BUCKETS, 0, SHARDS)
+        self.messages()
+        got, want = wake_of_pop()
+        self.assertEqual(got, [(P + ":wake", want)], "a 2 s TTR, within the 5 s lease's horizon")
 
     # ---------------------------------------------------------- layout, ready
 

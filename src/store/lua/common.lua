@@ -138,6 +138,7 @@ local policy_cache  -- topic -> its policy in this shard (read once per call)
 local call_now      -- Redis' time, read once per call by clock()
 local history_cache -- does P:history exist (nil: not read yet in this call)
 local keys_cache    -- does P:klim exist (nil: not read yet in this call)
+local horizon_cache -- the shard's wake-up horizon (nil: not read yet in this call)
 
 -- lists[key], a list made on first use, whose key then joins order (so
 -- the writes gathered per key happen in a deterministic order).
@@ -406,6 +407,7 @@ local function begin(keys)
     call_now = nil
     history_cache = nil
     keys_cache = nil
+    horizon_cache = nil
 end
 
 -- Redis' time, read once per call (a call is atomic: one instant).
@@ -636,18 +638,37 @@ local function bucket_earliest(k)
     return head
 end
 
+-- The wake-up horizon of a timer whose lease is lease_ms: it reads the
+-- head of every bucket it holds within this of any instant (src/job/job.h).
+local function lease_horizon(lease_ms)
+    return math.floor(lease_ms / 3) + HEAD_RECHECK_MS + HEAD_READ_SPARE_MS
+end
+
+-- The shard's wake-up horizon, as its timers' maintain recorded it (lock.lua);
+-- WAKE_HORIZON_MS, the longest lease's, while none is. Read once per call.
+local function wake_horizon()
+    if horizon_cache == nil then
+        horizon_cache = tonumber(redis.call('GET', P .. ':horizon')) or WAKE_HORIZON_MS
+    end
+    return horizon_cache
+end
+
 -- Timers sleep until their buckets' earliest entry, so they are told when
 -- an entry due at `due` becomes bucket k's earliest; unless it is due
--- beyond WAKE_HORIZON_MS, which the timer holding the bucket reads its
--- head within anyway: such a job (an add's usual delay of minutes or
--- more) costs no read of the head. A bucket's head is read once per call:
--- entries added by one call (a batch add, a pop of many) compare against
--- what the call already added. Called before the entry is added.
+-- beyond the wake-up horizon, within which the timer holding the bucket
+-- reads its head anyway: such a job (an add's usual delay of minutes or
+-- more, a pop's TTR deadline beyond a few seconds) costs no read of the
+-- head and no message. A bucket's head is read once per call: entries
+-- added by one call (a batch add, a pop of many) compare against what the
+-- call already added. Called before the entry is added.
 local function wake_if_earliest(k, due)
     local head = bucket_heads[k]
     -- (a job due sooner, later in this call, still reads the head: the
-    -- entries gathered but not written yet are all later than it)
-    if head == nil and due >= clock() + WAKE_HORIZON_MS then return end
+    -- entries gathered but not written yet are all later than it; the
+    -- longest horizon first, which needs no read)
+    if head == nil and (due >= clock() + WAKE_HORIZON_MS or due >= clock() + wake_horizon()) then
+        return
+    end
     if head == nil then head = bucket_earliest(k) end
     if not head or due < head then
         redis.call('SPUBLISH', P .. ':wake', num(k) .. ':' .. num(due))

@@ -10,10 +10,34 @@
 --   the heartbeat. Returns the number of locks released.
 -- Both publish "rebalance" on P:wake when buckets should change hands (a
 -- timer joined, gave buckets back or left), so the others maintain at once.
+-- Both record the shard's wake-up horizon (P:horizon, src/job/job.h): the
+-- largest of the live timers' by their leases (P:leases), or the longest
+-- lease's while a live timer has recorded none (a timer of a release
+-- before P:leases, whose maintain does not record it); none while no timer
+-- is live. Pruned with P:timers, as P:timerlag is.
 local op, token, lease = ARGV[ARG.op], ARGV[ARG.token], tonumber(ARGV[ARG.lease_ms])
 local nb, start, ns = tonumber(ARGV[ARG.buckets]), tonumber(ARGV[ARG.start]), ARGV[ARG.shards]
-local timers = P .. ':timers'
+local timers, leases = P .. ':timers', P .. ':leases'
 local function lock_key(k) return P .. ':lock:' .. k end
+
+local function record_horizon()
+    local live = redis.call('ZRANGE', timers, '0', '-1')
+    if #live == 0 then
+        redis.call('DEL', leases, P .. ':horizon')
+        return
+    end
+    local horizon = 0
+    for _, l in ipairs(redis.call('HMGET', leases, unpack(live))) do
+        horizon = math.max(horizon, l and lease_horizon(tonumber(l)) or WAKE_HORIZON_MS)
+    end
+    redis.call('SET', P .. ':horizon', num(horizon))
+    -- (a lease recorded by a timer that an older release's maintain pruned)
+    if redis.call('HLEN', leases) > #live then
+        for _, t in ipairs(redis.call('HKEYS', leases)) do
+            if not redis.call('ZSCORE', timers, t) then redis.call('HDEL', leases, t) end
+        end
+    end
+end
 
 if op == 'release' then
     local released = 0
@@ -25,6 +49,8 @@ if op == 'release' then
     end
     redis.call('ZREM', timers, token)
     redis.call('HDEL', P .. ':timerlag', token)
+    redis.call('HDEL', leases, token)
+    record_horizon()
     redis.call('SPUBLISH', P .. ':wake', 'rebalance')
     return released
 end
@@ -37,7 +63,10 @@ local dead = redis.call('ZRANGEBYSCORE', timers, '-inf', num(now))
 if #dead > 0 then
     redis.call('ZREMRANGEBYSCORE', timers, '-inf', num(now))
     redis.call('HDEL', P .. ':timerlag', unpack(dead))
+    redis.call('HDEL', leases, unpack(dead))
 end
+redis.call('HSET', leases, token, num(lease))
+record_horizon()
 local fair = math.ceil(nb / redis.call('ZCARD', timers))
 
 local held = {}
