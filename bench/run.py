@@ -761,11 +761,19 @@ def redis_cpu(s):
     return [cpu_seconds(p) for p in masters], [cpu_seconds(p) for p in replicas]
 
 
-def function_calls(s):
-    """Redis function calls (FCALL, FCALL_RO) so far, over the masters."""
+def masters_commandstats(s):
+    """INFO commandstats of each master."""
     nodes = ([s.cluster.client(m.port) for m in s.cluster.masters()]
              if isinstance(s, ClusterStack) else [s.redis])
-    return sum(script_calls(commandstats_of(node))[0] for node in nodes)
+    return [commandstats_of(node) for node in nodes]
+
+
+def function_calls(s):
+    """(Redis function calls (FCALL, FCALL_RO), messages published by them
+    (SPUBLISH: ready messages, wake-ups)) so far, over the masters."""
+    stats = masters_commandstats(s)
+    return (sum(script_calls(cs)[0] for cs in stats),
+            sum(cs.get("spublish", (0, 0.0))[0] for cs in stats))
 
 
 def w3_cpu_parts(s):
@@ -801,7 +809,8 @@ def cluster_vs_single(P, outdir):
     path from the Cluster's own cost), and on a 3-master Cluster with a
     replica each (shards = 6, or --cluster-shards), one after the other in
     one run, with Redis' CPU per job: summed over the masters, on the
-    busiest master, and on the replicas; and W3's CPU per job by process."""
+    busiest master, and on the replicas; and per W3 job the CPU of each process,
+    the function calls and the messages they publish (SPUBLISH)."""
     for name, cls in (("single", Stack), ("sharded", ShardedStack), ("cluster", ClusterStack)):
         kw = dict(workers=ARGS.workers, threads=ARGS.threads, nginx_workers=ARGS.nginx_workers,
                   keepalive=ARGS.keepalive)
@@ -851,8 +860,11 @@ def cluster_vs_single(P, outdir):
             for k, f in parts.items():
                 fig("cluster.%s.w3.%s_cpu_us_per_job" % (name, k),
                     (f() - cpu0[k]) * 1e6 / max(1, r["received"]), "us")
+            calls1 = function_calls(s)
             fig("cluster.%s.w3.function_calls_per_job" % name,
-                (function_calls(s) - calls0) / max(1, r["received"]), "calls")
+                (calls1[0] - calls0[0]) / max(1, r["received"]), "calls")
+            fig("cluster.%s.w3.published_per_job" % name,
+                (calls1[1] - calls0[1]) / max(1, r["received"]), "messages")
             fig("cluster.%s.w3.missed" % name, int(r["missed"]), "jobs")
         finally:
             s.stop()
