@@ -446,23 +446,21 @@ end
 if nheld > live_held then
     bad((nheld - live_held) .. ' hold members name no ready push job of their topic')
 end
-local tl = redis.call('HGETALL', P .. ':timerlag')
-for i = 1, #tl, 2 do
-    if not redis.call('ZSCORE', P .. ':timers', tl[i]) then
-        bad(P .. ':timerlag names ' .. tl[i] .. ', which is not in ' .. P .. ':timers')
-    elseif not string.match(tl[i + 1], '^%d+:%d+$') then
-        bad(P .. ':timerlag ' .. tl[i] .. ' = ' .. tl[i + 1])
+-- A hash of the timers' (P:timerlag, P:leases): it names live timers only,
+-- and each value matches its pattern.
+local function check_per_timer(key, value_pattern)
+    local h = redis.call('HGETALL', key)
+    for i = 1, #h, 2 do
+        if not redis.call('ZSCORE', P .. ':timers', h[i]) then
+            bad(key .. ' names ' .. h[i] .. ', which is not in ' .. P .. ':timers')
+        elseif not string.match(h[i + 1], value_pattern) then
+            bad(key .. ' ' .. h[i] .. ' = ' .. h[i + 1])
+        end
     end
 end
+check_per_timer(P .. ':timerlag', '^%d+:%d+$')
 local leases, horizon = P .. ':leases', tonumber(redis.call('GET', P .. ':horizon'))
-local ls = redis.call('HGETALL', leases)
-for i = 1, #ls, 2 do
-    if not redis.call('ZSCORE', P .. ':timers', ls[i]) then
-        bad(leases .. ' names ' .. ls[i] .. ', which is not in ' .. P .. ':timers')
-    elseif not string.match(ls[i + 1], '^%d+$') then
-        bad(leases .. ' ' .. ls[i] .. ' = ' .. ls[i + 1])
-    end
-end
+check_per_timer(leases, '^%d+$')
 for _, t in ipairs(redis.call('ZRANGE', P .. ':timers', 0, -1)) do
     local lease = tonumber(redis.call('HGET', leases, t))
     local needs = lease and math.floor(lease / 3) + HEAD_READ_MS or WAKE_HORIZON_MS
