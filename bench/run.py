@@ -768,7 +768,7 @@ def masters_commandstats(s):
     return [commandstats_of(node) for node in nodes]
 
 
-def function_calls(s):
+def calls_and_messages(s):
     """(Redis function calls (FCALL, FCALL_RO), messages published by them
     (SPUBLISH: ready messages, wake-ups)) so far, over the masters."""
     stats = masters_commandstats(s)
@@ -850,7 +850,7 @@ def cluster_vs_single(P, outdir):
             time.sleep(2)  # the timer takes its bucket locks again after the flush
             parts = w3_cpu_parts(s)
             cpu0 = {k: f() for k, f in parts.items()}
-            calls0 = function_calls(s)
+            calls0 = calls_and_messages(s)
             r = loadgen(s.http_port, "late", conns=20, producers=4, jobs=P["w3_jobs"],
                         spread=P["w3_spread"], delay_min=2, ttr=60, topic="w3", tag="l",
                         finish_and_pop=True, late_at=True,
@@ -860,7 +860,7 @@ def cluster_vs_single(P, outdir):
             for k, f in parts.items():
                 fig("cluster.%s.w3.%s_cpu_us_per_job" % (name, k),
                     (f() - cpu0[k]) * 1e6 / max(1, r["received"]), "us")
-            calls1 = function_calls(s)
+            calls1 = calls_and_messages(s)
             fig("cluster.%s.w3.function_calls_per_job" % name,
                 (calls1[0] - calls0[0]) / max(1, r["received"]), "calls")
             fig("cluster.%s.w3.published_per_job" % name,

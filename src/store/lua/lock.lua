@@ -14,7 +14,7 @@
 -- largest of the live timers' by their leases (P:leases), or the longest
 -- lease's while a live timer has recorded none (a timer of a release
 -- before P:leases, whose maintain does not record it); none while no timer
--- is live. Pruned with P:timers, as P:timerlag is.
+-- is live. P:leases is pruned to P:timers by the same step.
 local op, token, lease = ARGV[ARG.op], ARGV[ARG.token], tonumber(ARGV[ARG.lease_ms])
 local nb, start, ns = tonumber(ARGV[ARG.buckets]), tonumber(ARGV[ARG.start]), ARGV[ARG.shards]
 local timers, leases = P .. ':timers', P .. ':leases'
@@ -31,7 +31,8 @@ local function record_horizon()
         horizon = math.max(horizon, l and lease_horizon(tonumber(l)) or WAKE_HORIZON_MS)
     end
     redis.call('SET', P .. ':horizon', num(horizon))
-    -- (a lease recorded by a timer that an older release's maintain pruned)
+    -- (the leases of timers no longer live: released, pruned as dead here
+    -- or by an older release's maintain)
     if redis.call('HLEN', leases) > #live then
         for _, t in ipairs(redis.call('HKEYS', leases)) do
             if not redis.call('ZSCORE', timers, t) then redis.call('HDEL', leases, t) end
@@ -49,7 +50,6 @@ if op == 'release' then
     end
     redis.call('ZREM', timers, token)
     redis.call('HDEL', P .. ':timerlag', token)
-    redis.call('HDEL', leases, token)
     record_horizon()
     redis.call('SPUBLISH', P .. ':wake', 'rebalance')
     return released
@@ -63,7 +63,6 @@ local dead = redis.call('ZRANGEBYSCORE', timers, '-inf', num(now))
 if #dead > 0 then
     redis.call('ZREMRANGEBYSCORE', timers, '-inf', num(now))
     redis.call('HDEL', P .. ':timerlag', unpack(dead))
-    redis.call('HDEL', leases, unpack(dead))
 end
 redis.call('HSET', leases, token, num(lease))
 record_horizon()
