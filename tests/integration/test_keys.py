@@ -531,6 +531,29 @@ class KeyRate(KeyTestCase):
               (rate, steady, times[-1] - times[rate - 1]), file=sys.stderr)
         self.assertLess(abs(steady - rate) / rate, 0.05, "within 5%% of the limit: %.2f/s" % steady)
 
+    def test_a_job_let_go_by_its_token_then_deleted_passes_the_turn(self):
+        """The timer lets B go from the lane when the key's token comes;
+        deleting B before any pop takes it must let C go in its place
+        (before, C stayed in the lane with no token awaited: never
+        delivered)."""
+        t = unique("kd")
+        self.policy(t, key_rate=1, key_period=1)
+        k = t + "-k"
+        a, b, c = ["%s@%d" % (k, i) for i in range(3)]
+        self.add_many(t, [(a, k), (b, k), (c, k)])
+        self.assertEqual([j["id"] for j in self.pop(t, count=10)], [a])
+        self.assertEqual(self.pop(t, count=10), [], "no token until a second has passed")
+        self.assertEqual(self.use(t)["throttled"], 2)
+        deadline = time.monotonic() + 10 * SLOW
+        while self.use(t)["throttled"] > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the timer lets B go (C waits behind it)
+        self.assertEqual(self.use(t)["throttled"], 1)
+        st, r = self.c.req("delete", id=b)
+        self.assertOk(st, r)
+        self.assertEqual([j["id"] for j in self.pop(t, count=10, timeout=3 * SLOW)], [c])
+        st, r = self.c.req("delete", ids=[a, c])
+        self.assertOk(st, r)
+
     def test_key_rate_removed_releases_the_lane(self):
         t = unique("kq")
         self.policy(t, key_rate=1, key_period=60)

@@ -584,24 +584,6 @@ local function lane_remove(id, j)
     return true
 end
 
--- Takes a job out of its topic's ready or buried set, whichever holds it
--- (or its key's lane); j: as load_job answered it, in its current state.
-local function unlist(id, j)
-    local topic, state, push = j.t, j.s, j.push
-    if state == 'ready' then
-        if lane_remove(id, j) then return end
-        if push then
-            redis.call('ZREM', push_key(), id)
-            redis.call('ZREM', push_index(topic), id)
-            redis.call('ZREM', hold_key(topic), id) -- held while its topic is paused
-        else
-            redis.call('ZREM', ready_key(topic), id)
-        end
-    elseif state == 'buried' then
-        redis.call('ZREM', buried_key(topic), id)
-    end
-end
-
 -- The bucket that moves a topic's delayed jobs: every delay set of the
 -- topic lives in one bucket, so a timer moves a topic's due jobs without
 -- reading them, and `jobs` pages them from one set. A hash of the name
@@ -1000,6 +982,45 @@ local function key_reservation_ends(id, topic, to_ready)
     if not to_ready and inflight < limit then lane_release(topic, key, 1) end
     seq = tonumber(seq)
     return seq > 0 and seq or nil
+end
+
+-- A ready job of `key` left its topic's queue other than by a pop
+-- (finished, deleted, purged, rescheduled, replaced). It may have held the
+-- key's turn: let go from the lane when a reservation ended, it was to
+-- take the room, and no pop of it will now release the next. So the
+-- oldest job of the key's lane goes back to the queue while the key has
+-- room and no token is awaited (the timer lets that one go); a pop sorts
+-- it again under the limits.
+local function key_turn_passes(topic, key)
+    local lk = lane_key(topic, key)
+    if redis.call('EXISTS', lk) == 0 then return end
+    local pol = policy_of(topic)
+    local limit = pol.key_concurrency
+    if limit and tonumber(redis.call('HGET', key_count_key(topic), key) or '0') >= limit then return end
+    if pol.key_rate and redis.call('ZSCORE', rate_lanes_key(), topic_key(topic, key)) then return end
+    lane_release(topic, key, 1)
+end
+
+-- Takes a job out of its topic's ready or buried set, whichever holds it
+-- (or its key's lane); j: as load_job answered it, in its current state.
+local function unlist(id, j)
+    local topic, state, push = j.t, j.s, j.push
+    if state == 'ready' then
+        if lane_remove(id, j) then return end
+        if push then
+            redis.call('ZREM', push_key(), id)
+            redis.call('ZREM', push_index(topic), id)
+            redis.call('ZREM', hold_key(topic), id) -- held while its topic is paused
+        else
+            redis.call('ZREM', ready_key(topic), id)
+        end
+        if keys_on() then
+            if j.head_only then j = load_job(id) end -- the key is among the fields some jobs have
+            if j.g then key_turn_passes(topic, j.g) end
+        end
+    elseif state == 'buried' then
+        redis.call('ZREM', buried_key(topic), id)
+    end
 end
 
 -- Counts the keys of a topic's reserved jobs (its index P:w) into P:kc and

@@ -49,6 +49,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
     local got = 0
     while n > got and looked < budget and not paused(topic) do
         local ask = math.min(n - got, budget - looked)
+        local requeued = ready_topics[topic] or 0
         local taken = redis.call('ZPOPMIN', ready_key(topic), num(ask))
         for i = 1, #taken, 2 do
             looked = looked + 1
@@ -68,7 +69,9 @@ for ti = NARGS + 1 + nfinish, #ARGV do
                     tracestate = j.ts or false}
             end
         end
-        if #taken < 2 * ask then break end -- the queue ran dry
+        -- The queue ran dry, unless a job set aside let an older one of its
+        -- key back into it (key_admits): that one may be taken now.
+        if #taken < 2 * ask and (ready_topics[topic] or 0) == requeued then break end
     end
     if tokens then spend_tokens(topic, got, now) end -- only jobs delivered
     aside_left = aside_left - (looked - got)

@@ -1,0 +1,547 @@
+"""The stateful random tester: drives delayq with random command sequences
+from several connections, checks every answer against the reference model
+(model.py), and after each step the jobs it touched (get), its topics'
+gauges (stats) and, every few steps, the deployment's invariants; at the
+end, liveness: every job that has not ended is delivered.
+
+A sequence is a list of symbolic operations (topic and job numbers, not
+names), so it replays anywhere under a fresh name prefix; a failing one is
+shrunk to a minimal sequence that still fails, to keep under regressions/.
+
+By hand (builds in the checkout, a private deployment):
+  PYTHONPATH=tests python3 -m dqmodel.runner --seconds 600 [--seed N]
+      [--redis cluster] [--shards 4] [--save FILE]
+  PYTHONPATH=tests python3 -m dqmodel.runner --replay FILE
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+from dqmodel.model import STATES, Model
+
+SHORT_TTR = 1.0      # seconds: a TTR the run lets run out
+LONG = 3600          # seconds: a delay or TTR that never runs out in a run
+SETTLE_SLACK = 0.15  # seconds after the latest possible deadline before looking
+SETTLE_LIMIT = 10.0  # seconds the service may take to expire or move a job
+
+
+class Divergence(Exception):
+    """The service answered or held what the model does not allow."""
+
+    def __init__(self, step, kind, message):
+        super().__init__("step %d (%s): %s" % (step, kind, message))
+        self.step = step
+        self.kind = kind
+
+
+# ---------------------------------------------------------------- names
+
+
+class Names:
+    """Concrete names for a run: topics and job ids under one prefix. Job
+    slot j has key number j % 3 (0: no key); a keyed job's id is
+    <key>@<j>, which keeps it in its key's shard."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+
+    def topic(self, t):
+        return "%s-t%d" % (self.prefix, t)
+
+    def key(self, j):
+        k = j % 3
+        return None if k == 0 else "%s-k%d" % (self.prefix, k)
+
+    def job(self, j):
+        key = self.key(j)
+        return "%s@%d" % (key, j) if key else "%s-j%d" % (self.prefix, j)
+
+
+# ---------------------------------------------------------------- generation
+
+
+def generate(rng, n_ops, n_topics=2, n_jobs=12):
+    """n_ops random symbolic operations. Half the sequences begin with a
+    serial key policy on topic 0: limits only matter once set, and a
+    policy set late leaves few operations to meet it."""
+    ops = []
+    if rng.random() < 0.5:
+        ops.append({"op": "policy", "t": 0, "key_concurrency": rng.choice([1, 2]),
+                    "keep": rng.choice([None, LONG])})
+    for _ in range(n_ops - len(ops)):
+        t = rng.randrange(n_topics)
+        j = rng.randrange(n_jobs)
+        kind = rng.choices(
+            ["add", "pop", "finish", "delete", "release", "bury", "kick", "kick_topic", "touch",
+             "reschedule", "purge", "pause", "policy", "get"],
+            [24, 22, 8, 5, 6, 4, 4, 2, 3, 4, 1, 2, 3, 2])[0]
+        op = {"op": kind}
+        if kind == "add":
+            op.update(t=t, j=j, delay=rng.choice(["0", "0", "short", "long"]),
+                      ttr=rng.choice(["short", "long", "long"]),
+                      retries=rng.choice([None, 0, 1, 2]), replace=rng.random() < 0.25)
+        elif kind == "pop":
+            ts = [t] if rng.random() < 0.7 else list(range(n_topics))
+            op.update(ts=ts, count=rng.choice([None, None, 2, 5]))
+        elif kind in ("finish", "delete", "bury", "kick", "touch", "get"):
+            op.update(j=j)
+        elif kind == "release":
+            op.update(j=j, delayed=rng.random() < 0.3)
+        elif kind == "reschedule":
+            op.update(j=j, delayed=rng.random() < 0.4)
+        elif kind == "kick_topic":
+            op.update(t=t)
+        elif kind == "purge":
+            op.update(t=t, state=rng.choice([None, "delay", "ready", "reserved", "buried"]))
+        elif kind == "pause":
+            op.update(t=t, on=rng.random() < 0.6)
+        elif kind == "policy":
+            op.update(t=t, key_concurrency=rng.choice([None, 1, 1, 2]),
+                      keep=rng.choice([None, None, LONG]))
+        ops.append(op)
+    return ops
+
+
+# ---------------------------------------------------------------- the run
+
+
+class Run:
+    """One sequence against one deployment, under one name prefix."""
+
+    def __init__(self, deployment, prefix, n_conns=3, invariants_every=10, log=None):
+        self.d = deployment
+        self.names = Names(prefix)
+        self.model = Model()
+        self.conns = [deployment.new_http() for _ in range(n_conns)]
+        self.invariants_every = invariants_every
+        self.log = log
+        self.step = 0
+        self.topics_used = set()
+        self.slots_used = set()
+        # id -> (kind "ttr" | "due", earliest, latest): a job whose timing
+        # is the service's, between the earliest and latest time it can fall.
+        self.pending = {}
+        self.margin = 0.5  # grows with the slowest request seen
+        self.last_popped = []
+
+    # ---- requests
+
+    def _req(self, cmd, **fields):
+        conn = self.conns[self.step % len(self.conns)]
+        t0 = time.monotonic()
+        st, r = self.d.req(cmd, conn=conn, **fields)
+        self.margin = max(self.margin, 3 * (time.monotonic() - t0))
+        if self.log:
+            self.log("  %s %s -> %s %s" % (cmd, json.dumps(fields)[:200], st, json.dumps(r)[:300]))
+        return st, r
+
+    def _get(self, path):
+        conn = self.conns[self.step % len(self.conns)]
+        return self.d.get(path, conn=conn)
+
+    def fail(self, kind, message):
+        raise Divergence(self.step, kind, message)
+
+    def expect(self, what, outcome, st, r):
+        if st != outcome.status:
+            self.fail("answer", "%s: model says %d %s, service %d %r"
+                      % (what, outcome.status, outcome.code or "", st, r))
+        if st != 200:
+            if not isinstance(r, dict) or r.get("code") != outcome.code:
+                self.fail("answer", "%s: model says code %s, service %r" % (what, outcome.code, r))
+            return
+        for k, v in outcome.fields.items():
+            if r.get(k) != v:
+                self.fail("answer", "%s: model says %s=%r, service %r" % (what, k, v, r))
+
+    # ---- the service's own timing
+
+    def _note_pending(self, jid, kind, t_send, t_recv, seconds):
+        self.pending[jid] = (kind, t_send + seconds, t_recv + seconds)
+
+    def settle(self, everything=False):
+        """Lets the service expire the TTRs and move the short delays that
+        are due or nearly so, and applies each to the model once seen."""
+        now = time.monotonic()
+        due = [(jid, p) for jid, p in self.pending.items()
+               if everything or now > p[1] - self.margin]
+        if not due:
+            return
+        latest = max(p[2] for _, p in due)
+        time.sleep(max(0.0, latest + SETTLE_SLACK - time.monotonic()))
+        for jid, (kind, _, _) in due:
+            del self.pending[jid]
+            j = self.model.jobs[jid]
+            leaving = "reserved" if kind == "ttr" else "delay"
+            deadline = time.monotonic() + SETTLE_LIMIT
+            while True:
+                st, r = self._get("/get?id=" + jid)
+                if st == 200 and r.get("state") != leaving:
+                    break
+                if st != 200 or time.monotonic() > deadline:
+                    self.fail("timing", "%s: %s job not moved by the service in time: %d %r"
+                              % (jid, leaving, st, r))
+                time.sleep(0.05)
+            if kind == "ttr":
+                self.model.expire(jid)
+            else:
+                self.model.fall_due(jid)
+            self.check_job(jid, "after %s" % ("its TTR" if kind == "ttr" else "its delay"))
+            del j
+
+    # ---- checks
+
+    def check_job(self, jid, what):
+        want = self.model.view(jid)
+        st, r = self._get("/get?id=" + jid)
+        if want is None:
+            if st != 404:
+                self.fail("state", "%s %s: model says gone, service %d %r" % (what, jid, st, r))
+            return
+        if st != 200:
+            self.fail("state", "%s %s: model says %r, service %d %r" % (what, jid, want, st, r))
+        for k, v in want.items():
+            if r.get(k) != v:
+                self.fail("state", "%s %s: model says %s=%r, service %r" % (what, jid, k, v, r))
+
+    def check_topic(self, t):
+        topic = self.names.topic(t)
+        st, r = self._get("/stats?topic=" + topic)
+        if st != 200:
+            self.fail("stats", "stats %s: %d %r" % (topic, st, r))
+        row = r["topics"][topic]
+        want = self.model.counts(topic)
+        got = {s: row[s] for s in STATES}
+        if got != want:
+            self.fail("stats", "stats %s: model says %r, service %r" % (topic, want, got))
+
+    def check_invariants(self):
+        from dqtest import invariants
+        problems = invariants.check_deployment(self.d)["problems"]
+        if problems:
+            self.fail("invariants", "; ".join(problems[:5]))
+
+    def check_all(self):
+        for j in sorted(self.slots_used):
+            self.check_job(self.names.job(j), "check")
+        for t in sorted(self.topics_used):
+            self.check_topic(t)
+        self.check_invariants()
+
+    # ---- operations
+
+    def run(self, ops):
+        for op in ops:
+            self.settle()
+            self.apply(op)
+            self.step += 1
+            if self.invariants_every and self.step % self.invariants_every == 0:
+                self.check_invariants()
+        self.check_all()
+        self.drain()
+
+    def apply(self, op):
+        kind = op["op"]
+        if "t" in op:
+            self.topics_used.add(op["t"])
+        if "j" in op:
+            self.slots_used.add(op["j"])
+        getattr(self, "op_" + kind)(op)
+        if "j" in op:
+            self.check_job(self.names.job(op["j"]), "after %s" % kind)
+            jid = self.names.job(op["j"])
+            if jid in self.model.jobs:
+                self.topics_used.add(int(self.model.jobs[jid].topic.rsplit("-t", 1)[1]))
+        for t in sorted(self.topics_used):
+            self.check_topic(t)
+
+    def _job_left(self, jid):
+        """A job left the state whose timing the service decides."""
+        self.pending.pop(jid, None)
+
+    def op_add(self, op):
+        n = self.names
+        jid, topic, key = n.job(op["j"]), n.topic(op["t"]), n.key(op["j"])
+        body = "b%d.%d-\u00e9" % (op["j"], self.step)
+        fields = {"topic": topic, "id": jid, "body": body,
+                  "ttr": SHORT_TTR if op["ttr"] == "short" else LONG}
+        delay = {"0": 0, "short": SHORT_TTR, "long": LONG}[op["delay"]]
+        if delay:
+            fields["delay"] = delay
+        if op["retries"] is not None:
+            fields["retries"] = op["retries"]
+        if key:
+            fields["key"] = key
+        if op["replace"]:
+            fields["replace"] = True
+        want = self.model.add(jid, topic, key, delay > 0, op["retries"], op["ttr"] == "short",
+                              body, op["replace"])
+        t0 = time.monotonic()
+        st, r = self._req("add", **fields)
+        t1 = time.monotonic()
+        self.expect("add %s" % jid, want, st, r)
+        if st == 200:
+            self._job_left(jid)
+            if op["delay"] == "short":
+                self._note_pending(jid, "due", t0, t1, delay)
+
+    def op_pop(self, op):
+        topics = [self.names.topic(t) for t in op["ts"]]
+        count = op["count"]
+        fields = {"topics": topics}
+        if count:
+            fields["count"] = count
+        expected = self.model.pop_expected(topics, count or 1)
+        t0 = time.monotonic()
+        st, r = self._req("pop", **fields)
+        t1 = time.monotonic()
+        if st != 200:
+            self.fail("answer", "pop %s: %d %r" % (topics, st, r))
+        answers = r["jobs"] if count else ([r] if r.get("id") is not None else [])
+        ids = [a["id"] for a in answers]
+        complaint = self.model.pop_check(topics, ids)
+        if complaint:
+            self.fail("pop", complaint)
+        if len(ids) != expected:
+            self.fail("pop", "pop %s count %s: model says %d jobs may be taken, service took %r"
+                      % (topics, count, expected, ids))
+        for a in answers:
+            j = self.model.jobs[a["id"]]
+            if a.get("value") != j.body or a.get("attempts") != j.attempts + 1:
+                self.fail("pop", "pop gave %r; model says value %r attempts %d"
+                          % (a, j.body, j.attempts + 1))
+        self.model.pop_apply(ids)
+        self.last_popped = ids
+        for jid in ids:
+            if self.model.jobs[jid].short_ttr:
+                self._note_pending(jid, "ttr", t0, t1, SHORT_TTR)
+            self.check_job(jid, "after pop")
+
+    def _by_id(self, cmd, op, model_call, **extra):
+        jid = self.names.job(op["j"])
+        want = model_call(jid)
+        st, r = self._req(cmd, id=jid, **extra)
+        self.expect("%s %s" % (cmd, jid), want, st, r)
+        return jid, st
+
+    def op_finish(self, op):
+        jid, st = self._by_id("finish", op, lambda i: self.model.remove(i, "finished"))
+        self._job_left(jid)
+
+    def op_delete(self, op):
+        jid, st = self._by_id("delete", op, lambda i: self.model.remove(i, "deleted"))
+        self._job_left(jid)
+
+    def op_touch(self, op):
+        jid = self.names.job(op["j"])
+        t0 = time.monotonic()
+        _, st = self._by_id("touch", op, self.model.touch)
+        if st == 200 and self.model.jobs[jid].short_ttr:
+            self._note_pending(jid, "ttr", t0, time.monotonic(), SHORT_TTR)
+
+    def op_release(self, op):
+        extra = {"delay": LONG} if op["delayed"] else {}
+        jid, st = self._by_id("release", op, lambda i: self.model.release(i, op["delayed"]),
+                              **extra)
+        if st == 200:
+            self._job_left(jid)
+
+    def op_bury(self, op):
+        jid, st = self._by_id("bury", op, self.model.bury)
+        if st == 200:
+            self._job_left(jid)
+
+    def op_kick(self, op):
+        self._by_id("kick", op, self.model.kick_id)
+
+    def op_reschedule(self, op):
+        extra = {"delay": LONG if op["delayed"] else 0}
+        jid, st = self._by_id("reschedule", op,
+                              lambda i: self.model.reschedule(i, op["delayed"]), **extra)
+        if st == 200:
+            self._job_left(jid)
+
+    def op_get(self, op):
+        pass  # apply() checks the job after every operation that names one
+
+    def op_kick_topic(self, op):
+        topic = self.names.topic(op["t"])
+        want = self.model.kick_topic(topic, 10000)
+        st, r = self._req("kick", topic=topic, count=10000)
+        self.expect("kick %s" % topic, want, st, r)
+
+    def op_purge(self, op):
+        topic = self.names.topic(op["t"])
+        gone = [j.id for j in self.model.jobs.values()
+                if j.topic == topic and (op["state"] is None or j.state == op["state"])]
+        want = self.model.purge(topic, op["state"])
+        fields = {"topic": topic}
+        if op["state"]:
+            fields["state"] = op["state"]
+        st, r = self._req("purge", **fields)
+        self.expect("purge %s" % topic, want, st, r)
+        for jid in gone:
+            self._job_left(jid)
+
+    def op_pause(self, op):
+        topic = self.names.topic(op["t"])
+        want = self.model.pause(topic, op["on"])
+        st, r = self._req("pause" if op["on"] else "resume", topic=topic)
+        self.expect("pause %s" % topic, want, st, r)
+
+    def op_policy(self, op):
+        topic = self.names.topic(op["t"])
+        want = self.model.policy(topic, op["key_concurrency"], op["keep"])
+        st, r = self._req("policy", topic=topic, key_concurrency=op["key_concurrency"],
+                          keep=op["keep"])
+        self.expect("policy %s" % topic, want, st, r)
+
+    # ---- liveness
+
+    def drain(self, rounds=40):
+        """Brings every job that has not ended to delivery: resume the
+        topics, give reserved, buried and delayed jobs back to ready, and
+        pop and finish until none is left. A job the service will not
+        deliver while the model says it may is a divergence (liveness)."""
+        for t in sorted(self.topics_used):
+            if self.names.topic(t) in self.model.paused:
+                self.apply({"op": "pause", "t": t, "on": False})
+        self.settle(everything=True)
+        for _ in range(rounds):
+            if not self.model.jobs:
+                self.check_all()
+                return
+            for jid, j in sorted(self.model.jobs.items()):
+                slot = {"j": self._slot_of(jid)}
+                if j.state == "reserved":
+                    self.apply(dict(slot, op="release", delayed=False))
+                elif j.state == "buried":
+                    self.apply(dict(slot, op="kick"))
+                elif j.state == "delay":
+                    self.apply(dict(slot, op="reschedule", delayed=False))
+            for t in sorted(self.topics_used):
+                while True:
+                    before = len(self.model.jobs)
+                    self.apply({"op": "pop", "ts": [t], "count": 100})
+                    for jid in self.last_popped:
+                        self.apply({"op": "finish", "j": self._slot_of(jid)})
+                    if len(self.model.jobs) == before:
+                        break
+            self.settle(everything=True)
+        self.fail("liveness", "jobs not delivered after %d rounds: %r"
+                  % (rounds, sorted(self.model.jobs)))
+
+    def _slot_of(self, jid):
+        return int(jid.rsplit("@", 1)[1]) if "@" in jid else int(jid.rsplit("-j", 1)[1])
+
+
+# ---------------------------------------------------------------- shrinking
+
+
+def replay(deployment, ops, prefix, log=None):
+    """Runs ops under prefix; returns the Divergence, or None."""
+    run = Run(deployment, prefix, log=log)
+    try:
+        run.run(ops)
+    except Divergence as e:
+        return e
+    finally:
+        for conn in run.conns:
+            conn.close()
+    return None
+
+
+def shrink(deployment, ops, first, seconds, prefix, say=print):
+    """ddmin: the smallest sequence found within seconds that still fails
+    with the same kind of divergence as first."""
+    deadline = time.monotonic() + seconds
+    ops = ops[:first.step + 1]
+    tries = [0]
+
+    def fails(candidate):
+        tries[0] += 1
+        e = replay(deployment, candidate, "%s-s%d" % (prefix, tries[0]))
+        return e is not None and e.kind == first.kind
+
+    n = 2
+    while len(ops) >= 2 and time.monotonic() < deadline:
+        chunk = max(1, len(ops) // n)
+        reduced = False
+        for i in range(0, len(ops), chunk):
+            if time.monotonic() >= deadline:
+                break
+            candidate = ops[:i] + ops[i + chunk:]
+            if candidate and fails(candidate):
+                ops, n, reduced = candidate, max(n - 1, 2), True
+                break
+        if not reduced:
+            if chunk == 1:
+                break
+            n = min(len(ops), n * 2)
+    say("shrunk to %d operations in %d replays" % (len(ops), tries[0]))
+    return ops
+
+
+# ---------------------------------------------------------------- driving
+
+
+def explore(deployment, seed, seconds, ops_per_run=60, shrink_seconds=120, say=print):
+    """Random sequences from seed until seconds pass or one fails. Returns
+    None, or (divergence, minimal ops)."""
+    rng = random.Random(seed)
+    deadline = time.monotonic() + seconds
+    runs = 0
+    while time.monotonic() < deadline:
+        ops = generate(rng, ops_per_run)
+        prefix = "m%d-%d" % (seed, runs)
+        e = replay(deployment, ops, prefix)
+        runs += 1
+        if e is not None:
+            say("seed %d, run %d: %s" % (seed, runs, e))
+            return e, shrink(deployment, ops, e, shrink_seconds, prefix, say)
+    say("seed %d: %d runs of %d operations, no divergence" % (seed, runs, ops_per_run))
+    return None
+
+
+def save(path, seed, divergence, ops):
+    with open(path, "w") as f:
+        json.dump({"seed": seed, "divergence": str(divergence), "ops": ops}, f, indent=1)
+        f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--ops", type=int, default=60, help="operations per sequence")
+    ap.add_argument("--redis", default=None, help="single, cluster or sentinel")
+    ap.add_argument("--shards", type=int, default=None)
+    ap.add_argument("--save", help="where to write a failing sequence")
+    ap.add_argument("--replay", help="a saved sequence to run, verbosely")
+    a = ap.parse_args()
+    from dqtest import Deployment, require_build
+    require_build()
+    kw = {}
+    if a.shards:
+        kw["shards"] = a.shards
+    with Deployment(redis_mode=a.redis, **kw) as d:
+        if a.replay:
+            with open(a.replay) as f:
+                ops = json.load(f)["ops"]
+            e = replay(d, ops, "replay", log=print)
+            print("divergence: %s" % e if e else "no divergence")
+            return 1 if e else 0
+        seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
+        print("seed %d" % seed, flush=True)
+        found = explore(d, seed, a.seconds, a.ops)
+        if found and a.save:
+            save(a.save, seed, *found)
+        return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
