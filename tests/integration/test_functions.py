@@ -32,13 +32,13 @@ def library():
         return f.read()
 
 
-def topic_bucket(topic):
+def topic_bucket(topic, buckets=BUCKETS):
     """The bucket that moves a topic's delayed jobs (topic_bucket in
     common.lua: a hash of the name)."""
     h = 0
     for b in topic.encode():
         h = (h * 31 + b) % 2**32
-    return h % BUCKETS
+    return h % buckets
 
 
 def delay_key(topic, push=False):
@@ -173,9 +173,10 @@ class Functions(unittest.TestCase):
         msgs = self.messages(ids=ids)
         self.assertIn((P + ":ready", "1:q"), msgs)
         self.assertIn((P + ":wake", "%s:%s" % (bucket, self.job("d")["d"])), msgs)
-        # The ready message's id: the first job's sequence number @ the time.
+        # The ready message's id: a sequence number of the call, the message's
+        # place among the call's, @ the time.
         self.assertEqual(len(ids), 1, ids)
-        self.assertRegex(ids[0], r"^\d+@\d{13}$")
+        self.assertRegex(ids[0], r"^\d+\.1@\d{13}$")
         # A batch: one reply per job, in order; one ready message per topic.
         r = self.call("add", "", BUCKETS, SHARDS, 3,
                       "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0, "", "", "", 0,
@@ -186,6 +187,29 @@ class Functions(unittest.TestCase):
         self.assertIn((P + ":ready", "2:q"), self.messages(ids=ids2))
         self.assertEqual(len(ids2), 1, ids2)
         self.assertNotEqual(ids2[0], ids[0])
+
+    def test_ready_message_ids_are_unique_within_a_millisecond(self):
+        """Two finishes of one topic under a concurrency limit in one
+        MULTI (one millisecond, as Redis' clock sees a transaction) each
+        tell the waiters with a message of its own id: a repeated id is
+        taken for the first message, and the second wakes nobody."""
+        self.call("policy", "q", 2, *[""] * 6)
+        for jid in ("a", "b", "c"):
+            self.add(jid)
+        popped = [j[0].decode() for j in self.pop("q", count=2)]
+        self.assertEqual(popped, ["a", "b"])
+        self.subscribe(P + ":ready")
+        fn = "dq_%s_remove" % self.version
+        r = self.server.resp()
+        r("MULTI")
+        for jid in popped:
+            r("FCALL", fn, 1, P, "", "finished", jid)
+        r("EXEC")
+        ids = []
+        msgs = self.messages(ids=ids)
+        self.assertEqual(msgs, [(P + ":ready", "1:q")] * 2)
+        self.assertEqual(len(set(i.split("@")[1] for i in ids)), 1, "one millisecond: %r" % ids)
+        self.assertEqual(len(set(ids)), 2, ids)
 
     def test_add_errors_write_nothing(self):
         self.add("x")
@@ -231,6 +255,31 @@ class Functions(unittest.TestCase):
                                    "", "", 0, "", "", "", 0), [b"ok"])
         self.assertDqError("DQ_LAYOUT buckets %d shards %d" % (BUCKETS * 2, SHARDS), self.add, "c")
         self.assertEqual(self.redis("EXISTS", P + ":j:c"), 0)
+
+    def test_a_new_record_of_the_counts_forgets_what_was_read_of_the_old(self):
+        """The library remembers a shard's bucket and shard counts while it
+        stays loaded; a deployment that starts again (its keys removed)
+        under other counts must be read afresh: its delay sets listed under
+        the new buckets, its concurrency share split over the new shards."""
+        t = next(x for x in ("q%d" % i for i in range(100))
+                 if topic_bucket(x, 4) != topic_bucket(x, 8))
+
+        def add(nb, ns, jid, delay=0):
+            self.assertEqual(self.call("add", "", nb, ns, 1, jid, t, "1", 60000, -1, delay, -1, 0,
+                                       "", "", 0, "", "", "", 0), [b"ok"])
+
+        def pop_with_concurrency_4(nb, ns):
+            self.call("policy", t, 4, *[""] * 6)
+            for i in range(3):
+                add(nb, ns, "r%d" % i)
+            add(nb, ns, "d", delay=60000)
+            return len(self.pop(t, count=5))
+
+        self.assertEqual(pop_with_concurrency_4(4, 2), 2, "shard 0 of 2: half of 4")
+        self.redis("FLUSHALL")  # the deployment starts again, under other counts
+        self.assertEqual(pop_with_concurrency_4(8, 4), 1, "shard 0 of 4: a quarter of 4")
+        self.assertIsNotNone(self.redis("ZSCORE", P + ":bt:%d" % topic_bucket(t, 8), "d:" + t))
+        self.assertEqual(self.redis("EXISTS", P + ":bt:%d" % topic_bucket(t, 4)), 0)
 
     def test_a_job_due_beyond_the_horizon_reads_no_bucket_head(self):
         """A job due WAKE_HORIZON_MS or more ahead is found by the timer's

@@ -126,12 +126,12 @@ local topic_order   -- topics in the order first counted (deterministic writes)
 local zadds         -- sorted-set key -> {score, member, score, member, ...}
 local zadd_order
 local ready_topics  -- topic -> jobs made ready in this call
-local ready_first   -- topic -> sequence number of the first of them
 local ready_order
 local bucket_heads  -- bucket -> earliest due known (false: empty)
 local delay_listed  -- delay set name -> the lowest P:bt score this call gave it
 local topic_buckets -- topic -> topic_bucket(topic), worked out once per call
 local push_ready    -- push jobs made ready in this call
+local wake_ids      -- seq: a sequence number this call took (unique to it); n: messages sent
 local allow_prefixes -- nil: every topic; else the token's topic prefixes
 local paused_cache  -- topic -> paused (read once per call)
 local policy_cache  -- topic -> its policy in this shard (read once per call)
@@ -398,9 +398,10 @@ local function begin(keys)
     P = keys[1]
     counters, topic_order = {}, {}
     zadds, zadd_order = {}, {}
-    ready_topics, ready_first, ready_order = {}, {}, {}
+    ready_topics, ready_order = {}, {}
     bucket_heads, delay_listed, topic_buckets = {}, {}, {}
     push_ready = 0
+    wake_ids = {n = 0}
     allow_prefixes = nil
     paused_cache = {}
     policy_cache = {}
@@ -474,15 +475,16 @@ end
 -- at once: nothing stale is ever left behind. reserve_seq(n) takes n
 -- numbers with one INCRBY and returns the first.
 local function reserve_seq(n)
-    return tonumber(redis.call('INCRBY', P .. ':seq', num(n))) - n + 1
+    local last = tonumber(redis.call('INCRBY', P .. ':seq', num(n)))
+    wake_ids.seq = last
+    return last - n + 1
 end
 
--- A job of `topic` became ready at sequence number seq: flush() tells
+-- A job of `topic` became ready: flush() tells
 -- the topic's long-polls.
-local function note_ready(topic, seq)
+local function note_ready(topic)
     if not ready_topics[topic] then
         ready_topics[topic] = 0
-        ready_first[topic] = seq
         ready_order[#ready_order + 1] = topic
     end
     ready_topics[topic] = ready_topics[topic] + 1
@@ -499,7 +501,7 @@ local function enqueue_ready(id, topic, seq, push)
         return
     end
     zadd(ready_key(topic), num(seq), id)
-    note_ready(topic, seq)
+    note_ready(topic)
 end
 
 -- Makes job j ready: it says so (with rt, when it became ready, for the
@@ -769,7 +771,7 @@ local function requeue(id, topic, seq, push)
         push_ready = push_ready + 1
     else
         redis.call('ZADD', ready_key(topic), num(seq), id)
-        note_ready(topic, seq)
+        note_ready(topic)
     end
 end
 
@@ -1064,10 +1066,17 @@ local function key_limit_changed(topic, old, new)
     end
 end
 
--- Tells a topic's waiting long-polls that n of its jobs may be taken, the
--- first at sequence number seq: the ready message flush() describes.
-local function publish_ready(topic, n, seq)
-    redis.call('SPUBLISH', P .. ':ready', num(n) .. ':' .. topic .. '\0' .. num(seq) .. '@' .. num(clock()))
+-- Tells a topic's waiting long-polls that n of its jobs may be taken: the
+-- ready message flush() describes. Its id is a sequence number this call
+-- took (one it reserved anyway, else one more), the message's place among
+-- the call's and Redis' time: two calls never share an id, even two
+-- finishes of one topic in one millisecond (a head's sequence number, the
+-- id before, repeats then, and the second message woke nobody).
+local function publish_ready(topic, n)
+    if not wake_ids.seq then reserve_seq(1) end
+    wake_ids.n = wake_ids.n + 1
+    redis.call('SPUBLISH', P .. ':ready', num(n) .. ':' .. topic .. '\0' .. num(wake_ids.seq) .. '.' ..
+        num(wake_ids.n) .. '@' .. num(clock()))
 end
 
 -- Kept history. In a topic whose policy has `keep` (keep_ms > 0), a job
@@ -1659,7 +1668,8 @@ end
 -- counts, for as long as this library's Lua state lives (as layout_seen),
 -- and an add checks once (`once`), not on every call.
 -- Recording counts (the shard's keys were removed) forgets every match
--- remembered, so a process of other counts is read again and refused.
+-- remembered, so a process of other counts is read again and refused, and
+-- the counts topic_bucket and shard_index_count remembered of the shard.
 local layout_matched = {} -- P -> '<buckets>:<shards>' known to match
 local function layout_mismatch(nb, ns, once)
     if once and layout_matched[P] == nb .. ':' .. ns then return nil end
@@ -1667,6 +1677,7 @@ local function layout_mismatch(nb, ns, once)
     if not known[1] then
         redis.call('MSET', P .. ':buckets', nb, P .. ':shards', ns, layout_key(), num(LAYOUT))
         layout_matched = {[P] = nb .. ':' .. ns}
+        bucket_counts[P], shard_place[P] = nil, nil -- read of the deployment before
         return nil
     end
     local known_shards = known[2] or '1' -- recorded before shards existed
@@ -1707,16 +1718,16 @@ local function flush()
     for field, by in pairs(totals) do
         if by ~= 0 then redis.call('HINCRBY', P .. ':totals', field, num(by)) end
     end
-    -- "<count>:<topic>", then a NUL byte and the message's id: the first
-    -- job's sequence number and the call's time, unique in the shard even
-    -- when the sequence starts again (a Redis that lost its data). The id
+    -- "<count>:<topic>", then a NUL byte and the message's id (see
+    -- publish_ready), unique in the shard even when the sequence starts
+    -- again (a Redis that lost its data: the time differs). The id
     -- lets the worker processes of one host share out the wake-ups
     -- (src/fcgi/wake_claims.h). A reader of the payload as a C string (an older
     -- process) sees "<count>:<topic>".
     for _, topic in ipairs(ready_order) do
         -- A paused topic's waiters could take nothing; resume tells them.
         if not paused(topic) then
-            publish_ready(topic, ready_topics[topic], ready_first[topic])
+            publish_ready(topic, ready_topics[topic])
         end
     end
     if push_ready > 0 then
@@ -1730,10 +1741,8 @@ local function flush()
         local freed = -(counters[topic].reserved or 0)
         if freed > 0 and not paused(topic) and policy_of(topic).concurrency then
             -- (A topic that got ready jobs in this call was told above.)
-            local head = not ready_topics[topic] and
-                redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES') or {}
-            if head[2] then
-                publish_ready(topic, freed, tonumber(head[2]))
+            if not ready_topics[topic] and redis.call('EXISTS', ready_key(topic)) == 1 then
+                publish_ready(topic, freed)
             end
             -- Push jobs push_take held back for the limit: as many as the
             -- room freed go back to P:push, oldest first, and the pushers

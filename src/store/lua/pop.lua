@@ -78,8 +78,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
     if looked >= budget and got < n then
         -- The step ended among jobs set aside: those behind may be
         -- eligible, so the topic's long-polls (this one too) look again.
-        local head = redis.call('ZRANGE', ready_key(topic), 0, 0, 'WITHSCORES')
-        if head[2] then publish_ready(topic, 1, tonumber(head[2])) end
+        if redis.call('EXISTS', ready_key(topic)) == 1 then publish_ready(topic, 1) end
     end
     if #out >= want then break end
 end
