@@ -14,7 +14,7 @@ STATES = ("delay", "ready", "reserved", "buried")
 
 
 class Job:
-    def __init__(self, jid, topic, key, state, retries, short_ttr, body):
+    def __init__(self, jid, topic, key, state, retries, short_ttr, body, backoff=False):
         self.id = jid
         self.topic = topic
         self.key = key
@@ -22,6 +22,7 @@ class Job:
         self.retries = retries      # None: unlimited
         self.short_ttr = short_ttr  # the runner's short TTR, else a long one
         self.body = body
+        self.backoff = backoff      # one short step after every failure
         self.attempts = 0
         self.kicked_at = 0          # attempts when last kicked (retries count afresh)
         self.seq = 0                # when it last entered its state (order of burials)
@@ -56,12 +57,18 @@ def not_found():
 
 
 class Model:
-    def __init__(self):
+    """shard_of(id) -> the shard a job lives in, of `shards`: a topic's
+    `concurrency` is split between the shards (PROTOCOL, policy)."""
+
+    def __init__(self, shard_of=lambda jid: 0, shards=1):
         self.jobs = {}        # id -> Job
         self.records = {}     # id -> (topic, "finished" | "deleted")
         self.paused = set()
+        self.concurrency = {}  # topic -> int
         self.key_concurrency = {}  # topic -> int
         self.keep = {}        # topic -> seconds
+        self.shard_of = shard_of
+        self.shards = shards
         self._seq = 0
 
     # ------------------------------------------------------------ helpers
@@ -100,20 +107,35 @@ class Model:
             return None
         return max(0, kc - self.reserved_of_key(topic, key))
 
-    def eligible(self, topic):
-        """The ready jobs of topic a pop may take now, and how many of them
-        at most it takes at once (a key's room caps its jobs)."""
+    def shard_room(self, topic, shard):
+        """How many more jobs of topic a pop may take in shard now under
+        its `concurrency` (the shard's share of it); None: no limit."""
+        limit = self.concurrency.get(topic)
+        if limit is None:
+            return None
+        share = limit // self.shards + (1 if shard < limit % self.shards else 0)
+        reserved = sum(1 for j in self.jobs.values() if j.state == "reserved" and j.topic == topic
+                       and self.shard_of(j.id) == shard)
+        return max(0, share - reserved)
+
+    def takeable(self, topic):
+        """How many of topic's ready jobs a pop may take at once now: a
+        shard's room caps its jobs, and a key's room its key's."""
         if topic in self.paused:
-            return [], 0
-        ready = [j for j in self.jobs.values() if j.topic == topic and j.state == "ready"]
-        by_key = {}
-        for j in ready:
-            by_key.setdefault(j.key, []).append(j)
+            return 0
+        groups = {}  # shard -> key -> jobs
+        for j in self.jobs.values():
+            if j.topic == topic and j.state == "ready":
+                groups.setdefault(self.shard_of(j.id), {}).setdefault(j.key, []).append(j)
         n = 0
-        for key, jobs in by_key.items():
-            room = self.key_room(topic, key)
-            n += len(jobs) if room is None else min(room, len(jobs))
-        return ready, n
+        for shard, by_key in groups.items():
+            in_shard = 0
+            for key, jobs in by_key.items():
+                room = self.key_room(topic, key)
+                in_shard += len(jobs) if room is None else min(room, len(jobs))
+            room = self.shard_room(topic, shard)
+            n += in_shard if room is None else min(room, in_shard)
+        return n
 
     def counts(self, topic):
         c = dict.fromkeys(STATES, 0)
@@ -135,7 +157,7 @@ class Model:
 
     # ------------------------------------------------------------ commands
 
-    def add(self, jid, topic, key, delayed, retries, short_ttr, body, replace):
+    def add(self, jid, topic, key, delayed, retries, short_ttr, body, replace, backoff=False):
         old = self.jobs.get(jid)
         if old is not None:
             if not replace:
@@ -149,7 +171,7 @@ class Model:
                 return conflict()
             self.records.pop(jid, None)
             replaced = False
-        j = Job(jid, topic, key, "delay" if delayed else "ready", retries, short_ttr, body)
+        j = Job(jid, topic, key, "delay" if delayed else "ready", retries, short_ttr, body, backoff)
         self._enter(j, j.state)
         self.jobs[jid] = j
         if replace:
@@ -172,15 +194,18 @@ class Model:
             already = sum(1 for t in taken.values() if t.topic == j.topic and t.key == j.key)
             if room is not None and already >= room:
                 return "pop gave %s beyond key %s's room (%d)" % (jid, j.key, room)
+            shard = self.shard_of(jid)
+            room = self.shard_room(j.topic, shard)
+            already = sum(1 for t in taken.values()
+                          if t.topic == j.topic and self.shard_of(t.id) == shard)
+            if room is not None and already >= room:
+                return "pop gave %s beyond its shard's concurrency room (%d)" % (jid, room)
             taken[jid] = j
         return None
 
     def pop_expected(self, topics, count):
         """How many jobs a pop of count over topics must take."""
-        n = 0
-        for t in topics:
-            n += self.eligible(t)[1]
-        return min(count, n)
+        return min(count, sum(self.takeable(t) for t in topics))
 
     def pop_apply(self, got_ids):
         for jid in got_ids:
@@ -203,9 +228,15 @@ class Model:
 
     def _after_failure(self, j):
         """A failed delivery (TTR passed, release without delay): buried
-        when its retries are spent, else ready at once (no backoff here)."""
-        self._enter(j, "buried" if j.retries_spent() else "ready")
-        return j.state
+        when its retries are spent, else delayed by its backoff step when
+        it has one (the service's timer makes it ready: fall_due), else
+        ready at once."""
+        if j.retries_spent():
+            state = "buried"
+        else:
+            state = "delay" if j.backoff else "ready"
+        self._enter(j, state)
+        return state
 
     def release(self, jid, delayed):
         j, refused = self._job_in(jid, "reserved")
@@ -269,8 +300,9 @@ class Model:
         (self.paused.add if on else self.paused.discard)(topic)
         return Outcome(OK, paused=on)
 
-    def policy(self, topic, key_concurrency, keep):
-        for table, v in ((self.key_concurrency, key_concurrency), (self.keep, keep)):
+    def policy(self, topic, concurrency, key_concurrency, keep):
+        for table, v in ((self.concurrency, concurrency), (self.key_concurrency, key_concurrency),
+                         (self.keep, keep)):
             if v is None:
                 table.pop(topic, None)
             else:

@@ -70,8 +70,8 @@ def generate(rng, n_ops, n_topics=2, n_jobs=12):
     policy set late leaves few operations to meet it."""
     ops = []
     if rng.random() < 0.5:
-        ops.append({"op": "policy", "t": 0, "key_concurrency": rng.choice([1, 2]),
-                    "keep": rng.choice([None, LONG])})
+        ops.append({"op": "policy", "t": 0, "concurrency": rng.choice([None, None, 2]),
+                    "key_concurrency": rng.choice([1, 2]), "keep": rng.choice([None, LONG])})
     for _ in range(n_ops - len(ops)):
         t = rng.randrange(n_topics)
         j = rng.randrange(n_jobs)
@@ -83,7 +83,8 @@ def generate(rng, n_ops, n_topics=2, n_jobs=12):
         if kind == "add":
             op.update(t=t, j=j, delay=rng.choice(["0", "0", "short", "long"]),
                       ttr=rng.choice(["short", "long", "long"]),
-                      retries=rng.choice([None, 0, 1, 2]), replace=rng.random() < 0.25)
+                      retries=rng.choice([None, 0, 1, 2]), replace=rng.random() < 0.25,
+                      backoff=rng.random() < 0.25)
         elif kind == "pop":
             ts = [t] if rng.random() < 0.7 else list(range(n_topics))
             op.update(ts=ts, count=rng.choice([None, None, 2, 5]))
@@ -100,7 +101,8 @@ def generate(rng, n_ops, n_topics=2, n_jobs=12):
         elif kind == "pause":
             op.update(t=t, on=rng.random() < 0.6)
         elif kind == "policy":
-            op.update(t=t, key_concurrency=rng.choice([None, 1, 1, 2]),
+            op.update(t=t, concurrency=rng.choice([None, None, 1, 2, 3]),
+                      key_concurrency=rng.choice([None, 1, 1, 2]),
                       keep=rng.choice([None, None, LONG]))
         ops.append(op)
     return ops
@@ -115,7 +117,7 @@ class Run:
     def __init__(self, deployment, prefix, n_conns=3, invariants_every=10, log=None):
         self.d = deployment
         self.names = Names(prefix)
-        self.model = Model()
+        self.model = Model(deployment.shard_of, deployment.shards)
         self.conns = [deployment.new_http() for _ in range(n_conns)]
         self.invariants_every = invariants_every
         self.log = log
@@ -173,9 +175,8 @@ class Run:
             return
         latest = max(p[2] for _, p in due)
         time.sleep(max(0.0, latest + SETTLE_SLACK - time.monotonic()))
-        for jid, (kind, _, _) in due:
+        for jid, (kind, lo, _) in due:
             del self.pending[jid]
-            j = self.model.jobs[jid]
             leaving = "reserved" if kind == "ttr" else "delay"
             deadline = time.monotonic() + SETTLE_LIMIT
             while True:
@@ -187,11 +188,14 @@ class Run:
                               % (jid, leaving, st, r))
                 time.sleep(0.05)
             if kind == "ttr":
-                self.model.expire(jid)
+                if self.model.expire(jid) == "delay":  # its backoff step, from the expiry
+                    if r.get("state") == "ready":
+                        self.model.fall_due(jid)  # (seen only after the step too)
+                    else:
+                        self._note_pending(jid, "due", lo, time.monotonic(), SHORT_TTR)
             else:
                 self.model.fall_due(jid)
             self.check_job(jid, "after %s" % ("its TTR" if kind == "ttr" else "its delay"))
-            del j
 
     # ---- checks
 
@@ -278,8 +282,11 @@ class Run:
             fields["key"] = key
         if op["replace"]:
             fields["replace"] = True
+        backoff = op.get("backoff", False)
+        if backoff:
+            fields["backoff"] = [SHORT_TTR]
         want = self.model.add(jid, topic, key, delay > 0, op["retries"], op["ttr"] == "short",
-                              body, op["replace"])
+                              body, op["replace"], backoff)
         t0 = time.monotonic()
         st, r = self._req("add", **fields)
         t1 = time.monotonic()
@@ -345,10 +352,13 @@ class Run:
 
     def op_release(self, op):
         extra = {"delay": LONG} if op["delayed"] else {}
+        t0 = time.monotonic()
         jid, st = self._by_id("release", op, lambda i: self.model.release(i, op["delayed"]),
                               **extra)
         if st == 200:
             self._job_left(jid)
+            if not op["delayed"] and self.model.jobs[jid].state == "delay":  # its backoff step
+                self._note_pending(jid, "due", t0, time.monotonic(), SHORT_TTR)
 
     def op_bury(self, op):
         jid, st = self._by_id("bury", op, self.model.bury)
@@ -395,9 +405,12 @@ class Run:
 
     def op_policy(self, op):
         topic = self.names.topic(op["t"])
-        want = self.model.policy(topic, op["key_concurrency"], op["keep"])
-        st, r = self._req("policy", topic=topic, key_concurrency=op["key_concurrency"],
-                          keep=op["keep"])
+        concurrency = op.get("concurrency")
+        if concurrency is not None:  # at least one job per shard (PROTOCOL: else 400)
+            concurrency = max(concurrency, self.model.shards)
+        want = self.model.policy(topic, concurrency, op["key_concurrency"], op["keep"])
+        st, r = self._req("policy", topic=topic, concurrency=concurrency,
+                          key_concurrency=op["key_concurrency"], keep=op["keep"])
         self.expect("policy %s" % topic, want, st, r)
 
     # ---- liveness
