@@ -64,36 +64,56 @@ class Names:
 # ---------------------------------------------------------------- generation
 
 
-def generate(rng, n_ops, n_topics=2, n_jobs=12):
-    """n_ops random symbolic operations. Half the sequences begin with a
-    serial key policy on topic 0: limits only matter once set, and a
-    policy set late leaves few operations to meet it."""
-    ops = []
+# What a command that names a job acts on (the others answer 404 or 409).
+TARGETS = {"finish": None, "delete": None, "get": None, "release": ("reserved",),
+           "bury": ("reserved",), "touch": ("reserved",), "kick": ("buried",),
+           "reschedule": ("delay", "ready", "buried")}
+
+
+def generate(rng, n_ops, live=None, n_topics=2, n_jobs=12):
+    """Yields n_ops random symbolic operations. live(), when given, is read
+    before each one: the model's live jobs as {slot: state}; a command that
+    names a job mostly names one it acts on, so sequences reach deep
+    states (a key's third job, a kicked job's redelivery) within a short
+    run. Half the sequences begin with a key limit on topic 0: limits only
+    matter once set, and a policy set late leaves few operations to meet
+    it."""
+    n = 0
     if rng.random() < 0.5:
-        ops.append({"op": "policy", "t": 0, "concurrency": rng.choice([None, None, 2]),
-                    "key_concurrency": rng.choice([1, 2]), "keep": rng.choice([None, LONG])})
-    for _ in range(n_ops - len(ops)):
+        n += 1
+        yield {"op": "policy", "t": 0, "concurrency": rng.choice([None, None, 2]),
+               "key_concurrency": rng.choice([1, 2]), "keep": rng.choice([None, LONG])}
+
+    def job(kind):
+        states = TARGETS[kind]
+        slots = sorted(slot for slot, state in (live() if live else {}).items()
+                       if states is None or state in states)
+        if slots and rng.random() < 0.85:
+            return rng.choice(slots)
+        return rng.randrange(n_jobs)
+
+    for _ in range(n_ops - n):
         t = rng.randrange(n_topics)
-        j = rng.randrange(n_jobs)
         kind = rng.choices(
             ["add", "pop", "finish", "delete", "release", "bury", "kick", "kick_topic", "touch",
              "reschedule", "purge", "pause", "policy", "get"],
             [24, 22, 8, 5, 6, 4, 4, 2, 3, 4, 1, 2, 3, 2])[0]
         op = {"op": kind}
+        if kind in TARGETS:
+            op.update(j=job(kind))
         if kind == "add":
-            op.update(t=t, j=j, delay=rng.choice(["0", "0", "short", "long"]),
+            op.update(t=0 if rng.random() < 0.6 else t, j=rng.randrange(n_jobs),
+                      delay=rng.choice(["0", "0", "short", "long"]),
                       ttr=rng.choice(["short", "long", "long"]),
                       retries=rng.choice([None, 0, 1, 2]), replace=rng.random() < 0.25,
                       backoff=rng.random() < 0.25)
         elif kind == "pop":
             ts = [t] if rng.random() < 0.7 else list(range(n_topics))
             op.update(ts=ts, count=rng.choice([None, None, 2, 5]))
-        elif kind in ("finish", "delete", "bury", "kick", "touch", "get"):
-            op.update(j=j)
         elif kind == "release":
-            op.update(j=j, delayed=rng.random() < 0.3)
+            op.update(delayed=rng.random() < 0.3)
         elif kind == "reschedule":
-            op.update(j=j, delayed=rng.random() < 0.4)
+            op.update(delayed=rng.random() < 0.4)
         elif kind == "kick_topic":
             op.update(t=t)
         elif kind == "purge":
@@ -104,8 +124,7 @@ def generate(rng, n_ops, n_topics=2, n_jobs=12):
             op.update(t=t, concurrency=rng.choice([None, None, 1, 2, 3]),
                       key_concurrency=rng.choice([None, 1, 1, 2]),
                       keep=rng.choice([None, None, LONG]))
-        ops.append(op)
-    return ops
+        yield op
 
 
 # ---------------------------------------------------------------- the run
@@ -129,6 +148,7 @@ class Run:
         self.pending = {}
         self.margin = 0.5  # grows with the slowest request seen
         self.last_popped = []
+        self.done = []
 
     # ---- requests
 
@@ -238,8 +258,15 @@ class Run:
 
     # ---- operations
 
+    def live_slots(self):
+        """The model's live jobs as {slot: state} (generate's live)."""
+        return {self._slot_of(jid): j.state for jid, j in self.model.jobs.items()}
+
     def run(self, ops):
+        """Runs ops (a list, or generate's operations as they come); the
+        ones run so far are in self.done."""
         for op in ops:
+            self.done.append(op)
             self.settle()
             self.apply(op)
             self.step += 1
@@ -455,12 +482,15 @@ class Run:
 # ---------------------------------------------------------------- shrinking
 
 
-def replay(deployment, ops, prefix, log=None):
-    """Runs ops under prefix; returns the Divergence, or None."""
+def replay(deployment, ops, prefix, log=None, rng=None, n_ops=0):
+    """Runs ops under prefix (or, with rng, n_ops that generate makes as
+    the run goes); returns the Divergence, or None. A divergence's
+    sequence is its `ops`."""
     run = Run(deployment, prefix, log=log)
     try:
-        run.run(ops)
+        run.run(generate(rng, n_ops, run.live_slots) if rng else ops)
     except Divergence as e:
+        e.ops = run.done
         return e
     finally:
         for conn in run.conns:
@@ -509,13 +539,12 @@ def explore(deployment, seed, seconds, ops_per_run=60, shrink_seconds=120, say=p
     deadline = time.monotonic() + seconds
     runs = 0
     while time.monotonic() < deadline:
-        ops = generate(rng, ops_per_run)
         prefix = "m%d-%d" % (seed, runs)
-        e = replay(deployment, ops, prefix)
+        e = replay(deployment, None, prefix, rng=rng, n_ops=ops_per_run)
         runs += 1
         if e is not None:
             say("seed %d, run %d: %s" % (seed, runs, e))
-            return e, shrink(deployment, ops, e, shrink_seconds, prefix, say)
+            return e, shrink(deployment, e.ops, e, shrink_seconds, prefix, say)
     say("seed %d: %d runs of %d operations, no divergence" % (seed, runs, ops_per_run))
     return None
 
