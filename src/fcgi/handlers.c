@@ -49,6 +49,26 @@ static dq_response store_failure(call_ctx *c, dq_status st, const store_error *e
     }
 }
 
+/* A write to every shard that failed in some (PROTOCOL, "Writes to every
+ * shard"): as store_failure when it took effect nowhere, else 504
+ * `timeout` marked partial, naming the failed shards. done: what took
+ * effect, as the end of a sentence; count_field: a count to answer
+ * (NULL: none). */
+static dq_response spread_failure(call_ctx *c, dq_status st, const store_error *err,
+                                  const store_spread *sp, int took_effect, const char *done,
+                                  const char *count_field, int64_t count)
+{
+    if (!took_effect)
+        return store_failure(c, st, err);
+    int shards = store_shards(c->h->store);
+    int failed = shards - store_spread_answered(sp, shards);
+    char msg[300];
+    snprintf(msg, sizeof msg, "Redis failed in %d of %d shards (failed_shards); %s: send it "
+                              "again to finish it", failed, shards, done);
+    reply_partial(c->out, msg, sp, shards, count_field, count);
+    return answer(DQ_TIMEOUT);
+}
+
 /* ------------------------------------------------------------------------ */
 /* add                                                                       */
 /* ------------------------------------------------------------------------ */
@@ -456,10 +476,14 @@ static dq_response handle_kick(call_ctx *c)
         return kick_ids(c);
     int64_t kicked = 0;
     store_error err;
+    store_spread sp;
     dq_status st = store_kick(c->h->store, c->req->topics[0], c->req->count > 0 ? c->req->count : 1,
-                              &kicked, &err);
-    if (st != DQ_OK)
-        return store_failure(c, st, &err);
+                              &kicked, &sp, &err);
+    if (st != DQ_OK) {
+        char done[64];
+        snprintf(done, sizeof done, "%lld jobs were kicked in the others", (long long)kicked);
+        return spread_failure(c, st, &err, &sp, kicked > 0, done, "kicked", kicked);
+    }
     buf_puts(c->out, "{\"success\":true,\"kicked\":");
     buf_put_i64(c->out, kicked);
     buf_putc(c->out, '}');
@@ -686,9 +710,13 @@ static dq_response handle_pause(call_ctx *c)
     const char *topic = c->req->topics[0];
     int pause = c->req->cmd == CMD_PAUSE;
     store_error err;
-    dq_status st = store_pause(c->h->store, topic, pause, &err);
+    store_spread sp;
+    dq_status st = store_pause(c->h->store, topic, pause, &sp, &err);
     if (st != DQ_OK)
-        return store_failure(c, st, &err);
+        return spread_failure(c, st, &err, &sp, sp.calls_answered > 0,
+                              pause ? "the topic is paused in the others"
+                                    : "the topic is resumed in the others",
+                              NULL, 0);
     buf_puts(c->out, "{\"success\":true,\"topic\":");
     buf_put_json_string(c->out, topic, strlen(topic));
     buf_printf(c->out, ",\"paused\":%s}", pause ? "true" : "false");
@@ -700,14 +728,13 @@ static dq_response handle_purge(call_ctx *c)
     const char *topic = c->req->topics[0];
     int64_t purged = 0;
     store_error err;
-    dq_status st = store_purge(c->h->store, topic, c->req->state, &purged, &err);
-    if (st == DQ_TIMEOUT && purged > 0)
-        return answer(reply_errorf(c->out, st,
-                                   "Redis failed after %lld jobs were purged; the "
-                                   "purge is done in part (purge again to finish it)",
-                                   (long long)purged));
-    if (st != DQ_OK)
-        return store_failure(c, st, &err);
+    store_spread sp;
+    dq_status st = store_purge(c->h->store, topic, c->req->state, &purged, &sp, &err);
+    if (st != DQ_OK) {
+        char done[64];
+        snprintf(done, sizeof done, "%lld jobs were purged", (long long)purged);
+        return spread_failure(c, st, &err, &sp, purged > 0, done, "purged", purged);
+    }
     buf_puts(c->out, "{\"success\":true,\"topic\":");
     buf_put_json_string(c->out, topic, strlen(topic));
     buf_printf(c->out, ",\"purged\":%lld}", (long long)purged);
@@ -741,9 +768,11 @@ static dq_response handle_policy(call_ctx *c)
                                    shards, shards));
     store_policy p;
     store_error err;
-    dq_status st = store_policy_set(c->h->store, topic, spec, &p, &err);
+    store_spread sp;
+    dq_status st = store_policy_set(c->h->store, topic, spec, &p, &sp, &err);
     if (st != DQ_OK)
-        return store_failure(c, st, &err);
+        return spread_failure(c, st, &err, &sp, sp.calls_answered > 0,
+                              "the policy is stored in the others", NULL, 0);
     buf_puts(c->out, "{\"success\":true,\"topic\":");
     buf_put_json_string(c->out, topic, strlen(topic));
     buf_puts(c->out, ",\"policy\":{");

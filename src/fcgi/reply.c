@@ -14,7 +14,8 @@ void reply_key_string(dq_buf *out, const char *key, const char *s, size_t n)
     buf_put_json_string(out, s ? s : "", s ? n : 0);
 }
 
-void reply_error(dq_buf *out, dq_status st, const char *msg)
+/* An error answer up to its closing brace, for more fields to follow. */
+static void error_open(dq_buf *out, dq_status st, const char *msg)
 {
     buf_reset(out);
     buf_puts(out, "{\"success\":false,\"error\":");
@@ -25,7 +26,13 @@ void reply_error(dq_buf *out, dq_status st, const char *msg)
         buf_puts(out, "\",\"reason\":\"");
         buf_puts(out, status_reason(st));
     }
-    buf_puts(out, "\"}");
+    buf_putc(out, '"');
+}
+
+void reply_error(dq_buf *out, dq_status st, const char *msg)
+{
+    error_open(out, st, msg);
+    buf_putc(out, '}');
 }
 
 dq_status reply_errorf(dq_buf *out, dq_status st, const char *fmt, ...)
@@ -37,6 +44,24 @@ dq_status reply_errorf(dq_buf *out, dq_status st, const char *fmt, ...)
     va_end(ap);
     reply_error(out, st, msg);
     return st;
+}
+
+void reply_partial(dq_buf *out, const char *msg, const store_spread *sp, int shards,
+                   const char *count_field, int64_t count)
+{
+    error_open(out, DQ_TIMEOUT, msg);
+    buf_printf(out, ",\"partial\":true,\"shards\":%d,\"failed_shards\":[", shards);
+    const char *sep = "";
+    for (int k = 0; k < shards; k++) {
+        if (sp->fate[k] == STORE_SHARD_FAILED) {
+            buf_printf(out, "%s%d", sep, k);
+            sep = ",";
+        }
+    }
+    buf_putc(out, ']');
+    if (count_field)
+        buf_printf(out, ",\"%s\":%lld", count_field, (long long)count);
+    buf_putc(out, '}');
 }
 
 void reply_id(dq_buf *out, const char *id, const char *key, const char *value)

@@ -16,6 +16,13 @@ void reply_error(dq_buf *out, dq_status st, const char *msg);
 dq_status reply_errorf(dq_buf *out, dq_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The answer of a write to every shard that took effect in some shards
+ * only: 504 `timeout` with msg, "partial":true, the deployment's shard
+ * count, the shards whose calls failed (sp), and count_field: count when
+ * count_field is set. Replaces what out held. */
+void reply_partial(dq_buf *out, const char *msg, const store_spread *sp, int shards,
+                   const char *count_field, int64_t count);
+
 /* {"success":true,"id":..} with one more string field when key is set
  * (touch's due is a number: see reply_id_due). */
 void reply_id(dq_buf *out, const char *id, const char *key, const char *value);

@@ -65,6 +65,32 @@ static dq_status worse(dq_status a, dq_status b)
     return ra >= rb ? a : b;
 }
 
+/* Shard k's call answered (st DQ_OK) or failed; a failure is kept in err
+ * when it is the worst so far, which *result becomes. */
+static void spread_note(store_spread *sp, int k, dq_status st, const char *detail,
+                        dq_status *result, store_error *err)
+{
+    if (st == DQ_OK) {
+        sp->calls_answered++;
+        if (sp->fate[k] == STORE_SHARD_UNTOUCHED)
+            sp->fate[k] = STORE_SHARD_ANSWERED;
+        return;
+    }
+    sp->fate[k] = STORE_SHARD_FAILED;
+    if (worse(*result, st) != *result || *result == DQ_OK) {
+        *result = st;
+        snprintf(err->detail, sizeof err->detail, "%s", detail ? detail : "");
+    }
+}
+
+int store_spread_answered(const store_spread *sp, int shards)
+{
+    int n = 0;
+    for (int k = 0; k < shards; k++)
+        n += sp->fate[k] == STORE_SHARD_ANSWERED;
+    return n;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Calls split by shard                                                      */
 /* ------------------------------------------------------------------------ */
@@ -902,10 +928,12 @@ dq_status store_bury(dq_store *s, const char *allow, const char *id, store_error
     return st;
 }
 
-dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
+dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked, store_spread *sp,
                      store_error *err)
 {
     *kicked = 0;
+    memset(sp, 0, sizeof *sp);
+    clear_error(err);
     dq_status result = DQ_OK;
     for (int k = 0; k < store_shards(s) && *kicked < count; k++) {
         store_begin(s, SCRIPT_KICK, k);
@@ -913,15 +941,16 @@ dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
             [KICK_ARG_TOPIC] = store_str(topic), [KICK_ARG_COUNT] = store_int(count - *kicked)};
         store_args(s, a, KICK_NARGS);
         store_reply *r = NULL;
-        dq_status st = run_one(s, &r, err);
+        char detail[sizeof err->detail];
+        dq_status st = store_run(s, &r, detail, sizeof detail);
         if (st == DQ_OK)
             *kicked += reply_int(r);
-        else
-            result = worse(result, st);
+        spread_note(sp, k, st, detail, &result, err);
         store_reply_free(r);
     }
-    /* Jobs kicked in the shards that answered are kicked: say so. */
-    return *kicked > 0 ? DQ_OK : result;
+    /* All that was asked is done, and the failed shards did nothing: the
+     * answer is exact. */
+    return *kicked >= count && result == DQ_UNAVAILABLE ? DQ_OK : result;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1089,7 +1118,7 @@ static const int policy_entry[DQ_POLICY_NFIELDS] = {
     [DQ_POLICY_KEY_PERIOD] = POLICIES_ENTRY_KEY_PERIOD_MS, [DQ_POLICY_KEEP] = POLICIES_ENTRY_KEEP_MS};
 
 dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec *spec,
-                           store_policy *out, store_error *err)
+                           store_policy *out, store_spread *sp, store_error *err)
 {
     memset(out, 0, sizeof *out);
     out->topic = topic;
@@ -1102,16 +1131,15 @@ dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec 
                                                              : store_str("");
     }
     store_batch_every_shard(s, SCRIPT_POLICY, a, POLICY_NARGS, NULL, 0);
+    memset(sp, 0, sizeof *sp);
     dq_status result = DQ_OK;
+    int read = 0;
     for (int k = 0; k < store_shards(s); k++) {
         store_reply *r = NULL;
         char detail[sizeof err->detail];
         dq_status st = store_batch_result(s, (size_t)k, &r, detail, sizeof detail);
-        if (st != DQ_OK && result == DQ_OK) {
-            result = st;
-            snprintf(err->detail, sizeof err->detail, "%s", detail);
-        }
-        if (st == DQ_OK && k == 0) {
+        spread_note(sp, k, st, detail, &result, err);
+        if (st == DQ_OK && !read++) {
             for (int i = 0; i < DQ_POLICY_NFIELDS; i++)
                 out->value[i] = reply_int(reply_at(r, (size_t)policy_reply[i]));
         }
@@ -1204,23 +1232,24 @@ void store_policies_free(store_policies *p)
 /* An operation done in steps in every shard (a resume, a purge): each
  * round sends the next step of every shard still going, together, and
  * reads them; `call` adds shard k's step to the batch, `done` reads its
- * reply and says whether the shard goes on. The first failure ends it
- * (in err). going[k]: which shards take part, cleared as they finish. */
+ * reply and says whether the shard goes on. A shard whose step fails drops
+ * out (sp) and the others go on to their end; the worst failure is
+ * kept in *result (and err). going[k]: which shards take part, cleared as they
+ * finish. */
 typedef struct {
     void (*call)(dq_store *s, int shard, void *op);
     int (*done)(int shard, const store_reply *r, void *op);
     void *op;
 } shard_steps;
 
-static dq_status step_every_shard(dq_store *s, unsigned char *going, const shard_steps *steps,
-                                  store_error *err)
+static void step_every_shard(dq_store *s, unsigned char *going, const shard_steps *steps,
+                             store_spread *sp, dq_status *result, store_error *err)
 {
     int shards = store_shards(s), left = 0;
     for (int k = 0; k < shards; k++)
         left += going[k] != 0;
     int *shard_of = util_xcalloc((size_t)shards, sizeof *shard_of);
-    dq_status result = DQ_OK;
-    while (left > 0 && result == DQ_OK) {
+    while (left > 0) {
         store_batch_begin(s);
         size_t n = 0;
         for (int k = 0; k < shards; k++) {
@@ -1236,18 +1265,13 @@ static dq_status step_every_shard(dq_store *s, unsigned char *going, const shard
             char detail[sizeof err->detail];
             dq_status st = store_batch_result(s, i, &r, detail, sizeof detail);
             int k = shard_of[i];
-            if (st == DQ_OK) {
-                going[k] = (unsigned char)steps->done(k, r, steps->op);
-                left += going[k];
-            } else if (result == DQ_OK) {
-                result = st;
-                snprintf(err->detail, sizeof err->detail, "%s", detail);
-            }
+            spread_note(sp, k, st, detail, result, err);
+            going[k] = st == DQ_OK && steps->done(k, r, steps->op);
+            left += going[k];
             store_reply_free(r);
         }
     }
     free(shard_of);
-    return result;
 }
 
 #define RESUME_CHUNK 1000 /* held push jobs moved back per call */
@@ -1275,15 +1299,18 @@ static int pause_done(int shard, const store_reply *r, void *op)
     return reply_int(r) > 0;
 }
 
-dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *err)
+dq_status store_pause(dq_store *s, const char *topic, int pause, store_spread *sp,
+                      store_error *err)
 {
     clear_error(err);
+    memset(sp, 0, sizeof *sp);
     int shards = store_shards(s);
     unsigned char *going = util_xmalloc((size_t)shards);
     memset(going, 1, (size_t)shards);
     pause_op op = {topic, pause};
     shard_steps steps = {pause_call, pause_done, &op};
-    dq_status result = step_every_shard(s, going, &steps, err);
+    dq_status result = DQ_OK;
+    step_every_shard(s, going, &steps, sp, &result, err);
     free(going);
     return result;
 }
@@ -1338,31 +1365,32 @@ static int purge_done(int shard, const store_reply *r, void *op)
     return more;
 }
 
-/* One walk over a state in every shard, from its head. Adds what it deleted
- * to *purged; DQ_OK or the first failure (the walk stops there). */
-static dq_status purge_state(dq_store *s, const char *topic, const char *state, purge_walk *w,
-                             int64_t *purged, store_error *err)
+/* One walk over a state in every shard that has not failed, from its
+ * head. Adds what it deleted to *purged; a shard that fails drops out
+ * (sp), the worst failure is kept in *result. */
+static void purge_state(dq_store *s, const char *topic, const char *state, purge_walk *w,
+                        int64_t *purged, store_spread *sp, dq_status *result, store_error *err)
 {
     int shards = store_shards(s);
     unsigned char *going = util_xmalloc((size_t)shards);
     for (int k = 0; k < shards; k++) {
-        going[k] = 1;
+        going[k] = sp->fate[k] != STORE_SHARD_FAILED;
         w[k].score[0] = w[k].id[0] = '\0';
     }
     purge_op op = {topic, state, w, purged};
     shard_steps steps = {purge_call, purge_done, &op};
-    dq_status result = step_every_shard(s, going, &steps, err);
+    step_every_shard(s, going, &steps, sp, result, err);
     free(going);
-    return result;
 }
 
 dq_status store_purge(dq_store *s, const char *topic, const char *state, int64_t *purged,
-                      store_error *err)
+                      store_spread *sp, store_error *err)
 {
     static const char *const every[] = {"delay", "ready", "reserved", "buried"};
     const char *const *states = state ? &state : every;
     size_t nstates = state ? 1 : sizeof every / sizeof every[0];
     clear_error(err);
+    memset(sp, 0, sizeof *sp);
     *purged = 0;
     int shards = store_shards(s);
     purge_walk *w = util_xcalloc((size_t)shards, sizeof *w);
@@ -1371,11 +1399,12 @@ dq_status store_purge(dq_store *s, const char *topic, const char *state, int64_t
     dq_status result = DQ_OK;
     /* Walks again while a walk deleted something: a job that moved (a pop,
      * a due job, a kick) behind a walk's position is met by the next one.
-     * Each such walk deletes a job that existed at the start, so it ends. */
-    for (int64_t before = -1; result == DQ_OK && *purged != before;) {
+     * Each such walk deletes a job that existed at the start, so it ends.
+     * The shards that answer are purged to the end whatever the others do. */
+    for (int64_t before = -1; *purged != before;) {
         before = *purged;
-        for (size_t i = 0; i < nstates && result == DQ_OK; i++)
-            result = purge_state(s, topic, states[i], w, purged, err);
+        for (size_t i = 0; i < nstates; i++)
+            purge_state(s, topic, states[i], w, purged, sp, &result, err);
     }
     free(w);
     /* Jobs that went are gone: the request took effect in part. */

@@ -47,6 +47,19 @@ typedef struct {
     char detail[128]; /* e.g. the state of a conflicting job */
 } store_error;
 
+/* What a write to every shard (pause, resume, policy, purge, kick of a
+ * topic) did in each: a shard whose call fails drops out while the others
+ * go on, so the caller can say where it took effect. err and the status
+ * returned are the worst failure's. */
+typedef enum { STORE_SHARD_UNTOUCHED = 0, STORE_SHARD_ANSWERED, STORE_SHARD_FAILED } store_shard_fate;
+typedef struct {
+    unsigned char fate[DQ_SHARDS_MAX]; /* store_shard_fate; a failure sticks */
+    int64_t calls_answered;            /* in every shard: some of it took effect */
+} store_spread;
+
+/* How many shards answered every call sent to them (none failed). */
+int store_spread_answered(const store_spread *sp, int shards);
+
 typedef struct {
     const char *id, *topic, *state, *body;
     size_t id_len, topic_len, body_len;
@@ -194,8 +207,11 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
 dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, const char *cursor,
                           int limit, store_jobs *out, char *next, size_t nextlen,
                           store_error *err);
-/* Up to count buried jobs of a topic back to ready, shard by shard. */
-dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
+/* Up to count buried jobs of a topic back to ready, shard by shard; a
+ * shard that fails is passed over (sp says which), *kicked counts the
+ * jobs kicked in the others. DQ_OK when every shard asked answered, or
+ * when count jobs were kicked and no failure may have kicked more. */
+dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked, store_spread *sp,
                      store_error *err);
 
 /* Counters, summed over the shards: the deployment's totals, the number of
@@ -249,8 +265,10 @@ void store_stats_free(store_stats *st);
 /* Pauses (pause = 1) or resumes a topic in every shard, in one pipelined
  * round (a resume goes on with the shards that still hold push jobs back,
  * 1000 a call). DQ_OK only if every shard answered; pausing and resuming
- * are idempotent, so a failed call is retried as a whole. */
-dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *err);
+ * are idempotent, so a call that failed in some shards (sp says which) is
+ * sent again as a whole. */
+dq_status store_pause(dq_store *s, const char *topic, int pause, store_spread *sp,
+                      store_error *err);
 
 /* Deletes a topic's jobs in one state ("delay", "ready", "reserved",
  * "buried"; NULL: every state) as delete would, in bounded steps
@@ -259,11 +277,13 @@ dq_status store_pause(dq_store *s, const char *topic, int pause, store_error *er
  * The jobs created in a shard up to the purge's first step there go; jobs
  * added while it runs stay. The states are walked until a walk over all of
  * them deletes nothing, so a job that moved to a state already walked is
- * met again. *purged counts what went, also on failure: a failure once
- * jobs went answers DQ_TIMEOUT (done in part; a purge again finishes it). */
+ * met again. A shard that fails drops out and the others are purged to
+ * the end (sp says which failed). *purged counts what went, also on
+ * failure: a failure once jobs went answers DQ_TIMEOUT (done in part; a
+ * purge again finishes it). */
 #define STORE_PURGE_STEP 100
 dq_status store_purge(dq_store *s, const char *topic, const char *state, int64_t *purged,
-                      store_error *err);
+                      store_spread *sp, store_error *err);
 
 /* A topic's flow-control policy and its use. */
 typedef struct {
@@ -286,11 +306,13 @@ typedef struct {
 
 /* Applies a `policy` command to the topic's policy in every shard, in one
  * pipelined round (each shard keeps a copy, which its pops read in their
- * own atomic call), and reads back the policy as it stands (shard 0's).
- * DQ_OK only if every shard answered; the command is idempotent, so a
- * failed one is repeated as a whole. out->topic is the caller's topic. */
+ * own atomic call), and reads back the policy as it stands (the first
+ * shard's that answered). DQ_OK only if every shard answered, else the
+ * worst failure (sp says which shards failed); the command is idempotent,
+ * so a failed one is repeated as a whole. out->topic is the caller's
+ * topic. */
 dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec *spec,
-                           store_policy *out, store_error *err);
+                           store_policy *out, store_spread *sp, store_error *err);
 /* The policies of one topic (topic != NULL), or a page of the topics that
  * have one, after cursor (NULL: from the start), by name. */
 dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor, int limit,

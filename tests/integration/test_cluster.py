@@ -493,6 +493,112 @@ class MasterLost(ClusterTestCase):
 
 
 
+class OneMasterRefusesWrites(ClusterTestCase):
+    """One master refuses writes (maxmemory 1, noeviction: OOM) while the
+    others serve. Every command that writes to several shards goes on in
+    the healthy ones and says exactly what it did (504 `timeout`,
+    `partial`, `failed_shards`), which is compared with what Redis holds;
+    sent again once the master is back, each converges."""
+
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, shards=12, n_timers=1,
+                         redis_kw=dict(replicas=0))
+
+    def refuse(self, master, on):
+        self.cluster.client(master.port)("CONFIG", "SET", "maxmemory", "1" if on else "0")
+
+    def in_shards(self, key_of, shards):
+        """{shard: value} of a key of each shard (key_of(tag) -> command)."""
+        return {k: self.shard_client(k)(*key_of(self.c.tag(k))) for k in shards}
+
+    def shard_client(self, k):
+        return self.cluster.client(self.shard_master(k).port)
+
+    def assertPartial(self, st, r, failed, **counts):
+        self.assertError(st, r, 504, "timeout")
+        self.assertEqual((r["partial"], r["shards"], r["failed_shards"]),
+                         (True, self.c.shards, failed), r)
+        for f, v in counts.items():
+            self.assertEqual(r[f], v, r)
+
+    def test_multi_shard_writes_answer_what_they_did(self):
+        d, t = self.c, unique("refused")
+        sick = self.shard_master(0)
+        bad = [k for k in range(d.shards) if self.shard_master(k) is sick]
+        good = [k for k in range(d.shards) if k not in bad]
+        self.assertTrue(good and bad)
+        self.cluster.client(sick.port)("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        ids = [i for k in range(d.shards) for i in d.one_shard_ids(t, 2, shard=k)]
+        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": i, "body": 1} for i in ids]))
+        popped = []
+        while len(popped) < len(ids):
+            st, r = d.req("pop", topic=t, count=100)
+            self.assertOk(st, r)
+            popped += [j["id"] for j in r["jobs"]]
+        for i in popped:
+            self.assertOk(*d.req("bury", id=i))
+        on_bad = sum(1 for i in ids if d.shard_of(i) in bad)
+        everywhere = list(range(d.shards))
+        # More than one purge step (100 jobs) in a healthy shard.
+        many = d.one_shard_ids(t + "-many", 150, shard=good[0])
+        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": i, "body": 1} for i in many]))
+
+        self.refuse(sick, True)
+        try:
+            st, r = d.req("policy", topic=t, concurrency=12)
+            self.assertPartial(st, r, bad)
+            st, r = d.req("pause", topic=t)
+            self.assertPartial(st, r, bad)
+            st, r = d.req("kick", topic=t, count=1000)
+            self.assertPartial(st, r, bad, kicked=len(ids) - on_bad)
+            st, r = d.req("purge", topic=t, state="ready")
+            self.assertPartial(st, r, bad, purged=len(ids) - on_bad + len(many))
+            # A single-shard write in the refusing shard changes nothing.
+            sched = d.one_shard_ids(t + "-s", 1, shard=bad[0])[0]
+            st, r = d.req("schedule", id=sched, topic=t, every=3600, body=1)
+            self.assertError(st, r, 503, "unavailable")
+        finally:
+            self.refuse(sick, False)
+        pol = self.in_shards(lambda p: ("HGET", "%s:pol:%s" % (p, t), "concurrency"), everywhere)
+        self.assertEqual({k for k, v in pol.items() if v == b"12"}, set(good))
+        paused = self.in_shards(lambda p: ("SISMEMBER", p + ":paused", t), everywhere)
+        self.assertEqual({k for k, v in paused.items() if v == 1}, set(good))
+        buried = self.in_shards(lambda p: ("ZCARD", "%s:x:%s" % (p, t)), everywhere)
+        self.assertEqual({k: v for k, v in buried.items() if v}, {k: 2 for k in bad})
+        self.assertEqual(self.in_shards(lambda p: ("ZCARD", "%s:r:%s" % (p, t)), good),
+                         {k: 0 for k in good})
+        self.assertEqual(self.in_shards(lambda p: ("EXISTS", "%s:sch:%s" % (p, sched)), bad),
+                         {k: 0 for k in bad})
+
+        # Sent again, each converges.
+        st, r = d.req("policy", topic=t, concurrency=12)
+        self.assertOk(st, r)
+        self.assertEqual(r["policy"]["concurrency"], 12)
+        self.assertOk(*d.req("pause", topic=t))
+        st, r = d.req("kick", topic=t, count=1000)
+        self.assertOk(st, r)
+        self.assertEqual(r["kicked"], on_bad)
+        st, r = d.req("purge", topic=t, state="ready")
+        self.assertOk(st, r)
+        self.assertEqual(r["purged"], on_bad)
+        pol = self.in_shards(lambda p: ("HGET", "%s:pol:%s" % (p, t), "concurrency"), everywhere)
+        self.assertEqual(set(pol.values()), {b"12"})
+        self.assertEqual(set(self.in_shards(lambda p: ("SISMEMBER", p + ":paused", t),
+                                            everywhere).values()), {1})
+
+        # A resume that fails in one master resumes the others, and says so.
+        self.refuse(sick, True)
+        try:
+            st, r = d.req("resume", topic=t)
+            self.assertPartial(st, r, bad)
+        finally:
+            self.refuse(sick, False)
+        paused = self.in_shards(lambda p: ("SISMEMBER", p + ":paused", t), everywhere)
+        self.assertEqual({k for k, v in paused.items() if v == 1}, set(bad))
+        self.assertOk(*d.req("resume", topic=t))
+        self.assertEqual(set(self.in_shards(lambda p: ("SISMEMBER", p + ":paused", t),
+                                            everywhere).values()), {0})
+
+
 class UnconfirmedReservations(ClusterTestCase):
     """With redis_wait_replicas = 1 and a master's replica frozen, pops and
     the pusher's takes there run but are not confirmed: a failover could
