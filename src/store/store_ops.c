@@ -721,10 +721,22 @@ static int job_pos_cmp(const void *a, const void *b)
     return name_cmp(x->id, x->id_len, y->id, y->id_len);
 }
 
-/* Each shard answers its first `limit` jobs after the cursor (and whether
- * more follow); the first `limit` of their union are the page. A job a
- * shard did not return comes after that shard's last one, and so after
- * the page's last one whenever the shard filled its `limit`. */
+/* A shard's reply says where its walk ended: the last entry it looked at
+ * (last_score, last_id), beyond which it saw nothing. */
+static int shard_walk_end(const store_reply *r, store_job *end)
+{
+    end->id = reply_str(reply_at(r, JOBS_REPLY_LAST_ID), &end->id_len);
+    end->pos = reply_int(reply_at(r, JOBS_REPLY_LAST_SCORE));
+    return end->id != NULL;
+}
+
+/* Each shard looks at its first `limit` entries after the cursor (and
+ * says whether more follow) and answers the jobs among them: an entry
+ * whose kept record expired is left out. The page is the jobs up to the
+ * earliest walk end of the shards that have more (every shard saw all of
+ * its entries up to there), at most `limit` of them; the next page starts
+ * after its last job when it was cut at `limit`, else after that walk end,
+ * so a page of stale entries alone still moves the cursor on. */
 dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, const char *cursor,
                           int limit, store_jobs *out, char *next, size_t nextlen,
                           store_error *err)
@@ -748,7 +760,8 @@ dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, con
                                [JOBS_ARG_AFTER_SCORE] = store_str(score),
                                [JOBS_ARG_AFTER_ID] = store_str(after_id)};
     store_batch_every_shard(s, SCRIPT_JOBS, a, JOBS_NARGS, NULL, 0);
-    int more = 0;
+    store_job bound = {0}; /* the earliest walk end of a shard with more */
+    int bounded = 0;
     for (int k = 0; k < store_shards(s); k++) {
         dq_status st;
         const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
@@ -756,7 +769,10 @@ dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, con
             store_jobs_free(out);
             return st; /* a page missing a shard would skip its jobs */
         }
-        more |= reply_int(reply_at(r, JOBS_REPLY_MORE)) == 1;
+        store_job end;
+        if (reply_int(reply_at(r, JOBS_REPLY_MORE)) == 1 && shard_walk_end(r, &end) &&
+            (!bounded++ || job_pos_cmp(&end, &bound) < 0))
+            bound = end;
         for (size_t i = JOBS_REPLY_NFIELDS; i + JOBS_ENTRY_NFIELDS <= reply_len(r);
              i += JOBS_ENTRY_NFIELDS) {
             store_job *j = next_job(out);
@@ -770,14 +786,15 @@ dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, con
     }
     if (out->n > 1)
         qsort(out->jobs, out->n, sizeof *out->jobs, job_pos_cmp);
+    while (bounded && out->n > 0 && job_pos_cmp(&out->jobs[out->n - 1], &bound) > 0)
+        out->n--; /* a shard with more may hold jobs before it */
+    const store_job *last = bounded ? &bound : NULL;
     if (out->n > (size_t)limit) {
         out->n = (size_t)limit;
-        more = 1;
+        last = &out->jobs[out->n - 1];
     }
-    if (more && out->n > 0) {
-        const store_job *last = &out->jobs[out->n - 1];
+    if (last)
         snprintf(next, nextlen, "%lld:%.*s", (long long)last->pos, (int)last->id_len, last->id);
-    }
     return DQ_OK;
 }
 

@@ -130,6 +130,29 @@ class Paging(JobsBase):
         r = self.page(t, "delay", limit=23)
         self.assertIsNone(r["cursor"], "a page that ends the state has a cursor")
 
+    def test_a_page_of_expired_records_moves_the_cursor_on(self):
+        """The newest deleted record expires before its index entry goes:
+        the page that looks at it alone lists nothing, yet its cursor leads
+        on to the older records (in every shard)."""
+        t = unique("stale")
+        self.policy(t, keep=3600)
+        # The newest records share the expiring one's shard: a merge of
+        # shards that went past that shard's walk would skip them.
+        newest = self.c.one_shard_ids("st-" + t, 5)
+        kept = []
+        for jid in ["st-%d-%s" % (i, t) for i in range(16)] + newest[:4]:
+            kept.append(self.add(t, jid))
+            self.assertOk(*self.c.req("delete", id=kept[-1]))
+        self.policy(t, keep=1)
+        gone = self.add(t, newest[4])
+        self.assertOk(*self.c.req("delete", id=gone))
+        time.sleep(1.3)
+        first = self.page(t, "deleted", limit=1)
+        self.assertIsNotNone(first["cursor"], first)
+        for limit in (1, 3, 50):
+            listed = self.walk(t, "deleted", limit)
+            self.assertEqual(sorted(listed), sorted(kept), "limit %d" % limit)
+
     def test_equal_due_times_page_by_id(self):
         """Jobs due at the same ms share a score: the cursor's id orders them,
         also after the job at the cursor has gone."""
