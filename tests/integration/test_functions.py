@@ -84,12 +84,17 @@ class Functions(unittest.TestCase):
     def redis(self, *args):
         return self.server(*args)
 
-    def add(self, jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at=-1,
-            allow="", backoff="", url="", timeout=10000, key="", traceparent="", tracestate="",
-            replace=0):
-        return self.call("add", allow, BUCKETS, SHARDS, 1, jid, topic, body, ttr, retries, delay, at,
-                         sum(jid.encode()) % BUCKETS, backoff, url, timeout, key, traceparent,
-                         tracestate, replace)
+    def add(self, jid, topic="q", **kw):
+        return self.call("add", *self.add_args(jid, topic, **kw))
+
+    @staticmethod
+    def add_args(jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at=-1,
+                 allow="", backoff="", url="", timeout=10000, key="", traceparent="",
+                 tracestate="", replace=0):
+        """add's arguments for one job."""
+        return (allow, BUCKETS, SHARDS, 1, jid, topic, body, ttr, retries, delay, at,
+                sum(jid.encode()) % BUCKETS, backoff, url, timeout, key, traceparent, tracestate,
+                replace)
 
     def pop(self, *topics, count=1):
         return self.pop_finish([], *topics, count=count)[1]
@@ -1223,6 +1228,31 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.stats("q")["jobs"], 0)
         self.assertEqual(self.redis("ZRANGE", P + ":idle", 0, -1), [b"q"], "the topic is idle")
         self.assertEqual(self.stats("o")["delay"], 1, "another topic is untouched")
+
+    def test_purge_keeps_a_job_created_after_its_first_step_in_the_same_ms(self):
+        """Creation times are in ms: of two jobs created in the millisecond
+        of a purge's first step, the one created before it goes and the
+        one created after it stays (the purge's later walks included)."""
+        r = self.server.resp()
+        fn = "dq_%s_" % self.version
+        for attempt in range(50):
+            before, after = "pb%d" % attempt, "pa%d" % attempt
+            r("MULTI")
+            for name, args in (("add", self.add_args(before)),
+                               ("purge", ("q", "ready", 10, "", "", "")),
+                               ("add", self.add_args(after))):
+                r("FCALL", fn + name, 1, P, *args)
+            step = r("EXEC")[1]
+            since = step[2]
+            if int(self.job(after)["c"]) != since:
+                self.purge_walk("q", "ready", 10)  # another millisecond: again
+                continue
+            self.assertEqual(step[0], 1, "the job created before the step went")
+            self.assertFalse(self.job(before))
+            self.assertEqual(self.purge_walk("q", "ready", 10, since)[0], 0)
+            self.assertEqual(self.job(after)["s"], "ready", "created after the purge began")
+            return
+        self.fail("no add ran in the millisecond of the purge's first step")
 
     def test_purge_keeps_jobs_created_after_its_first_step(self):
         self.add("old1")

@@ -135,6 +135,7 @@ local wake_ids      -- seq: a sequence number this call took (unique to it); n: 
 local allow_prefixes -- nil: every topic; else the token's topic prefixes
 local paused_cache  -- topic -> paused (read once per call)
 local policy_cache  -- topic -> its policy in this shard (read once per call)
+local purging_cache -- topic -> when its latest purge began here (false: none; once per call)
 local call_now      -- Redis' time, read once per call by clock()
 local history_cache -- does P:history exist (nil: not read yet in this call)
 local keys_cache    -- does P:klim exist (nil: not read yet in this call)
@@ -405,6 +406,7 @@ local function begin(keys)
     allow_prefixes = nil
     paused_cache = {}
     policy_cache = {}
+    purging_cache = {}
     call_now = nil
     history_cache = nil
     keys_cache = nil
@@ -1267,11 +1269,31 @@ local function place_job(id, j, seq, stored)
     return j.s
 end
 
+-- A purge deletes the jobs created up to its first step in the shard
+-- (purge.lua), which it tells by their creation time, in ms. That step
+-- records when it began (P:purging: topic -> ms, kept PURGING_MS, enough
+-- for the rest of that millisecond); a job created after it in the same
+-- millisecond is noted in P:purge_born ("<created>:<id>", kept
+-- PURGE_BORN_MS after the last note or purge step), so the purge keeps it.
+local PURGING_MS, PURGE_BORN_MS = 1000, 3600000
+local function note_if_born_in_purge(id, topic, now)
+    local began = purging_cache[topic]
+    if began == nil then
+        began = tonumber(redis.call('HGET', P .. ':purging', topic)) or false
+        purging_cache[topic] = began
+    end
+    if began == now then
+        redis.call('SADD', P .. ':purge_born', num(now) .. ':' .. id)
+        redis.call('PEXPIRE', P .. ':purge_born', num(PURGE_BORN_MS))
+    end
+end
+
 -- Creates job `id` (the caller made sure it does not exist) from the
 -- fields of f (see job_of_fields); a job ready at once takes sequence
 -- number seq. Counts it. Returns 'ready' or 'delay'. stored: the job as
 -- job_of_fields made it and store_job(id, j, true) wrote it.
 local function create_job(id, f, now, seq, stored)
+    note_if_born_in_purge(id, f.topic, now)
     local state = place_job(id, stored or job_of_fields(f, now), seq, stored)
     count(f.topic, 'added', 1)
     count(f.topic, 'jobs', 1)

@@ -8,8 +8,11 @@
 -- index entries, its topic's gauges, `deleted`, the push sets and hold),
 -- except that it leaves no kept record (history is of deliveries, and a
 -- purge empties a queue: its ids may be added again at once),
--- and only when it was created at or before `since`, the shard's time at
--- the purge's first step: jobs added while a purge runs are kept. A job
+-- and only when it was created before the purge's first step in the
+-- shard, whose time is `since`: jobs added while a purge runs are kept,
+-- also those of `since`'s millisecond (the first step records when it
+-- began in P:purging, and create_job notes a job created after it in that
+-- millisecond in P:purge_born; common.lua). A job
 -- that changes state while it runs is deleted when the walk meets it
 -- again in its new state.
 -- KEYS: P.
@@ -21,6 +24,16 @@
 -- the step's last; since, after_score, after_id: what the next step takes.
 local topic, state, limit = ARGV[ARG.topic], ARGV[ARG.state], tonumber(ARGV[ARG.limit])
 local since = ARGV[ARG.since] == '' and clock() or tonumber(ARGV[ARG.since])
+if ARGV[ARG.since] == '' then
+    redis.call('HSET', P .. ':purging', topic, num(since))
+    redis.call('PEXPIRE', P .. ':purging', num(PURGING_MS))
+end
+-- The notes of since's millisecond live while the purge does.
+redis.call('PEXPIRE', P .. ':purge_born', num(PURGE_BORN_MS))
+local function created_before_purge(id, j)
+    return j.c < since or j.c == since and
+        redis.call('SISMEMBER', P .. ':purge_born', num(since) .. ':' .. id) == 0
+end
 local after_score, after_id = ARGV[ARG.after_score], ARGV[ARG.after_id]
 local entries = entries_after(state_sets(topic, state), after_score, after_id, limit + 1)
 local looked = math.min(limit, #entries)
@@ -29,7 +42,7 @@ for i = 1, looked do
     local id = entries[i][1]
     local j = load_job(id, true) -- removing needs only the head
     -- every member names a job of that state (kept with it)
-    if j and j.c <= since then
+    if j and created_before_purge(id, j) then
         remove_job(id, j, 'deleted', true) -- emptying a queue keeps no history
         purged = purged + 1
     end
