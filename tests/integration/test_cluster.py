@@ -501,7 +501,7 @@ class OneMasterRefusesWrites(ClusterTestCase):
     sent again once the master is back, each converges."""
 
     DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, shards=12, n_timers=1,
-                         redis_kw=dict(replicas=0))
+                         redis_timeout_ms=500, redis_kw=dict(replicas=0))
 
     def refuse(self, master, on):
         self.cluster.client(master.port)("CONFIG", "SET", "maxmemory", "1" if on else "0")
@@ -520,11 +520,46 @@ class OneMasterRefusesWrites(ClusterTestCase):
         for f, v in counts.items():
             self.assertEqual(r[f], v, r)
 
+    def split(self):
+        """The shards of shard 0's master (bad) and the others (good)."""
+        sick = self.shard_master(0)
+        bad = [k for k in range(self.c.shards) if self.shard_master(k) is sick]
+        return sick, bad, [k for k in range(self.c.shards) if k not in bad]
+
+    def until_ok(self, *req, **fields):
+        """Sends a request again until it answers 200 (a store backs off
+        from a node that timed out for a moment)."""
+        deadline = time.monotonic() + 10 * SLOW
+        while True:
+            st, r = self.c.req(*req, **fields)
+            if st == 200 or time.monotonic() > deadline:
+                self.assertOk(st, r)
+                return r
+            time.sleep(0.2)
+
+    def test_a_silent_master_is_named_among_the_failed_shards(self):
+        """A master that does not answer within redis_timeout_ms (its
+        writes paused): the write may or may not have happened there, and
+        the answer says which shards those are; sent again, it converges."""
+        d, t = self.c, unique("silent")
+        sick, bad, good = self.split()
+        everywhere = list(range(d.shards))
+        self.cluster.client(sick.port)("CLIENT", "PAUSE", 5000, "WRITE")
+        try:
+            st, r = d.req("policy", topic=t, concurrency=12)
+            self.assertPartial(st, r, bad)
+            pol = self.in_shards(lambda p: ("HGET", "%s:pol:%s" % (p, t), "concurrency"), good)
+            self.assertEqual(set(pol.values()), {b"12"})
+        finally:
+            self.cluster.client(sick.port)("CLIENT", "UNPAUSE")
+        self.assertEqual(self.until_ok("policy", topic=t, concurrency=12)["policy"]["concurrency"],
+                         12)
+        pol = self.in_shards(lambda p: ("HGET", "%s:pol:%s" % (p, t), "concurrency"), everywhere)
+        self.assertEqual(set(pol.values()), {b"12"})
+
     def test_multi_shard_writes_answer_what_they_did(self):
         d, t = self.c, unique("refused")
-        sick = self.shard_master(0)
-        bad = [k for k in range(d.shards) if self.shard_master(k) is sick]
-        good = [k for k in range(d.shards) if k not in bad]
+        sick, bad, good = self.split()
         self.assertTrue(good and bad)
         self.cluster.client(sick.port)("CONFIG", "SET", "maxmemory-policy", "noeviction")
         ids = [i for k in range(d.shards) for i in d.one_shard_ids(t, 2, shard=k)]
