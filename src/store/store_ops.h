@@ -51,7 +51,11 @@ typedef struct {
  * topic) did in each: a shard whose call fails drops out while the others
  * go on, so the caller can say where it took effect. err and the status
  * returned are the worst failure's. */
-typedef enum { STORE_SHARD_UNTOUCHED = 0, STORE_SHARD_ANSWERED, STORE_SHARD_FAILED } store_shard_fate;
+typedef enum {
+    STORE_SHARD_UNTOUCHED = 0,
+    STORE_SHARD_ANSWERED,
+    STORE_SHARD_FAILED
+} store_shard_fate;
 typedef struct {
     unsigned char fate[DQ_SHARDS_MAX]; /* store_shard_fate; a failure sticks */
     int64_t calls_answered;            /* in every shard: some of it took effect */
