@@ -3,7 +3,8 @@
 ports), whatever DQTEST_REDIS says: a hot topic spreads over every master,
 pops find jobs in every shard, long-polls wake for any shard, a live slot
 migration under load and a master killed with -9 under load lose nothing
-acknowledged, and a process laid out differently does not start."""
+acknowledged, a process laid out differently does not start, and writes to
+every shard with one master refusing or silent answer what they did."""
 
 import re
 import signal
@@ -556,6 +557,27 @@ class OneMasterRefusesWrites(ClusterTestCase):
                          12)
         pol = self.in_shards(lambda p: ("HGET", "%s:pol:%s" % (p, t), "concurrency"), everywhere)
         self.assertEqual(set(pol.values()), {b"12"})
+
+    def test_the_worst_failure_is_answered(self):
+        """Shard 0's master refuses (nothing changed there), the others do
+        not answer (unknown outcome): the answer is the worse, 504, never
+        the first shard's 503 "nothing was changed"."""
+        d, t = self.c, unique("worst")
+        sick, bad, good = self.split()
+        silent = [m for m in self.cluster.masters() if m is not sick]
+        self.cluster.client(sick.port)("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        self.refuse(sick, True)
+        for m in silent:
+            self.cluster.client(m.port)("CLIENT", "PAUSE", 5000, "WRITE")
+        try:
+            st, r = d.req("policy", topic=t, concurrency=12)
+            self.assertError(st, r, 504, "timeout")
+        finally:
+            for m in silent:
+                self.cluster.client(m.port)("CLIENT", "UNPAUSE")
+            self.refuse(sick, False)
+        self.assertEqual(self.until_ok("policy", topic=t, concurrency=12)["policy"]["concurrency"],
+                         12)
 
     def test_multi_shard_writes_answer_what_they_did(self):
         d, t = self.c, unique("refused")
