@@ -22,11 +22,12 @@ import sys
 import time
 
 from dqmodel.model import STATES, Model
+from dqtest import SLOW
 
 SHORT_TTR = 1.0      # seconds: a TTR the run lets run out
 LONG = 3600          # seconds: a delay or TTR that never runs out in a run
 SETTLE_SLACK = 0.15  # seconds after the latest possible deadline before looking
-SETTLE_LIMIT = 10.0  # seconds the service may take to expire or move a job
+SETTLE_LIMIT = 10.0 * SLOW  # seconds the service may take to expire or move a job
 
 
 class Divergence(Exception):
