@@ -12,6 +12,7 @@ static const struct {
     [DQ_OK] = {200, "200 OK", "ok"},
     [DQ_BAD_REQUEST] = {400, "400 Bad Request", "bad_request"},
     [DQ_UNAUTHORIZED] = {401, "401 Unauthorized", "unauthorized"},
+    [DQ_FORBIDDEN] = {403, "403 Forbidden", "forbidden"},
     [DQ_NOT_FOUND] = {404, "404 Not Found", "not_found"},
     [DQ_CONFLICT] = {409, "409 Conflict", "conflict"},
     [DQ_TOO_LARGE] = {413, "413 Payload Too Large", "too_large"},

@@ -7,6 +7,7 @@ typedef enum {
     DQ_OK = 0,
     DQ_BAD_REQUEST,
     DQ_UNAUTHORIZED,
+    DQ_FORBIDDEN, /* a browser request from another site's page (Origin) */
     DQ_NOT_FOUND,
     DQ_CONFLICT,
     DQ_TOO_LARGE,

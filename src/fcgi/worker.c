@@ -346,6 +346,12 @@ static int read_request(thread_state *t, conn *c)
     /* The params live as long as the request, so the parsed one may point into them. */
     dq_headers headers = {fcgi_param(c->fc, "HTTP_TRACEPARENT"),
                           fcgi_param(c->fc, "HTTP_TRACESTATE")};
+    if (!request_origin_allowed(fcgi_param(c->fc, "HTTP_ORIGIN"), fcgi_param(c->fc, "HTTP_HOST"))) {
+        reply_error(&t->out, DQ_FORBIDDEN, "a request from a page of another site (its Origin "
+                    "header is not this server's) is refused");
+        finish(t, c, CMD_COUNT, DQ_FORBIDDEN, 0);
+        return -1;
+    }
     char err[600];
     st = request_parse(&t->doc, method ? method : "GET", path, fcgi_param(c->fc, "QUERY_STRING"),
                        &headers, c->body.data, c->body.len, &lim, &c->req, err, sizeof err);

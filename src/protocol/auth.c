@@ -233,6 +233,37 @@ static dq_status deny(char *err, size_t errlen, const char *why, const char *wha
     return DQ_UNAUTHORIZED;
 }
 
+/* The rights a command's fields need besides the command's own
+ * (commands.def's DQ_FIELD_RIGHT rows). */
+static const struct {
+    dq_command cmd;
+    dq_field field;
+    dq_command right;
+} field_rights[] = {
+#define DQ_COMMAND(e, name, flags, fields, parser, handler)
+#define DQ_FIELD_RIGHT(c, f, r) {CMD_##c, F_##f, CMD_##r},
+#include "protocol/commands.def"
+#undef DQ_FIELD_RIGHT
+#undef DQ_COMMAND
+};
+
+/* 0, or DQ_UNAUTHORIZED when the request carries a field whose right the
+ * token lacks (pop's finish without finish would remove any job). */
+static dq_status check_field_rights(const dq_token *t, const dq_request *req, char *err,
+                                    size_t errlen)
+{
+    for (size_t i = 0; i < sizeof field_rights / sizeof field_rights[0]; i++) {
+        if (field_rights[i].cmd != req->cmd || !(req->fields & FIELD_BIT(field_rights[i].field)) ||
+            auth_command_allowed(t, field_rights[i].right))
+            continue;
+        snprintf(err, errlen, "this token may not use the field '%s' of %s: it needs the %s right",
+                 field_name(field_rights[i].field), command_name(req->cmd),
+                 command_name(right_of(field_rights[i].right)));
+        return DQ_UNAUTHORIZED;
+    }
+    return DQ_OK;
+}
+
 dq_status auth_check(const dq_auth *a, const char *header, const dq_request *req, char *allow,
                      size_t allowlen, char *err, size_t errlen)
 {
@@ -245,6 +276,8 @@ dq_status auth_check(const dq_auth *a, const char *header, const dq_request *req
                     "missing or unknown bearer token (send Authorization: Bearer <token>)", "");
     if (!auth_command_allowed(t, req->cmd))
         return deny(err, errlen, "this token may not use the command ", command_name(req->cmd));
+    if (check_field_rights(t, req, err, errlen) != DQ_OK)
+        return DQ_UNAUTHORIZED;
     if (!auth_topic_limited(t))
         return DQ_OK;
     int flags = command_flags(req->cmd);

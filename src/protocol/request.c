@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/push_guard.h"
 #include "common/util.h"
@@ -15,13 +16,14 @@
 /* The command table                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Every field name the protocol knows (fields.def). */
-typedef enum {
-#define DQ_FIELD(e, name) F_##e,
+typedef dq_field field_id;
+
+/* No field name is longer (key_concurrency); the build checks each. */
+#define FIELD_NAME_MAX 15
+#define DQ_FIELD(e, name) \
+    _Static_assert(sizeof name - 1 <= FIELD_NAME_MAX, "field " name " is over FIELD_NAME_MAX");
 #include "protocol/fields.def"
 #undef DQ_FIELD
-    NFIELDS
-} field_id;
 
 static const char *const field_names[NFIELDS] = {
 #define DQ_FIELD(e, name) [F_##e] = name,
@@ -29,9 +31,6 @@ static const char *const field_names[NFIELDS] = {
 #undef DQ_FIELD
 };
 
-/* A set of fields as bits: more than 32 fields, so 64 bits. */
-typedef uint64_t field_bits;
-#define FIELD_BIT(id) ((field_bits)1 << (id))
 /* A command's fields as a set of bits (commands.def's FB). */
 #define FB(f) FIELD_BIT(F_##f)
 
@@ -62,6 +61,11 @@ dq_command command_from_name(const char *name, size_t len)
 int command_flags(dq_command c)
 {
     return c < CMD_COUNT ? commands[c].flags : 0;
+}
+
+const char *field_name(dq_field f)
+{
+    return f < NFIELDS ? field_names[f] : "unknown";
 }
 
 /* The read-only commands, the ones GET serves, in table order:
@@ -224,7 +228,10 @@ static int fields_from_object(vctx *v, fieldset *f, char *text, const json_doc *
     const json_tok *t = doc->toks;
     size_t key = obj + 1;
     for (uint32_t m = 0; m < t[obj].count; m++, key = json_next_member(doc, key)) {
-        char name[32];
+        /* Room for the longest field name with every byte escaped (\uXXXX,
+         * 6 bytes for 1), so each spelling of a name means the same field;
+         * a longer raw name decodes to more than any field name has. */
+        char name[FIELD_NAME_MAX * 6 + 1];
         const json_tok *k = &t[key];
         size_t raw = k->end - k->start;
         field_id id = NFIELDS;
@@ -786,6 +793,7 @@ static int parse_add(vctx *v, fieldset *f, const dq_limits *lim, dq_request *req
         jf.allowed = f->allowed;
         if (parse_job(v, &jf, lim, &req->jobs[i]) < 0)
             return -1;
+        req->fields |= jf.present;
     }
     v->where = "";
     return 0;
@@ -1296,6 +1304,25 @@ static int is_command_form(const char *path)
     return path[0] == '\0' || strcmp(path, "/") == 0;
 }
 
+int request_origin_allowed(const char *origin, const char *host)
+{
+    if (!origin)
+        return 1;
+    /* scheme://host[:port]: the scheme is left out, since TLS may end in
+     * front of nginx; host and port must be the Host the browser sent. */
+    const char *sep = strstr(origin, "://");
+    return sep && host && *host && strcasecmp(sep + 3, host) == 0;
+}
+
+/* 1 for the path of a public command (health): it takes no fields, and load
+ * balancers and probes that append a query string of their own must not
+ * read a 400 as down. */
+static int public_path(const char *path)
+{
+    dq_command c = command_from_name(path + 1, strlen(path + 1));
+    return c != CMD_COUNT && (command_flags(c) & CMDF_PUBLIC);
+}
+
 static int resolve_command(vctx *v, int get, const char *path, fieldset *f, dq_command *cmd)
 {
     const char *cname = NULL;
@@ -1350,6 +1377,8 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
             invalid(&v, DQ_BAD_REQUEST, "GET / is not a command; use POST / with a 'command' field");
             return v.status;
         }
+        if (public_path(path))
+            query = NULL; /* a probe's query string (a cache-buster) is not a field */
         if (fields_from_query(&v, &f, query, req) < 0)
             goto bad;
     } else if (strcmp(method, "POST") == 0) {
@@ -1380,6 +1409,7 @@ dq_status request_parse(json_doc *doc, const char *method, const char *path, con
     if (parsers[req->cmd](&v, &f, lim, req) < 0 || fields_all_taken(&v, &f) < 0 ||
         trace_headers(&v, headers, req) < 0)
         goto bad;
+    req->fields |= f.present;
     return DQ_OK;
 bad:
     request_free(req);

@@ -31,6 +31,17 @@ typedef enum {
     CMD_COUNT
 } dq_command;
 
+/* Every field name the protocol knows (fields.def). */
+typedef enum {
+#define DQ_FIELD(e, name) F_##e,
+#include "protocol/fields.def"
+#undef DQ_FIELD
+    NFIELDS
+} dq_field;
+/* A set of fields as bits: more than 32 fields, so 64 bits. */
+typedef uint64_t field_bits;
+#define FIELD_BIT(id) ((field_bits)1 << (id))
+
 #define DQ_POP_COUNT_MAX 100
 #define DQ_POP_TOPICS_MAX 64
 #define DQ_POP_TIMEOUT_MAX_MS 60000
@@ -50,6 +61,7 @@ typedef enum {
 
 typedef struct {
     dq_command cmd;
+    field_bits fields; /* every field the request carries, a batch's jobs' included */
     int batch; /* add with "jobs", finish/delete with "ids" */
 
     dq_job_spec *jobs; /* add: njobs entries */
@@ -97,6 +109,14 @@ const char *command_name(dq_command c);
 /* Returns the command for a name, or CMD_COUNT if unknown. */
 dq_command command_from_name(const char *name, size_t len);
 int command_flags(dq_command c);
+const char *field_name(dq_field f);
+
+/* 1 when a request may come with this Origin header (NULL: none, as every
+ * client but a browser sends) to this Host: only a page of the server's
+ * own site (the dashboard) may. A page of another site, or an opaque
+ * origin ("null"), could otherwise write through the user's browser, with
+ * no token to stop it when auth is off (cross-site request forgery). */
+int request_origin_allowed(const char *origin, const char *host);
 
 /* Parses and validates. method: "GET", "HEAD" or "POST"; path: the URI path
  * ("/" or "/<command>"); query: the raw query string or NULL; headers: NULL

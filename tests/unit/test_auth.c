@@ -104,6 +104,59 @@ static void test_purge_needs_the_delete_right(void **state)
     load_bad("good-token-0123456789 commands=purge\n", "list delete");
 }
 
+/* The answer auth_check gives the token for a parsed POST /<cmd> body. */
+static dq_status check(const dq_auth *a, const char *token, const char *cmd, const char *body)
+{
+    char path[32], text[256], err[512], allow[AUTH_ALLOW_MAX];
+    snprintf(path, sizeof path, "/%s", cmd);
+    snprintf(text, sizeof text, "%s", body);
+    json_doc doc;
+    json_doc_init(&doc);
+    dq_request req;
+    dq_limits lim = {65536, 60000, NULL};
+    dq_status st = request_parse(&doc, "POST", path, NULL, NULL, text, strlen(text), &lim, &req,
+                                 err, sizeof err);
+    if (st != DQ_OK)
+        fail_msg("%s %s: %s", cmd, body, err);
+    char header[300];
+    snprintf(header, sizeof header, "Bearer %s", token);
+    st = auth_check(a, header, &req, allow, sizeof allow, err, sizeof err);
+    request_free(&req);
+    json_doc_free(&doc);
+    return st;
+}
+
+/* A field that acts like another command needs that command's right too
+ * (commands.def's DQ_FIELD_RIGHT): pop's finish removes jobs as finish
+ * does; add's replace overwrites a job as delete and add would, in a batch
+ * as alone. */
+static void test_fields_need_their_rights(void **state)
+{
+    (void)state;
+    dq_auth *a = load_ok("popper-token-0123456789 commands=pop\n"
+                         "worker-token-0123456789 commands=pop,finish\n"
+                         "adder-token-0123456789 commands=add\n"
+                         "upserter-token-0123456789 commands=add,delete\n");
+    const char *pop_finish[] = {"{\"topic\":\"a\",\"finish\":\"j1\"}",
+                                "{\"topic\":\"a\",\"finish\":[\"j1\",\"j2\"]}"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(check(a, "popper-token-0123456789", "pop", pop_finish[i]), DQ_UNAUTHORIZED);
+        assert_int_equal(check(a, "worker-token-0123456789", "pop", pop_finish[i]), DQ_OK);
+    }
+    assert_int_equal(check(a, "popper-token-0123456789", "pop", "{\"topic\":\"a\"}"), DQ_OK);
+    const char *replace[] = {
+        "{\"topic\":\"a\",\"id\":\"j1\",\"replace\":true,\"body\":1}",
+        "{\"jobs\":[{\"topic\":\"a\",\"body\":1},"
+        "{\"topic\":\"a\",\"id\":\"j1\",\"replace\":true,\"body\":1}]}"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(check(a, "adder-token-0123456789", "add", replace[i]), DQ_UNAUTHORIZED);
+        assert_int_equal(check(a, "upserter-token-0123456789", "add", replace[i]), DQ_OK);
+    }
+    assert_int_equal(check(a, "adder-token-0123456789", "add", "{\"topic\":\"a\",\"body\":1}"),
+                     DQ_OK);
+    auth_free(a);
+}
+
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -133,6 +186,7 @@ int main(void)
         cmocka_unit_test(test_unlimited_token),
         cmocka_unit_test(test_limited_tokens),
         cmocka_unit_test(test_purge_needs_the_delete_right),
+        cmocka_unit_test(test_fields_need_their_rights),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_load_missing_file),
     };

@@ -1607,6 +1607,77 @@ static void test_stats(void **state)
     BAD_POST("/stats", "{\"topic\":null}", "'topic'");
 }
 
+/* Every byte of s as \u00XX. The returned string is owned by the caller. */
+static char *escape_all(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(n * 6 + 1);
+    assert_non_null(out);
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + i * 6, 7, "\\u%04x", (unsigned char)s[i]);
+    return out;
+}
+
+/* A field name means the same field however it is spelled: every name of
+ * fields.def with every byte escaped (key_concurrency: 90 bytes raw) is the
+ * field, not an unknown one. */
+static void test_escaped_field_names(void **state)
+{
+    (void)state;
+    for (int f = 0; f < NFIELDS; f++) {
+        if (f == F_COMMAND)
+            continue; /* below: it names the command */
+        char *name = escape_all(field_name((dq_field)f));
+        char *body = fmt("{\"%s\":1}", name);
+        char *want = fmt("field '%s' is not a field of metrics", field_name((dq_field)f));
+        BAD_POST("/metrics", body, want);
+        free(name);
+        free(body);
+        free(want);
+    }
+    char *command = escape_all("command");
+    char *body = fmt("{\"%s\":\"stats\"}", command);
+    OK_POST("/", body);
+    assert_int_equal(req.cmd, CMD_STATS);
+    free(command);
+    free(body);
+    /* Partly escaped, and over 32 raw bytes. */
+    OK_POST("/policy", "{\"topic\":\"n\",\"key\\u005f\\u0063\\u006f\\u006e\\u0063\\u0075\\u0072"
+                       "\\u0072\\u0065ncy\":2}");
+    assert_int_equal(req.policy.op[DQ_POLICY_KEY_CONCURRENCY], DQ_POLICY_SET);
+    assert_int_equal(req.policy.value[DQ_POLICY_KEY_CONCURRENCY], 2);
+}
+
+/* Load balancers and probes append query strings of their own (cache
+ * busters): health, which takes no fields, ignores its query string; every
+ * other GET still refuses an unknown parameter. */
+static void test_health_ignores_its_query_string(void **state)
+{
+    (void)state;
+    OK_GET("/health", "x=1");
+    assert_int_equal(req.cmd, CMD_HEALTH);
+    OK_GET("/health", "x=%41&x=2&%zz");
+    OK("HEAD", "/health", "probe", NULL);
+    BAD_GET("/stats", "x=1", "unknown query parameter 'x'");
+    BAD_GET("/metrics", "x=1", "unknown query parameter 'x'");
+}
+
+/* Only a page of the server's own site may send a request from a browser. */
+static void test_origin(void **state)
+{
+    (void)state;
+    assert_true(request_origin_allowed(NULL, "127.0.0.1:8080"));
+    assert_true(request_origin_allowed(NULL, NULL));
+    assert_true(request_origin_allowed("http://127.0.0.1:8080", "127.0.0.1:8080"));
+    assert_true(request_origin_allowed("https://Queue.Example.com", "queue.example.com"));
+    assert_false(request_origin_allowed("http://127.0.0.1:9000", "127.0.0.1:8080"));
+    assert_false(request_origin_allowed("http://127.0.0.1", "127.0.0.1:8080"));
+    assert_false(request_origin_allowed("http://evil.example", "queue.example.com"));
+    assert_false(request_origin_allowed("null", "127.0.0.1:8080"));
+    assert_false(request_origin_allowed("http://127.0.0.1:8080", NULL));
+    assert_false(request_origin_allowed("http://127.0.0.1:8080", ""));
+}
+
 static void test_unknown_fields_refused(void **state)
 {
     (void)state;
@@ -1617,7 +1688,6 @@ static void test_unknown_fields_refused(void **state)
     BAD_POST("/finish", "{\"id\":\"x\",\"topic\":\"t\"}", "field 'topic'", "not a field of finish");
     BAD_POST("/health", "{\"id\":7}", "field 'id'", "not a field of health");
     BAD_POST("/metrics", "{\"anything\":[1,2,{}]}", "unknown field 'anything'");
-    BAD_GET("/health", "x=%41", "unknown query parameter 'x'");
     BAD_GET("/get", "id=a&topic=t", "field 'topic'", "not a field of get");
     /* In a batch, each job's fields are checked, and the top level takes
      * no job field. */
@@ -1704,6 +1774,9 @@ int main(void)
         T(test_jobs),
         T(test_stats),
         T(test_unknown_fields_refused),
+        T(test_escaped_field_names),
+        T(test_health_ignores_its_query_string),
+        T(test_origin),
         T(test_free_is_reusable),
     };
 #undef T
