@@ -4,9 +4,34 @@ a refused request, and tokens limited to topic prefixes and commands."""
 
 import json
 import os
+import re
 import tempfile
 
 from dqtest import DeploymentTestCase, main
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "protocol")
+
+
+def read_declarations():
+    """commands.def and fields.def as data: {command: (enum, flags)},
+    [(command, field name, right command)], and the rights a tokens file
+    may list (every command but those that come with another's right)."""
+    text = open(os.path.join(SRC, "commands.def")).read()
+    fields = dict(re.findall(r'^DQ_FIELD\((\w+),\s*"(\w+)"\)',
+                             open(os.path.join(SRC, "fields.def")).read(), re.M))
+    commands = {name: (enum, flags) for enum, name, flags in
+                re.findall(r'^DQ_COMMAND\((\w+),\s*"(\w+)",\s*([^,]+),', text, re.M)}
+    by_enum = {enum: name for name, (enum, _) in commands.items()}
+    field_rights = [(by_enum[c], fields[f], by_enum[r]) for c, f, r in
+                    re.findall(r"^DQ_FIELD_RIGHT\((\w+),\s*(\w+),\s*(\w+)\)", text, re.M)]
+    rights = [n for n, (_, flags) in commands.items() if "CMDF_DELETE_RIGHT" not in flags
+              and "CMDF_PUBLIC" not in flags]
+    return commands, field_rights, rights
+
+
+COMMANDS, FIELD_RIGHTS, RIGHTS = read_declarations()
+# A token per right that has every right but that one.
+LACKING = {r: "lacks-%s-token-0123456789" % r for r in RIGHTS}
 
 ADMIN = "admin-token-0123456789"
 PRODUCER = "producer-token-abcdef"  # may only add (and stats) on order.*
@@ -19,7 +44,55 @@ with open(TOKENS, "w") as f:
     f.write("# test tokens\n%s\n%s topics=order. commands=add,stats\n"
             "%s topics=order. commands=pop,finish,touch,get\n"
             "%s topics=order. commands=pause,resume,stats\n" % (ADMIN, PRODUCER, CONSUMER, OPS))
+    for right, token in LACKING.items():
+        f.write("%s commands=%s\n" % (token, ",".join(r for r in RIGHTS if r != right)))
 os.chmod(TOKENS_DIR, 0o755)
+
+
+# A valid request of each command of commands.def, on ids and topics of its
+# own (a missing id answers 404, which is not 401: the right was granted).
+SAMPLES = {
+    "add": {"topic": "rights.a", "body": 1},
+    "pop": {"topic": "rights.a", "timeout": 0},
+    "finish": {"id": "rights-none"},
+    "delete": {"id": "rights-none"},
+    "get": {"id": "rights-none"},
+    "touch": {"id": "rights-none"},
+    "release": {"id": "rights-none"},
+    "bury": {"id": "rights-none"},
+    "kick": {"topic": "rights.a", "count": 1},
+    "stats": {},
+    "health": {},
+    "metrics": {},
+    "schedule": {"id": "rights-s", "topic": "rights.s", "every": 3600, "body": 1},
+    "unschedule": {"id": "rights-none"},
+    "schedules": {},
+    "jobs": {"topic": "rights.a", "state": "ready"},
+    "reschedule": {"id": "rights-none", "delay": 1},
+    "pause": {"topic": "rights.p"},
+    "resume": {"topic": "rights.p"},
+    "purge": {"topic": "rights.p"},
+    "policy": {"topic": "rights.p", "concurrency": 5},
+    "policies": {},
+}
+# The batch and by-id forms, which need their command's right alone.
+FORMS = [
+    ("add", {"jobs": [{"topic": "rights.a", "body": 1}, {"topic": "rights.a", "body": 2}]}),
+    ("finish", {"ids": ["rights-none", "rights-none2"]}),
+    ("delete", {"ids": ["rights-none", "rights-none2"]}),
+    ("kick", {"id": "rights-none"}),
+    ("kick", {"ids": ["rights-none", "rights-none2"]}),
+    ("purge", {"topic": "rights.p", "state": "buried"}),
+]
+# Each DQ_FIELD_RIGHT row's field, alone and in its batch form.
+FIELD_SAMPLES = {
+    ("pop", "finish"): [{"topic": "rights.a", "timeout": 0, "finish": "rights-none"},
+                        {"topic": "rights.a", "timeout": 0, "finish": ["rights-none"]}],
+    ("add", "replace"): [{"topic": "rights.a", "id": "rights-r", "replace": True, "body": 1},
+                         {"jobs": [{"topic": "rights.a", "body": 1},
+                                   {"topic": "rights.a", "id": "rights-r2", "replace": True,
+                                    "body": 1}]}],
+}
 
 
 class Auth(DeploymentTestCase):
@@ -161,6 +234,65 @@ class Auth(DeploymentTestCase):
         st, body = self.call("stats", ADMIN, topic="mail.secret")
         self.assertEqual(body["topics"]["mail.secret"]["ready"], 300)
         self.assertOk(*self.call("delete", ADMIN, ids=ids))
+
+    # The rights matrix, generated from commands.def: every command, every
+    # form, and every field with a right of its own, tried with a token
+    # lacking each right. Refused exactly when a right it needs is missing.
+
+    def right_of(self, cmd):
+        return "delete" if "CMDF_DELETE_RIGHT" in COMMANDS[cmd][1] else cmd
+
+    def cases(self):
+        missing = sorted(set(COMMANDS) - set(SAMPLES))
+        self.assertEqual(missing, [], "commands.def has commands with no sample here")
+        for cmd in COMMANDS:
+            yield cmd, SAMPLES[cmd], set()
+        for cmd, fields in FORMS:
+            yield cmd, fields, set()
+        for cmd, field, right in FIELD_RIGHTS:
+            self.assertIn((cmd, field), FIELD_SAMPLES, "a DQ_FIELD_RIGHT row has no sample")
+            for fields in FIELD_SAMPLES[(cmd, field)]:
+                yield cmd, fields, {self.right_of(right)}
+
+    def test_every_command_and_field_needs_its_rights(self):
+        self.assertIn(("pop", "finish", "finish"), FIELD_RIGHTS)
+        tried = 0
+        for cmd, fields, extra in self.cases():
+            public = "CMDF_PUBLIC" in COMMANDS[cmd][1]
+            needed = set() if public else {self.right_of(cmd)} | extra
+            st, body = self.call(cmd, ADMIN, **fields)
+            self.assertNotIn(st, (400, 401), "the sample %s %s: %r" % (cmd, fields, body))
+            for right, token in LACKING.items():
+                st, body = self.call(cmd, token, **fields)
+                what = "%s %s with a token lacking %s" % (cmd, json.dumps(fields), right)
+                if right in needed:
+                    self.assertUnauthorized(st, body)
+                    if right in extra:
+                        self.assertIn("needs the %s right" % right, body["error"], what)
+                else:
+                    self.assertNotEqual(st, 401, "%s: %r" % (what, body))
+                tried += 1
+        self.assertGreater(tried, len(COMMANDS) * len(RIGHTS))
+
+    def test_pop_finish_needs_the_finish_right(self):
+        """The issue's case: a pop-only token could finish any job, here a
+        delayed one, through pop's finish field."""
+        popper = LACKING["finish"]
+        self.assertOk(*self.call("add", ADMIN, topic="rights.d", id="rights-d", delay=3600, body=1))
+        self.unchanged(lambda: self.assertUnauthorized(*self.call(
+            "pop", popper, topic="rights.d", timeout=0, finish="rights-d")))
+        st, body = self.call("get", ADMIN, id="rights-d")
+        self.assertOk(st, body)
+        self.assertEqual(body["state"], "delay")
+        self.assertOk(*self.call("delete", ADMIN, id="rights-d"))
+
+    def test_replace_needs_the_delete_right(self):
+        self.assertOk(*self.call("add", ADMIN, topic="rights.u", id="rights-u", delay=3600, body=1))
+        self.unchanged(lambda: self.assertUnauthorized(*self.call(
+            "add", LACKING["delete"], topic="rights.u", id="rights-u", replace=True, body=2)))
+        st, body = self.call("get", ADMIN, id="rights-u")
+        self.assertEqual(body["value"], 1)
+        self.assertOk(*self.call("delete", ADMIN, id="rights-u"))
 
 
 if __name__ == "__main__":
