@@ -4,32 +4,11 @@ a refused request, and tokens limited to topic prefixes and commands."""
 
 import json
 import os
-import re
 import tempfile
 
 from dqtest import DeploymentTestCase, main
+from dqtest.commands import COMMANDS, FIELD_RIGHTS, RIGHTS, SAMPLES
 
-SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "protocol")
-
-
-def read_declarations():
-    """commands.def and fields.def as data: {command: (enum, flags)},
-    [(command, field name, right command)], and the rights a tokens file
-    may list (every command but those that come with another's right)."""
-    text = open(os.path.join(SRC, "commands.def")).read()
-    fields = dict(re.findall(r'^DQ_FIELD\((\w+),\s*"(\w+)"\)',
-                             open(os.path.join(SRC, "fields.def")).read(), re.M))
-    commands = {name: (enum, flags) for enum, name, flags in
-                re.findall(r'^DQ_COMMAND\((\w+),\s*"(\w+)",\s*([^,]+),', text, re.M)}
-    by_enum = {enum: name for name, (enum, _) in commands.items()}
-    field_rights = [(by_enum[c], fields[f], by_enum[r]) for c, f, r in
-                    re.findall(r"^DQ_FIELD_RIGHT\((\w+),\s*(\w+),\s*(\w+)\)", text, re.M)]
-    rights = [n for n, (_, flags) in commands.items() if "CMDF_DELETE_RIGHT" not in flags
-              and "CMDF_PUBLIC" not in flags]
-    return commands, field_rights, rights
-
-
-COMMANDS, FIELD_RIGHTS, RIGHTS = read_declarations()
 # A token per right that has every right but that one.
 LACKING = {r: "lacks-%s-token-0123456789" % r for r in RIGHTS}
 
@@ -49,48 +28,22 @@ with open(TOKENS, "w") as f:
 os.chmod(TOKENS_DIR, 0o755)
 
 
-# A valid request of each command of commands.def, on ids and topics of its
-# own (a missing id answers 404, which is not 401: the right was granted).
-SAMPLES = {
-    "add": {"topic": "rights.a", "body": 1},
-    "pop": {"topic": "rights.a", "timeout": 0},
-    "finish": {"id": "rights-none"},
-    "delete": {"id": "rights-none"},
-    "get": {"id": "rights-none"},
-    "touch": {"id": "rights-none"},
-    "release": {"id": "rights-none"},
-    "bury": {"id": "rights-none"},
-    "kick": {"topic": "rights.a", "count": 1},
-    "stats": {},
-    "health": {},
-    "metrics": {},
-    "schedule": {"id": "rights-s", "topic": "rights.s", "every": 3600, "body": 1},
-    "unschedule": {"id": "rights-none"},
-    "schedules": {},
-    "jobs": {"topic": "rights.a", "state": "ready"},
-    "reschedule": {"id": "rights-none", "delay": 1},
-    "pause": {"topic": "rights.p"},
-    "resume": {"topic": "rights.p"},
-    "purge": {"topic": "rights.p"},
-    "policy": {"topic": "rights.p", "concurrency": 5},
-    "policies": {},
-}
 # The batch and by-id forms, which need their command's right alone.
 FORMS = [
-    ("add", {"jobs": [{"topic": "rights.a", "body": 1}, {"topic": "rights.a", "body": 2}]}),
-    ("finish", {"ids": ["rights-none", "rights-none2"]}),
-    ("delete", {"ids": ["rights-none", "rights-none2"]}),
-    ("kick", {"id": "rights-none"}),
-    ("kick", {"ids": ["rights-none", "rights-none2"]}),
-    ("purge", {"topic": "rights.p", "state": "buried"}),
+    ("add", {"jobs": [{"topic": "sample.a", "body": 1}, {"topic": "sample.a", "body": 2}]}),
+    ("finish", {"ids": ["sample-1", "sample-2"]}),
+    ("delete", {"ids": ["sample-1", "sample-2"]}),
+    ("kick", {"id": "sample-1"}),
+    ("kick", {"ids": ["sample-1", "sample-2"]}),
+    ("purge", {"topic": "sample.p", "state": "buried"}),
 ]
 # Each DQ_FIELD_RIGHT row's field, alone and in its batch form.
 FIELD_SAMPLES = {
-    ("pop", "finish"): [{"topic": "rights.a", "timeout": 0, "finish": "rights-none"},
-                        {"topic": "rights.a", "timeout": 0, "finish": ["rights-none"]}],
-    ("add", "replace"): [{"topic": "rights.a", "id": "rights-r", "replace": True, "body": 1},
-                         {"jobs": [{"topic": "rights.a", "body": 1},
-                                   {"topic": "rights.a", "id": "rights-r2", "replace": True,
+    ("pop", "finish"): [{"topic": "sample.a", "timeout": 0, "finish": "sample-1"},
+                        {"topic": "sample.a", "timeout": 0, "finish": ["sample-1"]}],
+    ("add", "replace"): [{"topic": "sample.a", "id": "rights-r", "replace": True, "body": 1},
+                         {"jobs": [{"topic": "sample.a", "body": 1},
+                                   {"topic": "sample.a", "id": "rights-r2", "replace": True,
                                     "body": 1}]}],
 }
 
@@ -278,18 +231,18 @@ class Auth(DeploymentTestCase):
         """The issue's case: a pop-only token could finish any job, here a
         delayed one, through pop's finish field."""
         popper = LACKING["finish"]
-        self.assertOk(*self.call("add", ADMIN, topic="rights.d", id="rights-d", delay=3600, body=1))
+        self.assertOk(*self.call("add", ADMIN, topic="sample.d", id="rights-d", delay=3600, body=1))
         self.unchanged(lambda: self.assertUnauthorized(*self.call(
-            "pop", popper, topic="rights.d", timeout=0, finish="rights-d")))
+            "pop", popper, topic="sample.d", timeout=0, finish="rights-d")))
         st, body = self.call("get", ADMIN, id="rights-d")
         self.assertOk(st, body)
         self.assertEqual(body["state"], "delay")
         self.assertOk(*self.call("delete", ADMIN, id="rights-d"))
 
     def test_replace_needs_the_delete_right(self):
-        self.assertOk(*self.call("add", ADMIN, topic="rights.u", id="rights-u", delay=3600, body=1))
+        self.assertOk(*self.call("add", ADMIN, topic="sample.u", id="rights-u", delay=3600, body=1))
         self.unchanged(lambda: self.assertUnauthorized(*self.call(
-            "add", LACKING["delete"], topic="rights.u", id="rights-u", replace=True, body=2)))
+            "add", LACKING["delete"], topic="sample.u", id="rights-u", replace=True, body=2)))
         st, body = self.call("get", ADMIN, id="rights-u")
         self.assertEqual(body["value"], 1)
         self.assertOk(*self.call("delete", ADMIN, id="rights-u"))

@@ -19,13 +19,16 @@ fails under DQTEST_REQUIRE_ALL=1 (dqtest.tools).
 Run: DELAYQ_SRC_DIR=. DELAYQ_BUILD_DIR=. PYTHONPATH=tests python3 tests/integration/test_ui.py
 """
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 
 import dqtest
 from dqtest import DeploymentTestCase, free_port, main, tools
+from dqtest.commands import SAMPLES, WRITES
 
 ADMIN = "ui-admin-token-0123456789"
 READONLY = "ui-readonly-token-0123456789"
@@ -68,6 +71,58 @@ class Dashboard(DeploymentTestCase):
         for name in ("desktop-1280x800.png", "phone-390x844.png", "read-only-1280x800.png"):
             with open(os.path.join(ARTIFACTS, name), "rb") as f:
                 self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)
+
+
+class ForeignPage(DeploymentTestCase):
+    """A page of another site (another port of 127.0.0.1) writes to a
+    deployment with auth off, the default, through the browser: every write
+    command of commands.def in every form a page may send without a CORS
+    preflight (tests/ui/foreign.test.mjs). Each answers 403 `forbidden`
+    (its Origin is not the server's) and Redis is unchanged."""
+    DEPLOYMENT_KW = {"workers": 1, "threads": 4}
+
+    def forbidden(self):
+        st, h, data = self.c.request("GET", "/metrics")
+        return sum(int(n) for n in re.findall(
+            rb'^delayq_requests_total\{command="[^"]*",code="forbidden"\} (\d+)$', data, re.M))
+
+    def test_writes_from_a_foreign_page_are_refused(self):
+        self.assertEqual(sorted(set(WRITES) - set(SAMPLES)), [], "a write command has no sample")
+        # Something for each write to change: a job with the samples' id
+        # and topic, and a paused topic for resume.
+        self.assertOk(*self.c.req("add", topic="sample.a", id="sample-1", body=1))
+        self.assertOk(*self.c.req("pause", topic="sample.p"))
+        before, refused = self.c.snapshot(), self.forbidden()
+        env = dict(os.environ, DQ_URL="http://127.0.0.1:%d" % self.c.http_port,
+                   DQ_WRITES=json.dumps([[cmd, SAMPLES[cmd]] for cmd in WRITES]),
+                   CHROMIUM=CHROMIUM, DQ_NPM_PREFIX=NPM_PREFIX)
+        r = subprocess.run([shutil.which("node"), os.path.join(UI_TESTS, "foreign.test.mjs")],
+                           cwd=UI_TESTS, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=120)
+        out = r.stdout.decode("utf-8", "replace")
+        self.assertEqual(r.returncode, 0, "the browser test failed:\n" + out)
+        awaited = int(re.search(r"foreign: awaited (\d+)", out).group(1))
+        self.assertEqual(awaited, 4 * len(WRITES))
+        self.assertEqual(before, self.c.snapshot(), "a foreign page changed Redis")
+        # Every awaited fetch reached delayq and was refused (the beacons
+        # and forms besides, when they arrived before the browser closed).
+        self.assertGreaterEqual(self.forbidden() - refused, awaited)
+
+    def test_origin_header(self):
+        """The same rule without a browser: the server's own origin, or no
+        Origin at all (every client), may write; another may not."""
+        own = "http://127.0.0.1:%d" % self.c.http_port
+        body = json.dumps({"topic": "origin.t", "body": 1}).encode()
+        host = {"Host": "127.0.0.1:%d" % self.c.http_port}
+        st, h, data = self.c.request("POST", "/add", body, dict(host, Origin=own))
+        self.assertEqual(st, 200, data)
+        for origin in ("http://127.0.0.1:1", "http://evil.example", "null"):
+            before = self.c.snapshot()
+            st, h, data = self.c.request("POST", "/add", body, dict(host, Origin=origin))
+            self.assertError(st, json.loads(data), 403, "forbidden", origin)
+            self.assertEqual(before, self.c.snapshot())
+        st, h, data = self.c.request("POST", "/add", body, host)
+        self.assertEqual(st, 200, data)
 
 
 if __name__ == "__main__":
