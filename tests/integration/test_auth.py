@@ -77,6 +77,9 @@ class Auth(DeploymentTestCase):
     def test_health_needs_no_token(self):
         st, h, data = self.c.request("GET", "/health")
         self.assertEqual(st, 200, data)
+        # A probe's own query string (a cache-buster) is ignored.
+        st, h, data = self.c.request("GET", "/health?x=1&probe")
+        self.assertEqual(st, 200, data)
 
     def test_admin_token_does_everything(self):
         self.assertOk(*self.call("add", ADMIN, topic="admin.t", id="adm-1", body=1))
