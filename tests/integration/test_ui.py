@@ -6,7 +6,8 @@ counts change as jobs are added, searches a job, kicks a buried one, deletes
 one (after a cancelled confirmation), shows a failed callback, pauses a topic when the server knows
 pause, checks that a read-only token sees no action buttons, and keeps
 screenshots (desktop 1280x800, phone 390x844) in test_ui.artifacts/ beside
-this test's log.
+this test's log. ForeignPage: a page of another site tries every write
+command in every preflight-free form (tests/ui/foreign.test.mjs), refused.
 
 Needs node, chromium (Debian's, /usr/bin/chromium or $CHROMIUM) and
 playwright-core from `npm ci --prefix tests/ui` (the lockfile's; it downloads
