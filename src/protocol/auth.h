@@ -39,7 +39,8 @@ int auth_topic_allowed(const dq_token *t, const char *topic);
 int auth_topic_limited(const dq_token *t);
 
 /* Decides whether a request may run with the Authorization header given
- * (NULL a: auth is off). On DQ_OK, allow gets what the Redis functions must
+ * (NULL a: auth is off): the command's right, the rights of the fields it
+ * carries (commands.def's DQ_FIELD_RIGHT), then its topics. On DQ_OK, allow gets what the Redis functions must
  * check for jobs named by id: the token's topic prefixes joined by commas,
  * or "" when there is no topic limit. Else DQ_UNAUTHORIZED with err. */
 dq_status auth_check(const dq_auth *a, const char *header, const dq_request *req, char *allow,
