@@ -54,6 +54,6 @@ SAMPLES = {
     "pause": {"topic": "sample.p"},
     "resume": {"topic": "sample.p"},
     "purge": {"topic": "sample.p"},
-    "policy": {"topic": "sample.p", "concurrency": 5},
+    "policy": {"topic": "sample.p", "concurrency": 1000},
     "policies": {},
 }
