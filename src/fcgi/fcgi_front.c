@@ -23,8 +23,14 @@ int fcgi_listen(const dq_config *cfg)
     int fd = FCGX_OpenSocket(cfg->listen, cfg->backlog);
     if (fd < 0)
         return -1;
-    if (cfg->listen[0] == '/')
-        chmod(cfg->listen, 0666);
+    /* Owner and group only: the systemd unit runs delayq-fcgi with nginx's
+     * group as its own, so nginx's workers may connect and no other local
+     * user may (a connect needs write permission on the socket). Any local
+     * user who could connect would bypass nginx's access rules. */
+    if (cfg->listen[0] == '/' && chmod(cfg->listen, 0660) != 0) {
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 

@@ -54,6 +54,9 @@ NGINX_DIR = "/etc/delayq/nginx"
 UI_DIR = "/usr/share/delayq/ui"
 UNIT_DIR = "/lib/systemd/system"
 SOCKET = "/run/delayq/delayq-fcgi.sock"
+# Debian's nginx runs its workers as www-data (user and group): the group
+# the delayq-fcgi unit gives its socket.
+NGINX_USER = "www-data"
 # The units the test starts, as an operator would enable them:
 # delayq-fcgi and one instance of each template.
 SERVICES = (("delayq-fcgi.service", None), ("delayq-timer@.service", "1"),
@@ -176,6 +179,23 @@ def proc_uid(pid):
     raise AssertionError("no Uid in /proc/%d/status" % pid)
 
 
+def mode_owner_group(path):
+    """(permission bits, user name, group name) of path."""
+    st = os.stat(path)
+    return (st.st_mode & 0o7777, pwd.getpwuid(st.st_uid).pw_name,
+            grp.getgrgid(st.st_gid).gr_name)
+
+
+def connect_as(user, path):
+    """What a connect() to the unix socket at path answers a process of
+    that user: "ok" or the error's name."""
+    probe = ("import socket, errno\n"
+             "s = socket.socket(socket.AF_UNIX)\n"
+             "try:\n    s.connect(%r)\n    print('ok')\n"
+             "except OSError as e:\n    print(errno.errorcode[e.errno])\n" % path)
+    return run(["runuser", "-u", user, "--", "python3", "-c", probe]).strip()
+
+
 def start_nginx(work):
     """nginx with a config of its own in work/ that includes the installed
     upstream (in http) and locations (in server), on a free loopback port;
@@ -184,14 +204,14 @@ def start_nginx(work):
         port = free_port()
         conf = os.path.join(work, "nginx.conf")
         with open(conf, "w") as f:
-            f.write("pid %(w)s/nginx.pid;\nevents {}\nhttp {\n"
+            f.write("user %(u)s %(u)s;\npid %(w)s/nginx.pid;\nevents {}\nhttp {\n"
                     "    client_body_temp_path %(w)s/body;\n    fastcgi_temp_path %(w)s/fcgi;\n"
                     "    proxy_temp_path %(w)s/proxy;\n    uwsgi_temp_path %(w)s/uwsgi;\n"
                     "    scgi_temp_path %(w)s/scgi;\n    access_log off;\n"
                     "    include %(n)s/delayq-upstream.conf;\n"
                     "    server {\n        listen 127.0.0.1:%(p)d;\n"
                     "        include %(n)s/delayq-locations.conf;\n    }\n}\n"
-                    % {"w": work, "n": NGINX_DIR, "p": port})
+                    % {"w": work, "n": NGINX_DIR, "p": port, "u": NGINX_USER})
         error_log = os.path.join(work, "error.log")
         proc = track(subprocess.Popen(["nginx", "-p", work, "-c", conf, "-e", error_log,
                                        "-g", "daemon off;"], stdin=subprocess.DEVNULL))
@@ -299,13 +319,16 @@ class DebianPackageTest(unittest.TestCase):
                     if url.startswith("file://"):
                         self.assertTrue(os.path.isfile(url[len("file://"):]), url)
 
-    def test_2_system_user(self):
+    def test_2_system_user_and_config_modes(self):
         user = pwd.getpwnam(USER)
         self.assertLess(user.pw_uid, 1000, "a system user")
         self.assertEqual(grp.getgrgid(user.pw_gid).gr_name, USER)
         self.assertEqual(user.pw_dir, "/nonexistent")
         self.assertFalse(os.path.exists("/nonexistent"))
         self.assertEqual(user.pw_shell, "/usr/sbin/nologin")
+        # delayq.conf may hold push_secret and Redis passwords
+        self.assertEqual(mode_owner_group(CONF), (0o640, "root", USER))
+        self.assertEqual(os.stat(NGINX_DIR + "/delayq-upstream.conf").st_mode & 0o7777, 0o644)
 
     def test_3_nothing_enabled_nor_started(self):
         for name, instance in SERVICES:
@@ -365,7 +388,12 @@ class DebianPackageTest(unittest.TestCase):
         uid = pwd.getpwnam(USER).pw_uid
         for name, _, proc, _ in daemons:
             self.assertEqual(proc_uid(proc.pid), uid, name)
-        self.assertEqual(os.stat(SOCKET).st_uid, uid)
+        # only nginx's workers (and delayq) reach the socket: any other
+        # local user would bypass nginx's allow/deny, limit_req and auth
+        self.assertEqual(mode_owner_group(os.path.dirname(SOCKET)), (0o750, USER, NGINX_USER))
+        self.assertEqual(mode_owner_group(SOCKET), (0o660, USER, NGINX_USER))
+        self.assertEqual(connect_as(NGINX_USER, SOCKET), "ok")
+        self.assertEqual(connect_as("nobody", SOCKET), "EACCES")
 
         # one job: due in 1 s, so only the installed timer makes it ready
         self.assertEqual(call("/add", {"topic": "pkg", "id": "pkg-1", "delay": 1, "ttr": 30,
@@ -413,6 +441,7 @@ class DebianPackageTest(unittest.TestCase):
         self.assertEqual(package_state(), "installed")
         with open(CONF) as f:
             self.assertEqual(f.read(), edited)
+        self.test_2_system_user_and_config_modes()
         self.test_3_nothing_enabled_nor_started()
 
     def test_9_purge_removes_everything(self):

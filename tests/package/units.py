@@ -1,8 +1,8 @@
 """Runs an installed systemd service unit's ExecStart without systemd, as
-systemd would run it: the [Service] section's User and Group, only its
-Environment, its RuntimeDirectory created first. For machines where
-systemd is not PID 1 (CI containers), so the package test still starts
-the very commands the units name.
+systemd would run it: the [Service] section's User, Group and
+SupplementaryGroups, only its Environment, its RuntimeDirectory created
+first. For machines where systemd is not PID 1 (CI containers), so the
+package test still starts the very commands the units name.
 
 Only the directives delayq's units use are read; a unit using one this
 does not know how to honour (EnvironmentFile, ExecStartPre, ...) is
@@ -18,8 +18,8 @@ import subprocess
 # [Service] directives that change how the command runs and are applied
 # here; the rest (Restart, KillMode, the sandboxing) do not change what a
 # single start does.
-APPLIED = {"User", "Group", "Environment", "ExecStart", "RuntimeDirectory",
-           "RuntimeDirectoryMode"}
+APPLIED = {"User", "Group", "SupplementaryGroups", "Environment", "ExecStart",
+           "RuntimeDirectory", "RuntimeDirectoryMode"}
 UNSUPPORTED = {"EnvironmentFile", "ExecStartPre", "ExecStartPost", "WorkingDirectory",
                "RootDirectory", "StateDirectory", "DynamicUser"}
 
@@ -94,6 +94,8 @@ class Service:
         self.argv = shlex.split(service["ExecStart"])
         self.user = pwd.getpwnam(service.get("User", "root"))
         self.group = grp.getgrnam(service.get("Group", self.user.pw_name))
+        self.supplementary_gids = [grp.getgrnam(name).gr_gid
+                                   for name in service.get("SupplementaryGroups", "").split()]
         # PATH as systemd sets it for system services; nothing of this
         # process's own environment leaks in.
         self.env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -104,7 +106,8 @@ class Service:
         self.runtime_mode = int(service.get("RuntimeDirectoryMode", "0755"), 8)
 
     def make_runtime_dirs(self):
-        """As systemd does before the start: owned by the unit's user."""
+        """As systemd does before the start: owned by the unit's user and
+        group."""
         for d in self.runtime_dirs:
             os.makedirs(d, exist_ok=True)
             os.chown(d, self.user.pw_uid, self.group.gr_gid)
@@ -119,10 +122,10 @@ class Service:
         """Popen of ExecStart as the unit's user and group, output to
         log_path (systemd would send it to the journal)."""
         self.make_runtime_dirs()
-        uid, gid = self.user.pw_uid, self.group.gr_gid
+        uid, gid, groups = self.user.pw_uid, self.group.gr_gid, self.supplementary_gids
 
         def drop_privileges():
-            os.setgroups([])
+            os.setgroups(groups)
             os.setgid(gid)
             os.setuid(uid)
 
