@@ -179,3 +179,16 @@ def wait_port_closed(port, timeout=5.0, host="127.0.0.1"):
             return True
         time.sleep(0.02)
     return False
+
+
+def connect_as(user, path):
+    """What a connect() to the unix socket at path answers a process of that
+    local user (run through runuser, so as root only): "ok" or the errno's
+    name ("EACCES")."""
+    probe = ("import errno, socket\n"
+             "s = socket.socket(socket.AF_UNIX)\n"
+             "try:\n    s.connect(%r)\n    print('ok')\n"
+             "except OSError as e:\n    print(errno.errorcode[e.errno])\n" % path)
+    r = subprocess.run(["runuser", "-u", user, "--", "python3", "-c", probe],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
+    return r.stdout.decode().strip()

@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 
-from dqtest import DeploymentTestCase, main
+from dqtest import DeploymentTestCase, connect_as, main
 from dqtest.commands import COMMANDS, FIELD_RIGHTS, RIGHTS, SAMPLES
 
 # A token per right that has every right but that one.
@@ -73,6 +73,16 @@ class Auth(DeploymentTestCase):
         self.assertEqual(st, 401)
         st, h, data = self.c.request("POST", "/stats", b"{}", {"Authorization": "Basic " + ADMIN})
         self.assertEqual(st, 401)
+
+    def test_the_socket_is_closed_to_other_local_users(self):
+        """A local user who could connect to delayq-fcgi's socket would get
+        past every rule of nginx's (allow/deny, limit_req, /metrics kept for
+        monitoring). nginx's workers run as this user (scripts/nginx-conf)."""
+        sock = self.c.sock(0)
+        self.assertEqual(os.stat(sock).st_mode & 0o777, 0o660)
+        if os.geteuid() != 0:
+            self.skipTest("connects as the user nobody: run as root")
+        self.assertEqual(connect_as("nobody", sock), "EACCES")
 
     def test_health_needs_no_token(self):
         st, h, data = self.c.request("GET", "/health")

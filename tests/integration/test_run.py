@@ -30,7 +30,7 @@ import time
 import unittest
 
 from dqtest import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http, KeepOnFailure,
-                    Resp, free_cluster_ports, free_port, raw_http, tail)
+                    Resp, connect_as, free_cluster_ports, free_port, raw_http, tail)
 
 RUN = os.path.join(SRC_DIR, "scripts", "run")
 TIMERS = ("delayq-timer-1", "delayq-timer-2")
@@ -396,6 +396,16 @@ class Supervision(RunTestCase):
         old, _ = self.check_kill("nginx")
         # Its workers outlive a master killed with -9; scripts/run stops them.
         self.wait_session_gone(old)
+
+    def test_c_socket_for_this_user_only(self):
+        """Any other local user who reached delayq-fcgi's socket would get
+        past nginx's rules; nginx's workers run as this user."""
+        run_dir = os.path.join(self.run_.dir, "run")
+        self.assertEqual(os.stat(run_dir).st_mode & 0o777, 0o700)
+        sock = os.path.join(run_dir, "delayq-fcgi.sock")
+        self.assertEqual(os.stat(sock).st_mode & 0o777, 0o660)
+        if os.geteuid() == 0:
+            self.assertEqual(connect_as("nobody", sock), "EACCES")
 
     def test_c_fcgi_master(self):
         old, _ = self.check_kill("delayq-fcgi")

@@ -41,8 +41,8 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 sys.path.insert(0, HERE)
 
-from dqtest import (Http, RedisServer, free_port, kill_started, stop_process, tail,  # noqa: E402
-                    track)
+from dqtest import (Http, RedisServer, connect_as, free_port, kill_started,  # noqa: E402
+                    stop_process, tail, track)
 from dqtest.deployment import stop_on_sigterm  # noqa: E402
 from dqtest.receiver import Receiver  # noqa: E402
 import units  # noqa: E402
@@ -184,16 +184,6 @@ def mode_owner_group(path):
     st = os.stat(path)
     return (st.st_mode & 0o7777, pwd.getpwuid(st.st_uid).pw_name,
             grp.getgrgid(st.st_gid).gr_name)
-
-
-def connect_as(user, path):
-    """What a connect() to the unix socket at path answers a process of
-    that user: "ok" or the error's name."""
-    probe = ("import socket, errno\n"
-             "s = socket.socket(socket.AF_UNIX)\n"
-             "try:\n    s.connect(%r)\n    print('ok')\n"
-             "except OSError as e:\n    print(errno.errorcode[e.errno])\n" % path)
-    return run(["runuser", "-u", user, "--", "python3", "-c", probe]).strip()
 
 
 def start_nginx(work):
