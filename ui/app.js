@@ -19,10 +19,32 @@ const caps = { stats: null, write: null, kickById: null, kick: null, pause: null
 
 let pageCursors = [null]; // cursor of each stats page visited; the last is the current page
 let nextCursor = null;
-let topics = {}; // the current page's topics, from the last stats answer
+let topics = topicTable(); // the current page's topics, from the last stats answer
 let prev = null; // {t, topics, total} of the previous stats answer
 let chart;
 let pollTimer = null, slowTimer = null;
+
+// ------------------------------------------------------------ tables keyed by topic
+
+// A topic may be named after any property of Object.prototype
+// (`constructor`, `toString`, `__proto__`, ...): a plain object would answer
+// such a name with the inherited property. Every table keyed by a topic has
+// no prototype, so only the topics put in it are found.
+function topicTable(from) {
+    const t = Object.create(null);
+    for (const [k, v] of Object.entries(from || {})) t[k] = v;
+    return t;
+}
+
+// Runs one refresh; an error in it (an answer the page did not expect, a
+// bug) is shown, and the refreshes after it run as usual.
+async function safely(what, fn) {
+    try {
+        await fn();
+    } catch (e) {
+        flash(`dashboard error (${what}): ${e && e.message ? e.message : e}`, true);
+    }
+}
 
 // ------------------------------------------------------------ small DOM helper
 
@@ -146,10 +168,10 @@ async function pollStats() {
     if (caps.stats === false) flash("");
     caps.stats = true;
     const now = performance.now();
-    topics = r.body.topics || {};
+    topics = topicTable(r.body.topics);
     nextCursor = r.body.cursor || null;
     const dt = prev ? (now - prev.t) / 1000 : 0;
-    const topicRates = {};
+    const topicRates = topicTable();
     for (const [name, t] of Object.entries(topics))
         topicRates[name] = rates(prev && prev.topics[name], t, dt, ["added", "finished"]);
     if (prev) chart.push(Date.now(), rates(prev.total, r.body.total, dt));
@@ -165,7 +187,7 @@ async function pollStats() {
 // From GET /metrics (Prometheus text): per topic the age of its oldest
 // ready job, the oldest overdue job (timer lag as jobs see it) and the
 // largest lag a timer reports. A token that may not read metrics sees none.
-let alerts = { readyAge: {}, overdue: null, timerLag: null };
+let alerts = { readyAge: topicTable(), overdue: null, timerLag: null };
 
 function metricValue(line) {
     const v = Number(line.slice(line.lastIndexOf(" ") + 1));
@@ -173,7 +195,7 @@ function metricValue(line) {
 }
 
 function parseAlerts(text) {
-    const out = { readyAge: {}, overdue: null, timerLag: null };
+    const out = { readyAge: topicTable(), overdue: null, timerLag: null };
     for (const line of text.split("\n")) {
         if (line.startsWith("delayq_oldest_ready_age_seconds{")) {
             const m = /topic="((?:[^"\\]|\\.)*)"/.exec(line);
@@ -228,7 +250,7 @@ function renderTopics(topicRates) {
             h("td", { class: "num c-buried" }, t.buried),
             h("td", { class: "num" }, fmtRate(r.added)),
             h("td", { class: "num" }, fmtRate(r.finished)),
-            h("td", { class: "num ready-age" }, alerts.readyAge[name] ? alerts.readyAge[name].toFixed(1) + " s" : "–"),
+            h("td", { class: "num ready-age" }, typeof alerts.readyAge[name] === "number" ? alerts.readyAge[name].toFixed(1) + " s" : "–"),
             h("td", {}, t.paused ? h("span", { class: "badge paused" }, "paused") : ""),
             h("td", {}, h("span", { class: "actions" }, acts)));
     });
@@ -534,15 +556,17 @@ async function refreshCallbacks() {
 }
 
 function refreshSlow() {
-    refreshAlerts();
-    refreshDue();
-    refreshSchedules();
-    refreshPolicies();
-    refreshCallbacks();
+    safely("metrics", refreshAlerts);
+    safely("due", refreshDue);
+    safely("schedules", refreshSchedules);
+    safely("policies", refreshPolicies);
+    safely("callbacks", refreshCallbacks);
 }
 
 // ------------------------------------------------------------ start
 
+// The timers are set first: whatever fails in the first round, the page
+// polls again.
 async function restart() {
     clearInterval(pollTimer);
     clearInterval(slowTimer);
@@ -550,14 +574,14 @@ async function restart() {
     pageCursors = [null];
     // Nothing is allowed until the probes for this token have answered.
     Object.assign(caps, { stats: null, write: false, kickById: false, kick: false, pause: false, purge: false, jobs: null });
-    await pollStats();
-    await probe();
-    renderTopics({});
-    pollHealth();
+    pollTimer = setInterval(() => { if (!document.hidden) safely("stats", pollStats); }, POLL_MS);
+    slowTimer = setInterval(() => { if (!document.hidden) { safely("health", pollHealth); refreshSlow(); } }, SLOW_MS);
+    await safely("stats", pollStats);
+    await safely("access", probe);
+    await safely("topics", () => renderTopics(topicTable()));
+    safely("health", pollHealth);
     refreshSlow();
-    listJobs(false);
-    pollTimer = setInterval(() => { if (!document.hidden) pollStats(); }, POLL_MS);
-    slowTimer = setInterval(() => { if (!document.hidden) { pollHealth(); refreshSlow(); } }, SLOW_MS);
+    safely("jobs", () => listJobs(false));
 }
 
 function init() {

@@ -123,6 +123,33 @@ try {
     await expectText(page.locator("#access"), "full access", "after a reload the token is still used");
     check((await page.inputValue("#token")) === ADMIN, "the token field is filled from sessionStorage");
 
+    // -------------------------------------------------------- topic names
+    step = "topics named after Object.prototype's properties";
+    // Each is a valid topic; a plain object keyed by topic would find the
+    // inherited property instead (and once stopped every poll at start).
+    const inherited = ["constructor", "toString", "valueOf", "__proto__", "hasOwnProperty"];
+    for (const topic of inherited) await apiOk("add", { topic, id: `ui-proto-${topic}`, body: topic });
+    await page.reload(); // the first round of a start, where an error stopped the page for good
+    for (const topic of inherited) {
+        await expectText(cell(page, topic, "ready"), "1", `${topic}: its ready count`);
+        await expectText(page.locator(`#topics-body tr[data-topic="${topic}"] td.ready-age`), /^\d+\.\d s$/,
+            `${topic}: the age of its oldest ready job, from /metrics`);
+    }
+    await apiOk("add", { topic: "constructor", id: "ui-proto-constructor-2", body: 2 });
+    await expectText(cell(page, "constructor", "ready"), "2", "the page polls on");
+    for (const topic of inherited) await apiOk("purge", { topic });
+
+    step = "an unexpected answer is shown and the page polls on";
+    const isStats = (url) => url.pathname === "/stats";
+    await page.route(isStats, (route) => route.fulfill({ status: 200, contentType: "application/json",
+        body: '{"success":true,"topics":{"ui.broken":null},"total":null}' }));
+    await page.reload();
+    await expectText(page.locator("#flash"), /dashboard error \(stats\)/, "the error is shown");
+    await page.unroute(isStats);
+    await apiOk("add", { topic: "ui.recover", id: "ui-recover", body: 1 });
+    await expectText(cell(page, "ui.recover", "ready"), "1", "stats answered again: the page shows it");
+    await apiOk("purge", { topic: "ui.recover" });
+
     // -------------------------------------------------------- search
     step = "search by id";
     const exact = '{"n":12345678901234567890123,"s":"caf\\u00e9","z":[1.0e+2,null]}';
