@@ -41,17 +41,23 @@ static uint64_t load(const uint64_t *p)
     return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
+/* Each bucket is read once, and every line is computed from those counts:
+ * other workers observe requests while a scrape renders, and a bucket read
+ * again after +Inf was summed could exceed +Inf. (_sum is read apart and may
+ * include a request or two more than the buckets: Prometheus allows that.) */
 static void render_histogram(dq_buf *out, const char *cmd, const char *code,
                              const uint64_t *buckets, const uint64_t *sum_us)
 {
-    uint64_t total = 0;
-    for (size_t b = 0; b <= NBOUNDS; b++)
-        total += load(&buckets[b]);
+    uint64_t counts[NBOUNDS + 1], total = 0;
+    for (size_t b = 0; b <= NBOUNDS; b++) {
+        counts[b] = load(&buckets[b]);
+        total += counts[b];
+    }
     if (!total)
         return;
     uint64_t cum = 0;
     for (size_t b = 0; b < NBOUNDS; b++) {
-        cum += load(&buckets[b]);
+        cum += counts[b];
         buf_printf(out,
                    "delayq_request_duration_seconds_bucket{command=\"%s\",code=\"%s\",le=\"%g\"} %llu\n",
                    cmd, code, bounds[b], (unsigned long long)cum);
