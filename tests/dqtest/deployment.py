@@ -389,7 +389,8 @@ class Deployment:
                 "--workers=%d" % self.workers, "--threads=%d" % self.threads, "--prefix=dq",
                 "--log-level=info"]
         argv += flags(self.flags) + flags(self.fcgi_flags)
-        # umask 0: the socket must be writable by nginx's (unprivileged) workers.
+        # delayq-fcgi makes its socket 0660 whatever the umask; nginx's workers
+        # run as this user (scripts/nginx-conf).
         p = self.popen(argv, self.fcgi_log(i), umask=0, delayq=True)
         self.fcgis[i] = p
         deadline = time.monotonic() + 10 * SLOW
