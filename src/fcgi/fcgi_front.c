@@ -20,13 +20,17 @@ int fcgi_listen(const dq_config *cfg)
 {
     if (FCGX_Init() != 0)
         return -1;
-    int fd = FCGX_OpenSocket(cfg->listen, cfg->backlog);
-    if (fd < 0)
-        return -1;
     /* Owner and group only: the systemd unit runs delayq-fcgi with nginx's
      * group as its own, so nginx's workers may connect and no other local
      * user may (a connect needs write permission on the socket). Any local
-     * user who could connect would bypass nginx's access rules. */
+     * user who could connect would bypass nginx's access rules. The umask
+     * keeps the socket closed to others from bind() on; the chmod opens it
+     * to the group whatever the umask was. */
+    mode_t umask_was = umask(0117);
+    int fd = FCGX_OpenSocket(cfg->listen, cfg->backlog);
+    umask(umask_was);
+    if (fd < 0)
+        return -1;
     if (cfg->listen[0] == '/' && chmod(cfg->listen, 0660) != 0) {
         close(fd);
         return -1;
