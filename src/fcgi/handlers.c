@@ -388,6 +388,10 @@ static dq_response job_failure(call_ctx *c, dq_status st, const store_error *err
     const char *id = c->req->ids[0];
     if (st == DQ_NOT_FOUND)
         return answer(reply_errorf(c->out, st, "no job with id '%s'", id));
+    if (st == DQ_CONFLICT && strcmp(err->detail, "delivering") == 0)
+        return answer(reply_errorf(c->out, st, "job '%s' is reserved by delayq-push, its callback "
+                                   "request in flight; only its outcome ends the reservation, "
+                                   "so %s is refused", id, command_name(c->req->cmd)));
     if (st == DQ_CONFLICT)
         return answer(reply_errorf(c->out, st, "job '%s' is %s, not reserved; %s needs a reserved job",
                                    id, err->detail, command_name(c->req->cmd)));

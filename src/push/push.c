@@ -29,7 +29,7 @@
  * looked at after each (re)subscription, so an idle pusher sleeps; this
  * rare look at every shard only bounds the damage of a message Redis
  * dropped without dropping the subscription. */
-#define RESCAN_MS 30000
+#define RESCAN_MS 1000
 #define RETRY_MS 200       /* after Redis did not answer; doubles per shard... */
 #define RETRY_MAX_MS 2000  /* ...up to this while the shard keeps failing */
 #define STOP_WAIT_MS 30000 /* after SIGTERM, for the requests in flight */
@@ -53,6 +53,13 @@ typedef struct {
     char refused[96];       /* the address push_allow refused, if one was */
     int sends;              /* times libcurl was about to send the request */
     char errbuf[CURL_ERROR_SIZE];
+    /* Kept from the take until the request starts (launch): */
+    char *url, *topic, *key, *traceparent, *tracestate; /* NULL: none */
+    size_t body_len;
+    int64_t timeout_ms;
+    char *host;       /* "host:port" of url, for push_per_host */
+    int64_t start_by; /* monotonic ms: later, it could not end within its reservation */
+    store_job taken;  /* id, shard and attempt, for store_give_back */
 } delivery;
 
 typedef struct {
@@ -62,6 +69,12 @@ typedef struct {
     dq_webhook_keys *keys; /* NULL: requests are not signed */
     CURLM *multi;
     int inflight;
+    /* Taken, not yet started: at most push_per_host requests per host are
+     * in flight, so that a request's timeout and webhook-timestamp run from
+     * when it is sent, not from a wait for a connection inside libcurl. */
+    delivery **waiting;
+    int nwaiting;
+    delivery **active; /* the requests in flight (inflight of them) */
     int nshards;
     unsigned char *more; /* per shard: may hold ready push jobs */
     /* Per shard, for one round of takes: how many to ask for, how the take
@@ -179,6 +192,12 @@ static void delivery_free(delivery *d)
     curl_slist_free_all(d->headers);
     free(d->id);
     free(d->body);
+    free(d->url);
+    free(d->topic);
+    free(d->key);
+    free(d->traceparent);
+    free(d->tracestate);
+    free(d->host);
     free(d);
 }
 
@@ -202,18 +221,63 @@ static struct curl_slist *header(struct curl_slist *h, const char *fmt, ...)
     return curl_slist_append(h, line);
 }
 
-/* Builds the request for one reserved job and hands it to libcurl. */
-static int start(pusher *p, const store_job *j)
+static char *copy_or_null(const char *s, size_t n)
+{
+    return s ? copy(s, n) : NULL;
+}
+
+/* "host:port" of a URL (libcurl's unit for push_per_host); the URL itself
+ * when it does not parse (libcurl then fails the request). */
+static char *url_host(const char *url)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *out = NULL;
+    if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+        size_t n = strlen(host) + strlen(port) + 2;
+        out = util_xmalloc(n);
+        snprintf(out, n, "%s:%s", host, port);
+    }
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    return out ? out : copy(url, strlen(url));
+}
+
+/* A delivery for one reserved job, its request not yet started. */
+static delivery *delivery_new(const pusher *p, const store_job *j, int64_t now)
 {
     delivery *d = util_xcalloc(1, sizeof *d);
     d->allow = p->allow;
     d->id = copy(j->id, j->id_len);
     d->body = copy(j->body, j->body_len);
+    d->body_len = j->body_len;
     d->attempt = j->attempts;
     d->limit = (size_t)p->cfg->push_response_max;
     d->retry_after_s = -1;
-    char *url = copy(j->url, j->url_len);
-    char *topic = copy(j->topic, j->topic_len);
+    d->url = copy(j->url, j->url_len);
+    d->topic = copy(j->topic, j->topic_len);
+    d->key = copy_or_null(j->key, j->key_len);
+    d->traceparent = copy_or_null(j->traceparent, j->traceparent_len);
+    d->tracestate = copy_or_null(j->tracestate, j->tracestate_len);
+    d->timeout_ms = j->cb_timeout_ms;
+    d->host = url_host(d->url);
+    /* reserved until take + timeout + grace: a start after take + grace
+     * could still be running when the reservation runs out */
+    d->start_by = now + p->cfg->push_grace_ms;
+    d->taken.id = d->id;
+    d->taken.id_len = j->id_len;
+    d->taken.shard = j->shard;
+    d->taken.attempts = j->attempts;
+    return d;
+}
+
+/* Builds the request of a delivery and hands it to libcurl; the headers
+ * (webhook-timestamp, the signature) are made now, as it is sent. */
+static int launch(pusher *p, delivery *d)
+{
+    const char *url = d->url, *topic = d->topic;
     char wid[3 * 256 + 1];
     push_webhook_id(d->id, wid);
     int64_t now_s = (int64_t)time(NULL);
@@ -224,20 +288,19 @@ static int start(pusher *p, const store_job *j)
     d->headers = header(d->headers, "webhook-timestamp: %" PRId64, now_s);
     d->headers = header(d->headers, "delayq-topic: %s", topic);
     d->headers = header(d->headers, "delayq-attempt: %" PRId64, d->attempt);
-    if (j->key) /* a key is at most DQ_KEY_MAX bytes of name characters */
-        d->headers = header(d->headers, "delayq-key: %.*s", (int)j->key_len, j->key);
+    if (d->key) /* a key is at most DQ_KEY_MAX bytes of name characters */
+        d->headers = header(d->headers, "delayq-key: %s", d->key);
     /* The trace context as the job was added with it (W3C Trace Context),
      * so the receiver's span continues the producer's trace; request.c let
      * in printable ASCII only, within DQ_TRACESTATE_MAX. */
-    if (j->traceparent)
-        d->headers = header(d->headers, "traceparent: %.*s", (int)j->traceparent_len,
-                            j->traceparent);
-    if (j->tracestate)
-        d->headers = header(d->headers, "tracestate: %.*s", (int)j->tracestate_len, j->tracestate);
+    if (d->traceparent)
+        d->headers = header(d->headers, "traceparent: %s", d->traceparent);
+    if (d->tracestate)
+        d->headers = header(d->headers, "tracestate: %s", d->tracestate);
     if (p->keys) {
         size_t n = webhook_signature_size(p->keys);
         char *sig = util_xmalloc(n);
-        if (webhook_sign(p->keys, wid, now_s, d->body, j->body_len, sig, n) == 0)
+        if (webhook_sign(p->keys, wid, now_s, d->body, d->body_len, sig, n) == 0)
             d->headers = header(d->headers, "webhook-signature: %s", sig);
         else
             log_warn("job %s: could not sign its callback", d->id);
@@ -254,11 +317,11 @@ static int start(pusher *p, const store_job *j)
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->body);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)j->body_len);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)d->body_len);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, d->headers);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "delayq-push/" PACKAGE_VERSION);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)j->cb_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)j->cb_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)d->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)d->timeout_ms);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, d);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -269,15 +332,59 @@ static int start(pusher *p, const store_job *j)
     curl_easy_setopt(e, CURLOPT_PREREQDATA, d);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, d->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, d);
-    free(url);
-    free(topic);
-    if (curl_multi_add_handle(p->multi, e) != CURLM_OK) {
-        delivery_free(d);
+    if (curl_multi_add_handle(p->multi, e) != CURLM_OK)
         return -1;
-    }
-    p->inflight++;
+    p->active[p->inflight++] = d;
     log_debug("job %s: attempt %" PRId64 " started", d->id, d->attempt);
     return 0;
+}
+
+/* Requests in flight to a host. */
+static int host_inflight(const pusher *p, const char *host)
+{
+    int n = 0;
+    for (int i = 0; i < p->inflight; i++)
+        n += strcmp(p->active[i]->host, host) == 0;
+    return n;
+}
+
+/* Makes waiting deliveries ready again at once, their attempts uncounted
+ * (store_give_back), and frees them. */
+static void give_back(pusher *p, delivery **ds, int n, const char *why)
+{
+    if (n <= 0)
+        return;
+    store_jobs back = {0};
+    back.jobs = util_xcalloc((size_t)n, sizeof *back.jobs);
+    for (int i = 0; i < n; i++)
+        back.jobs[back.n++] = ds[i]->taken;
+    store_give_back(p->cmd, &back, why);
+    free(back.jobs);
+    for (int i = 0; i < n; i++)
+        delivery_free(ds[i]);
+}
+
+/* Starts the waiting deliveries, oldest first, whose host has fewer than
+ * push_per_host requests in flight; one that waited past its start_by is
+ * given back unsent, its attempt uncounted. */
+static void start_waiting(pusher *p)
+{
+    int64_t now = util_mono_ms();
+    delivery *late[p->nwaiting + 1];
+    int kept = 0, nlate = 0;
+    for (int i = 0; i < p->nwaiting; i++) {
+        delivery *d = p->waiting[i];
+        if (now > d->start_by) {
+            late[nlate++] = d;
+        } else if (host_inflight(p, d->host) >= p->cfg->push_per_host) {
+            p->waiting[kept++] = d;
+        } else if (launch(p, d) < 0) {
+            log_error("job %s: libcurl refused the request; it comes back after its deadline", d->id);
+            delivery_free(d);
+        }
+    }
+    p->nwaiting = kept;
+    give_back(p, late, nlate, "they waited for a connection to their host past push_grace_ms");
 }
 
 /* Whether shard k may hold ready push jobs and is not backing off. */
@@ -338,7 +445,7 @@ static void take_where_ready(pusher *p)
             p->token_at[k] = 0;
         }
     }
-    int room = p->cfg->push_concurrency - p->inflight;
+    int room = p->cfg->push_concurrency - p->inflight - p->nwaiting;
     if (room <= 0 || !share_room(p, room, now))
         return;
     store_jobs jobs = {0};
@@ -347,11 +454,10 @@ static void take_where_ready(pusher *p)
     memset(got, 0, (size_t)p->nshards * sizeof *got);
     for (size_t i = 0; i < jobs.n; i++) {
         got[jobs.jobs[i].shard]++;
-        if (start(p, &jobs.jobs[i]) < 0)
-            log_error("job %.*s: libcurl refused the request; it comes back after its deadline",
-                      (int)jobs.jobs[i].id_len, jobs.jobs[i].id);
+        p->waiting[p->nwaiting++] = delivery_new(p, &jobs.jobs[i], now);
     }
     store_jobs_free(&jobs);
+    start_waiting(p);
     for (int k = 0; k < p->nshards; k++) {
         if (p->limits[k] <= 0)
             continue; /* not asked this round: still may hold some */
@@ -434,7 +540,12 @@ static void collect(pusher *p)
         delivery *d = NULL;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &d);
         curl_multi_remove_handle(p->multi, m->easy_handle);
-        p->inflight--;
+        for (int i = 0; i < p->inflight; i++) {
+            if (p->active[i] == d) {
+                p->active[i] = p->active[--p->inflight];
+                break;
+            }
+        }
         if (p->ndone == p->done_cap) {
             p->done_cap = p->done_cap ? p->done_cap * 2 : 64;
             p->done = util_xrealloc(p->done, p->done_cap * sizeof *p->done);
@@ -519,7 +630,9 @@ static int pusher_init(pusher *p, const dq_config *cfg)
     p->retry_ms = calloc((size_t)p->nshards, sizeof *p->retry_ms);
     p->token_at = calloc((size_t)p->nshards, sizeof *p->token_at);
     p->token_wait = calloc((size_t)p->nshards, sizeof *p->token_wait);
-    if (!p->cmd || !p->sub || !p->multi || !p->more || !p->limits || !p->took || !p->got ||
+    p->waiting = calloc((size_t)cfg->push_concurrency, sizeof *p->waiting);
+    p->active = calloc((size_t)cfg->push_concurrency, sizeof *p->active);
+    if (!p->waiting || !p->active || !p->cmd || !p->sub || !p->multi || !p->more || !p->limits || !p->took || !p->got ||
         !p->retry_at || !p->retry_ms || !p->token_at || !p->token_wait)
         return -1;
     curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->push_per_host);
@@ -531,6 +644,10 @@ static void pusher_free(pusher *p)
 {
     for (size_t i = 0; i < p->ndone; i++)
         delivery_free(p->done_of[i]);
+    for (int i = 0; i < p->nwaiting; i++)
+        delivery_free(p->waiting[i]);
+    free(p->waiting);
+    free(p->active);
     free(p->done);
     free(p->done_of);
     if (p->multi)
@@ -579,6 +696,8 @@ int push_run(const dq_config *cfg, int stop_fd)
         curl_multi_perform(p.multi, &running);
         collect(&p);
         report(&p);
+        if (!stopping)
+            start_waiting(&p);
         if (stopping && ((p.inflight == 0 && p.ndone == 0) || util_mono_ms() >= stop_by))
             break;
 
@@ -593,7 +712,8 @@ int push_run(const dq_config *cfg, int stop_fd)
             wait = RETRY_MS;
         int64_t now = util_mono_ms();
         for (int k = 0; k < p.nshards && wait > 0; k++) {
-            if (p.more[k] && p.inflight < cfg->push_concurrency && p.retry_at[k] - now < wait)
+            if (p.more[k] && p.inflight + p.nwaiting < cfg->push_concurrency &&
+                p.retry_at[k] - now < wait)
                 wait = p.retry_at[k] - now; /* a shard may hold more, and there is room */
             if (p.token_at[k] && p.token_at[k] - now < wait)
                 wait = p.token_at[k] - now; /* a rate-held topic's next token */
@@ -611,6 +731,8 @@ int push_run(const dq_config *cfg, int stop_fd)
                 log_debug("signalfd read failed");
             stopping = 1;
             stop_by = util_mono_ms() + STOP_WAIT_MS;
+            give_back(&p, p.waiting, p.nwaiting, "delayq-push is stopping");
+            p.nwaiting = 0;
             log_info("stopping; %d requests in flight", p.inflight);
         }
         if (store_sub_open_now(p.sub))

@@ -179,6 +179,63 @@ class PushTest(DeploymentTestCase):
         self.assertEqual(r["last_attempt"]["status"], 503)
         self.c.req("delete", id=j2)
 
+    def test_busy_answers_wait_at_least_a_second(self):
+        # Retry-After 0, or a date in the past, must not spend the retries
+        # at once: a busy receiver gets at least 1 s between attempts.
+        t = unique("p")
+        paths = {"/" + unique("ra0"): "0", "/" + unique("rapast"): "Sun, 06 Nov 1994 08:49:37 GMT"}
+        for path, value in paths.items():
+            self.answers.by_path[path] = (503, {"Retry-After": value}, b"")
+            self.add(topic=t, body=1, url=self.rx.url(path), backoff=[0.1], retries=1)
+        for path in paths:
+            qs = self.requests(path, 2)
+            self.assertGreaterEqual(qs[1].at - qs[0].at, 0.95, "Retry-After %s" % paths[path])
+
+    def test_a_burst_beyond_push_per_host_is_sent_once_each(self):
+        # 12 callbacks (push_per_host is 8) to a receiver that answers in
+        # 1.2 s, each with a 2 s timeout: those beyond the limit wait in
+        # delayq-push, and their timeout runs from when they are sent.
+        t, path = unique("p"), "/" + unique("burst")
+        self.answers.by_path[path] = (200, {}, b"", 1.2)
+        jids = [self.add(topic=t, body=i, callback={"url": self.rx.url(path), "timeout": 2},
+                         backoff=[0.2]) for i in range(12)]
+        for jid in jids:
+            self.wait_gone(jid, timeout=15)
+        qs = [q for q in self.rx.requests if q.path == path]
+        ids = [q.headers["webhook-id"] for q in qs]
+        self.assertEqual(sorted(ids), sorted(jids), "each sent once")
+        self.assertEqual(self.push_failed(t), 0)
+        for q in qs:
+            self.assertLessEqual(abs(int(q.headers["webhook-timestamp"]) - q.at), 1.5,
+                                 "webhook-timestamp stamped when sent")
+
+    def test_a_callback_in_flight_refuses_touch_release_bury(self):
+        t, path = unique("p"), "/" + unique("inflight")
+        self.answers.by_path[path] = (200, {}, b"", 1.5)
+        jid = self.add(topic=t, body=1, callback={"url": self.rx.url(path), "timeout": 3})
+        self.requests(path, 1)
+        for cmd in ("touch", "release", "bury"):
+            st, r = self.c.req(cmd, id=jid)
+            self.assertEqual((st, r.get("code")), (409, "conflict"), (cmd, r))
+            self.assertIn("in flight", r["error"])
+        st, r = self.c.req("get", id=jid)
+        self.assertEqual(r["state"], "reserved")
+        self.wait_gone(jid)
+        self.assertEqual(len([q for q in self.rx.requests if q.path == path]), 1)
+
+    def test_a_kick_restarts_the_backoff_with_the_retries(self):
+        t, path = unique("p"), "/" + unique("kick")
+        self.answers.by_path[path] = (500, {}, b"no")
+        jid = self.add(topic=t, body=1, callback={"url": self.rx.url(path), "timeout": 2},
+                       backoff=[0.3, 30], retries=1)
+        self.wait_state(jid, "buried")
+        self.assertOk(*self.c.req("kick", id=jid))
+        self.requests(path, 3)
+        r = self.wait_state(jid, "delay")
+        self.assertAlmostEqual(r["due"] - r["last_attempt"]["at"], 300, delta=100,
+                               msg="the first step after a kick, not the last")
+        self.c.req("delete", id=jid)
+
     def test_a_request_read_then_hung_up_is_one_attempt(self):
         # A receiver of its own, so that the pusher holds one connection to
         # it: the first callback's, kept alive. The receiver reads the next

@@ -707,6 +707,16 @@ local function retries_spent(n, r, kb)
     return r >= 0 and tonumber(n) - tonumber(kb) >= r + 1
 end
 
+-- The error for touch, release or bury of a reserved job, or nil when the
+-- caller may: a callback job is reserved by delayq-push while its request
+-- is in flight, and only that request's outcome may end the reservation
+-- (else it could be sent again, or expire, while the first still runs).
+local function reserved_conflict(j)
+    if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end
+    if j.push then return redis.error_reply('DQ_CONFLICT delivering') end
+    return nil
+end
+
 -- Backoff steps in seconds as a JSON array ("[15,180.5]") -> "15000,180500".
 local function backoff_ms(text)
     local out = {}
@@ -1411,6 +1421,10 @@ local function remove_ids(argv, kind, from, to)
     return out
 end
 
+-- The least wait after a callback's 429 or 503 with Retry-After, whatever
+-- it asks (0, a past date): a busy receiver gets a breather.
+local BUSY_WAIT_MIN_MS = 1000
+
 -- The wait after delivery number n failed: step n of the backoff steps
 -- ("15000,180000"), the last one repeating.
 local function backoff_step(bo, n)
@@ -1438,8 +1452,12 @@ local function after_failure(id, j, now, wait)
         return 'buried'
     end
     local delay = 0
-    if j.bo then delay = backoff_step(j.bo, j.n) end
-    if wait then delay = j.bo and math.min(wait, backoff_step(j.bo, 1e9)) or wait end
+    -- steps count from the latest kick, as retries do (kb)
+    if j.bo then delay = backoff_step(j.bo, j.n - j.kb) end
+    if wait then -- a busy receiver: never sooner than BUSY_WAIT_MIN_MS
+        if j.bo then wait = math.min(wait, backoff_step(j.bo, 1e9)) end
+        delay = math.max(wait, BUSY_WAIT_MIN_MS)
+    end
     if delay <= 0 then
         -- Under a key limit the job goes back to its place, before its
         -- key's later jobs (a serial key keeps its due order).

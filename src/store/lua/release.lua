@@ -4,12 +4,14 @@
 -- KEYS: P.
 -- argv: allow id delay_ms
 -- Returns the new state: 'delay', 'ready' or 'buried'.
--- Errors: DQ_NOT_FOUND; DQ_CONFLICT <state> when the job is not reserved.
+-- Errors: DQ_NOT_FOUND; DQ_CONFLICT <state> when the job is not reserved,
+-- DQ_CONFLICT delivering when it is a callback job (its request in flight).
 limit_topics(ARGV[ARG.allow])
 local id, delay = ARGV[ARG.id], tonumber(ARGV[ARG.delay_ms])
 local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
-if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end
+local conflict = reserved_conflict(j)
+if conflict then return conflict end
 local topic = j.t
 bucket_remove(id, j, 'reserved')
 if delay <= 0 or retries_spent(j.n, j.r, j.kb) then

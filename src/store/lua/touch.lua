@@ -2,12 +2,14 @@
 -- KEYS: P.
 -- argv: allow id
 -- Returns the new deadline (Unix ms).
--- Errors: DQ_NOT_FOUND; DQ_CONFLICT <state> when the job is not reserved.
+-- Errors: DQ_NOT_FOUND; DQ_CONFLICT <state> when the job is not reserved,
+-- DQ_CONFLICT delivering when it is a callback job (its request in flight).
 limit_topics(ARGV[ARG.allow])
 local id = ARGV[ARG.id]
 local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
-if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end
+local conflict = reserved_conflict(j)
+if conflict then return conflict end
 local due = now_ms() + j.ttr
 j.d = due
 store_job(id, j)
