@@ -13,6 +13,8 @@ puts tests/ on PYTHONPATH; by hand: PYTHONPATH=tests python3 tests/...).
 - fcgi_client: one FastCGI request straight to a delayq-fcgi instance;
 - ledger: a load with a client-side ledger of acknowledged jobs;
 - receiver: a real HTTP receiver for callbacks;
+- hostile_receiver: a receiver that hangs, resets, answers busy, with a
+  ledger of every send and the checks of the push protocol against it;
 - invariants: the consistency check of a deployment's Redis state;
 - load: load shapes tests and benchmarks share;
 - tools: the optional tools a test needs (a SKIP naming the Debian package

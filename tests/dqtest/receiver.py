@@ -21,6 +21,7 @@ class Request:
         self.body = body
         self.at = time.time()
         self.peer = handler.client_address
+        self.connection = handler.connection  # to reset or watch it (hostile_receiver)
 
     def __repr__(self):
         return "<%s %s %s>" % (self.method, self.path, self.headers.get("webhook-id"))

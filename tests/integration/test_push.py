@@ -13,8 +13,10 @@ import hashlib
 import hmac
 import json
 import time
+import urllib.parse
 
 from dqtest import DeploymentTestCase, SLOW, main, unique
+from dqtest.hostile_receiver import HostileReceiver, check_ledger
 from dqtest.receiver import Receiver
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -341,6 +343,53 @@ class PushTest(DeploymentTestCase):
         st, s = self.c.req("stats", topic=t)
         self.assertEqual((s["topics"][t]["redelivered"], s["topics"][t]["push_failed"]), (1, 0),
                          "a pull job's TTR expiry is no failed callback")
+
+
+class HostileReceivers(DeploymentTestCase):
+    """Callbacks to receivers that answer slowly, hang, reset, answer busy
+    with every kind of Retry-After, and bursts of several times
+    push_per_host to one host, each send in a ledger checked against the
+    promises of the push protocol (dqtest.hostile_receiver)."""
+    PER_HOST = 2
+    DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback",
+                         push_grace_ms=1000, push_flags={"push_per_host": PER_HOST})
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rx = HostileReceiver().start()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls.rx.stop()
+
+    def test_hostile_receivers_ledger(self):
+        t, timeout, step = unique("h"), 0.6, 0.3
+        self.assertOk(*self.c.req("policy", topic=t, keep=60))  # the delivery logs stay
+        past = urllib.parse.quote("Sun, 06 Nov 1994 08:49:37 GMT", safe="")
+        paths = ["/hang", "/reset", "/slow/0.3", "/ok", "/busy/503/0", "/busy/429/" + past,
+                 "/busy/503/99999999", "/busy/429/soon"]
+        paths += ["/slow/0.4"] * (3 * self.PER_HOST)  # a burst to one host
+        jobs = {}
+        for i, path in enumerate(paths):
+            delay = 0.5 if i % 2 else 0
+            jid = unique("j")
+            self.add(topic=t, id=jid, body=i, delay=delay, retries=2, backoff=[step],
+                     callback={"url": self.rx.url(path), "timeout": timeout})
+            jobs[jid] = dict(not_before=time.time() + delay, timeout=timeout, step=step)
+        for jid, job in jobs.items():
+            job["deliveries"] = self.wait_finished(jid)["deliveries"]
+        check_ledger(self, self.rx, jobs)
+
+    def wait_finished(self, jid, timeout=20):
+        deadline = time.monotonic() + timeout * SLOW
+        while time.monotonic() < deadline:
+            st, r = self.c.req("get", id=jid)
+            if st == 200 and r["state"] in ("finished", "buried"):
+                return r
+            time.sleep(0.1)
+        self.fail("job %s never finished: %r" % (jid, self.c.req("get", id=jid)))
 
 
 class PusherAddressCheck(DeploymentTestCase):
