@@ -646,6 +646,10 @@ static void pusher_free(pusher *p)
         delivery_free(p->done_of[i]);
     for (int i = 0; i < p->nwaiting; i++)
         delivery_free(p->waiting[i]);
+    for (int i = 0; i < p->inflight; i++) { /* still in flight at the stop's deadline */
+        curl_multi_remove_handle(p->multi, p->active[i]->easy);
+        delivery_free(p->active[i]);
+    }
     free(p->waiting);
     free(p->active);
     free(p->done);
