@@ -947,6 +947,25 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.fcall("layout", ro=True)[2:4], [4, 0])
         self.assert_refused_then_walked_back(4, want)
 
+    def test_a_shard_migrated_partway_is_refused_whatever_its_heads_say(self):
+        # Ready push jobs only: once the walk indexed P:push's first
+        # entries, the heads look like layout 9 (no bucket entry, P:push's
+        # head indexed), yet later entries are not indexed.
+        for i in range(6):
+            self.add("h%d" % i, topic="t0", url="http://example.com/h")
+        self.redis("DEL", P + ":layout", P + ":q:t0")  # what layouts 2-5 held
+        self.redis("FUNCTION", "LOAD", "REPLACE", self.lib)
+        self.assertEqual(self.fcall("layout", ro=True)[2:4], [4, 0])
+        while self.fcall("migrate", 2)[1] != b"ready push jobs: from 2":
+            pass
+        self.assertEqual(self.redis("ZCARD", P + ":q:t0"), 2, "the walk is partway")
+        self.redis("FUNCTION", "LOAD", "REPLACE", self.lib)  # a new process' first look
+        self.assertEqual(self.fcall("layout", ro=True)[2:4], [4, 0])
+        self.assertDqError("DQ_LAYOUT_OLD 4 %d" % LAYOUT, self.fcall, "push_take", 10, 1000)
+        self.migrate_all(2)
+        self.assertEqual(self.redis("KEYS", P + ":migrate*"), [])
+        self.assertEqual(len(self.push_take(10, 1000)), 6)
+
     def test_a_newer_layout_is_refused(self):
         self.add("a")
         self.redis("SET", P + ":layout", LAYOUT + 1)

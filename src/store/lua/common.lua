@@ -1630,6 +1630,10 @@ end
 -- before a function touches it, so no function half-reads a structure.
 local LAYOUT = 9
 local function layout_key() return P .. ':layout' end
+-- The layout a migration of the shard began from, set by its first step
+-- and removed by its last (migrate.lua): a shard migrated partway is in
+-- that layout for every process, whatever its data looks like meanwhile.
+local function migrating_key() return P .. ':migrate:from' end
 
 -- Does every delayed, reserved and ready push job of the shard stand in
 -- its topic's index (layouts 6 to 8)? Looks at each bucket's and P:push's
@@ -1664,9 +1668,10 @@ end
 -- in nothing the functions of 8 could not read, count as 8, or as
 -- LAYOUT when no bucket holds an entry), or nil for a shard that holds
 -- nothing yet. Every process from layout 9 on records its layout when it
--- starts.
+-- starts. A shard being migrated is in the layout its migration began
+-- from, until the migration records LAYOUT.
 local function stored_layout()
-    local v = redis.call('GET', layout_key())
+    local v = redis.call('GET', layout_key()) or redis.call('GET', migrating_key())
     if v then return tonumber(v) end
     local nb = redis.call('GET', P .. ':buckets')
     if not nb then return nil end

@@ -39,6 +39,9 @@ local GAUGE = {delay = true, ready = true, reserved = true, buried = true}
 
 local v = stored_layout()
 if v and v > LAYOUT then return redis.error_reply('DQ_LAYOUT_NEW ' .. num(v) .. ' ' .. num(LAYOUT)) end
+-- Recorded before the first write, read by every process (stored_layout):
+-- the steps below make the data look newer than it is, partway.
+if v and v < LAYOUT then redis.call('SET', migrating_key(), num(v)) end
 
 -- Moves up to `budget` entries of list `from` to the sorted set `to`,
 -- those whose job is still in `state` with that generation, in order.
@@ -127,7 +130,7 @@ local function place_push_entry(id, j, score)
     return false
 end
 
-if v == 1 and redis.call('EXISTS', pending) == 0 then
+if redis.call('TYPE', P .. ':topics').ok == 'set' then -- layout 1's set, not yet renamed
     redis.call('RENAME', P .. ':topics', pending)
     return reply{done = 0, left = 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
 end
@@ -135,8 +138,8 @@ if redis.call('EXISTS', pending) == 1 then
     convert_topic(redis.call('SRANDMEMBER', pending))
     return reply{done = 0, left = 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
 end
--- Once begun, the walk goes to its end: the first entries it indexed may
--- make the data look indexed to stored_layout(), which reads only heads.
+-- (An older release's migration, stopped in its walk, left no
+-- migrating_key(): its P:migrate:at says it began.)
 if (v and v < LAYOUT) or redis.call('EXISTS', at_key) == 1 then
     local nb = tonumber(redis.call('GET', P .. ':buckets'))
     local at = redis.call('HMGET', at_key, 'b', 'r')
@@ -153,6 +156,6 @@ if (v and v < LAYOUT) or redis.call('EXISTS', at_key) == 1 then
         return reply{done = 0, left = 'ready push jobs: from ' .. num(r)}
     end
 end
-redis.call('DEL', at_key)
+redis.call('DEL', at_key, migrating_key())
 redis.call('SET', layout_key(), num(LAYOUT))
 return reply{done = 1, left = 'done'}
