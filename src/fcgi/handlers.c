@@ -570,6 +570,39 @@ static dq_tz *schedule_zone(call_ctx *c, const char *name, dq_response *res)
     return tz;
 }
 
+/* The first fire of the schedule sc strictly after after_s, counting an
+ * `every` without `start` from now_s, and its anchor. -1 with a 400
+ * written when there is none. */
+static int first_fire(call_ctx *c, dq_tz *tz, int64_t now_s, int64_t after_s, int64_t *anchor_s,
+                      int64_t *next_s, dq_response *res)
+{
+    const dq_schedule_spec *sc = &c->req->schedule;
+    *anchor_s = sc->start_s >= 0 ? sc->start_s : now_s;
+    dq_sched def;
+    char why[256];
+    if (sched_define(&def, sc->cron, tz, sc->every_s, *anchor_s, sc->start_s, sc->end_s, why,
+                     sizeof why) < 0) { /* parse_schedule parsed it already */
+        *res = answer(reply_errorf(c->out, DQ_BAD_REQUEST, "field 'cron': %s", why));
+        return -1;
+    }
+    *next_s = sched_next(&def, after_s);
+    if (*next_s != SCHED_NONE)
+        return 0;
+    def.end_s = SCHED_NONE;
+    if (sc->end_s >= 0 && sched_next(&def, after_s) != SCHED_NONE)
+        *res = answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'end' leaves the schedule no fire time after now"));
+    else
+        *res = answer(reply_errorf(c->out, DQ_BAD_REQUEST,
+                                   "field 'cron' matches no date in the next %d days",
+                                   CRON_HORIZON_DAYS));
+    return -1;
+}
+
+/* Tries of a schedule's store: the first on this host's clock, the next
+ * on the Redis time (and last fire) the store answered. */
+#define SCHEDULE_PUT_TRIES 3
+
 static dq_response handle_schedule(call_ctx *c)
 {
     const dq_schedule_spec *sc = &c->req->schedule;
@@ -577,44 +610,37 @@ static dq_response handle_schedule(call_ctx *c)
     dq_tz *tz = schedule_zone(c, sc->tz, &res);
     if (!tz)
         return res;
-    /* The first fire strictly after now: this host's clock, like add's
-     * `at` check; `every` without `start` counts from now. */
-    int64_t now_s = util_wall_ms() / 1000;
-    int64_t anchor_s = sc->start_s >= 0 ? sc->start_s : now_s;
-    dq_sched def;
-    char why[256];
-    if (sched_define(&def, sc->cron, tz, sc->every_s, anchor_s, sc->start_s, sc->end_s, why,
-                     sizeof why) < 0) { /* parse_schedule parsed it already */
-        tz_free(tz);
-        return answer(reply_errorf(c->out, DQ_BAD_REQUEST, "field 'cron': %s", why));
-    }
-    int64_t next = sched_next(&def, now_s);
-    if (next == SCHED_NONE) {
-        def.end_s = SCHED_NONE;
-        if (sc->end_s >= 0 && sched_next(&def, now_s) != SCHED_NONE)
-            res = answer(reply_errorf(c->out, DQ_BAD_REQUEST,
-                                      "field 'end' leaves the schedule no fire time after now"));
-        else
-            res = answer(reply_errorf(c->out, DQ_BAD_REQUEST,
-                                      "field 'cron' matches no date in the next %d days",
-                                      CRON_HORIZON_DAYS));
-        tz_free(tz);
-        return res;
+    /* The first fire strictly after now and after the schedule's last
+     * fire: fires run on Redis' clock, so the store refuses a first fire
+     * computed on a clock more than a second off it (or not after the last
+     * fire) and answers its time, to compute it again on. */
+    store_schedule_put_result put = {.retry = 1, .now_ms = util_wall_ms(), .last_ms = -1};
+    int64_t next_s = 0;
+    dq_status st = DQ_OK;
+    store_error err;
+    for (int try = 0; try < SCHEDULE_PUT_TRIES && st == DQ_OK && put.retry; try++) {
+        int64_t now_s = put.now_ms / 1000, last_s = put.last_ms / 1000, anchor_s;
+        if (first_fire(c, tz, now_s, now_s > last_s ? now_s : last_s, &anchor_s, &next_s,
+                       &res) < 0) {
+            tz_free(tz);
+            return res;
+        }
+        st = store_schedule_put(c->h->store, c->allow, sc, anchor_s, next_s * 1000, put.now_ms,
+                                &put, &err);
     }
     tz_free(tz);
-    int replaced = 0;
-    store_error err;
-    dq_status st = store_schedule_put(c->h->store, c->allow, sc, anchor_s, next * 1000, &replaced,
-                                      &err);
     if (st == DQ_CONFLICT)
         return answer(reply_errorf(c->out, DQ_CONFLICT, "a schedule with id '%s' exists under a "
                                    "topic this token may not use", sc->id));
     if (st != DQ_OK)
         return store_failure(c, st, &err);
+    if (put.retry) /* Redis' clock ran off each answer it gave */
+        return answer(reply_errorf(c->out, DQ_UNAVAILABLE, "Redis' clock moved too fast to "
+                                   "compute the schedule's first fire on; try again"));
     buf_puts(c->out, "{\"success\":true,\"id\":");
     buf_put_json_string(c->out, sc->id, strlen(sc->id));
-    buf_printf(c->out, ",\"next\":%lld,\"replaced\":%s}", (long long)next * 1000,
-               replaced ? "true" : "false");
+    buf_printf(c->out, ",\"next\":%lld,\"replaced\":%s}", (long long)next_s * 1000,
+               put.replaced ? "true" : "false");
     return res;
 }
 

@@ -1506,7 +1506,8 @@ static const char *cron_or_null(const store_reply *r)
 }
 
 dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_spec *sc,
-                             int64_t anchor_s, int64_t next_ms, int *replaced, store_error *err)
+                             int64_t anchor_s, int64_t next_ms, int64_t now_ms,
+                             store_schedule_put_result *out, store_error *err)
 {
     store_val a[SCHEDULE_NARGS] = {
         [SCHEDULE_ARG_ALLOW] = store_str(allow),
@@ -1525,13 +1526,17 @@ dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_s
         [SCHEDULE_ARG_BACKOFF] = store_text(sc->backoff ? sc->backoff : "",
                                             sc->backoff ? sc->backoff_len : 0),
         [SCHEDULE_ARG_URL] = store_str(sc->url ? sc->url : ""),
-        [SCHEDULE_ARG_TIMEOUT_MS] = store_int(sc->cb_timeout_ms)};
+        [SCHEDULE_ARG_TIMEOUT_MS] = store_int(sc->cb_timeout_ms),
+        [SCHEDULE_ARG_NOW_MS] = store_int(now_ms)};
     one_id_call(s, SCRIPT_SCHEDULE, sc->id, a, SCHEDULE_NARGS);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
         const char *v = reply_str(reply_at(r, SCHEDULE_REPLY_RESULT), NULL);
-        *replaced = v && strcmp(v, "replaced") == 0;
+        out->replaced = v && strcmp(v, "replaced") == 0;
+        out->retry = v && strcmp(v, "retry") == 0;
+        out->now_ms = reply_int(reply_at(r, SCHEDULE_REPLY_NOW_MS));
+        out->last_ms = reply_int(reply_at(r, SCHEDULE_REPLY_LAST_MS));
     }
     store_reply_free(r);
     return st;
@@ -1654,6 +1659,7 @@ dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
         store_schedule *sc = next_schedule(out);
         sc->id = reply_str(reply_at(r, i + SCHED_DUE_DUE_ID), &sc->id_len);
         read_schedule_def(f, &sched_due_def_at, sc);
+        sc->version = reply_int(reply_at(f, SCHED_DUE_SCHEDULE_VERSION));
         sc->last_ms = -1;
         if (!sc->id || !sc->tz) /* removed between the two reads: none */
             out->n--;
@@ -1671,6 +1677,7 @@ void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n)
         size_t len = store_fire_id(job_id, sizeof job_id, c->id, c->fire_ms);
         store_batch_call(s, SCRIPT_FIRE, shard);
         store_val a[FIRE_NARGS] = {[FIRE_ARG_ID] = store_str(c->id),
+                                   [FIRE_ARG_VERSION] = store_int(c->version),
                                    [FIRE_ARG_EXPECTED_MS] = store_int(c->expected_ms),
                                    [FIRE_ARG_FIRE_MS] = store_int(c->fire_ms),
                                    [FIRE_ARG_NEXT_MS] = store_int(c->next_ms),

@@ -387,6 +387,7 @@ typedef struct {
     int64_t start_s, end_s; /* -1: none */
     int64_t anchor_s;
     int64_t next_ms, last_ms; /* -1: none */
+    int64_t version;          /* of the definition; sched_due only */
     int64_t missed;
     int64_t ttr_ms, retries, created_ms;
 } store_schedule;
@@ -399,12 +400,21 @@ typedef struct {
 } store_schedules;
 
 void store_schedules_free(store_schedules *l);
+/* What store_schedule_put did: replaced tells a replacement from a new
+ * schedule; retry that it wrote nothing, because the first fire must be
+ * computed again, strictly after now_ms (Redis' time) and last_ms (the
+ * schedule's last fire, -1: none). */
+typedef struct {
+    int replaced, retry;
+    int64_t now_ms, last_ms;
+} store_schedule_put_result;
 /* Creates or replaces a schedule whose first fire (next_ms, -1: none) and
- * anchor (every: fires are anchor + k * every) the caller computed.
- * *replaced tells which it was. DQ_CONFLICT: the id is a schedule of a
+ * anchor (every: fires are anchor + k * every) the caller computed from
+ * now_ms, its reading of the time. DQ_CONFLICT: the id is a schedule of a
  * topic outside allow. */
 dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_spec *sc,
-                             int64_t anchor_s, int64_t next_ms, int *replaced, store_error *err);
+                             int64_t anchor_s, int64_t next_ms, int64_t now_ms,
+                             store_schedule_put_result *out, store_error *err);
 /* DQ_NOT_FOUND: no such schedule (or one of a topic outside allow). */
 dq_status store_unschedule(dq_store *s, const char *allow, const char *id, store_error *err);
 /* One schedule (id, with its body; DQ_NOT_FOUND when unknown), or every
@@ -421,6 +431,7 @@ dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
 /* One fire of a schedule (see src/store/lua/fire.lua): in, and the result out. */
 typedef struct {
     const char *id;                           /* in */
+    int64_t version;                          /* in: the definition's, as read */
     int64_t expected_ms, fire_ms, next_ms;    /* in; fire_ms -1: move on only */
     int64_t missed;                           /* in */
     dq_status status;                         /* out */

@@ -317,6 +317,7 @@ static void plan_fire(timer_state *t, const store_schedule *sc, int64_t redis_no
     char why[256] = "";
     memset(c, 0, sizeof *c);
     c->id = sc->id;
+    c->version = sc->version;
     c->expected_ms = sc->next_ms;
     const dq_tz *tz = zone(t, sc->tz, why, sizeof why);
     dq_sched def;

@@ -975,6 +975,72 @@ class Functions(unittest.TestCase):
                                *args)
         self.assertEqual(self.fcall("layout", ro=True)[2:], [LAYOUT + 1, 1, LAYOUT])
 
+    # ---------------------------------------------------------- schedules
+
+    def redis_ms(self):
+        secs, us = self.redis("TIME")
+        return int(secs) * 1000 + int(us) // 1000
+
+    def put_schedule(self, sid, next_ms, every=60, body=b"old", now_ms=None):
+        """schedule's reply for an `every` schedule of topic q whose first
+        fire is next_ms, computed on now_ms (Redis' time unless given)."""
+        now_ms = self.redis_ms() if now_ms is None else now_ms
+        return self.call("schedule", "", sid, "q", body, 60000, -1, "", every, "UTC", -1, -1,
+                         next_ms // 1000, next_ms, "", "", 10000, now_ms)
+
+    def due(self, sid):
+        """(next_ms, version) of schedule sid as sched_due, a timer's read,
+        gives them."""
+        got = self.call("sched_due", 100, ro=True)
+        rest = got[2:]
+        for i in range(0, len(rest), 2):
+            if rest[i] == sid.encode():
+                return int(rest[i + 1][6]), int(rest[i + 1][7])
+        self.fail("%s is not due" % sid)
+
+    def fire(self, sid, version, expected_ms, fire_ms, next_ms):
+        return self.call("fire", sid, version, expected_ms, fire_ms, next_ms, 0, 0)
+
+    def test_a_fire_planned_on_a_replaced_definition_with_the_same_next_is_stale(self):
+        n1 = (self.redis_ms() // 1000 - 5) * 1000
+        self.assertEqual(self.put_schedule("s", n1)[0], b"created")
+        read = self.due("s")  # a timer's read: it plans n1, then n1 + 60 s
+        self.assertEqual(read, (n1, 1))
+        self.assertEqual(self.put_schedule("s", n1, every=30, body=b"new")[0], b"replaced")
+        self.assertEqual(self.fire("s", read[1], n1, n1, n1 + 60000), b"stale")
+        self.assertEqual(self.redis("HGET", P + ":sch:s", "n"), str(n1).encode(),
+                         "the new definition's next fire is kept")
+        self.assertEqual(self.redis("EXISTS", P + ":j:s@%d" % (n1 // 1000)), 0)
+        self.assertEqual(self.fire("s", 2, n1, n1, n1 + 30000), b"fired")
+
+    def test_a_stopped_timer_cannot_fire_after_a_replacement_fired(self):
+        n1 = (self.redis_ms() // 1000 - 5) * 1000
+        self.put_schedule("s", n1)
+        read = self.due("s")  # timer A reads n1, and stops before its fire
+        # Replaced (every 30 s, on a clock a little behind: its first fire
+        # is n1 - 30 s), another timer fires that, and the next is n1 again.
+        self.put_schedule("s", n1 - 30000, every=30, body=b"new")
+        self.assertEqual(self.fire("s", 2, n1 - 30000, n1 - 30000, n1), b"fired")
+        # A goes on with what it read: the old definition's fire and next.
+        self.assertEqual(self.fire("s", read[1], n1, n1, n1 + 60000), b"stale")
+        self.assertEqual(self.redis("HGET", P + ":sch:s", "n"), str(n1).encode())
+
+    def test_a_first_fire_off_redis_clock_or_not_after_the_last_fire_is_refused(self):
+        now = self.redis_ms()
+        n1 = (now // 1000 - 5) * 1000
+        # computed on a clock 30 s behind Redis': nothing written, Redis' time answered
+        got = self.put_schedule("s", n1, now_ms=now - 30000)
+        self.assertEqual(got[0], b"retry")
+        self.assertLessEqual(abs(got[3] - now), 1000)
+        self.assertEqual(self.redis("EXISTS", P + ":sch:s"), 0)
+        self.put_schedule("s", n1)
+        self.assertEqual(self.fire("s", 1, n1, n1, n1 + 60000), b"fired")
+        for again in (n1, n1 - 1000):  # a fire time that made a job, or one before it
+            self.assertEqual(self.put_schedule("s", again)[:2], [b"retry", n1])
+        self.assertEqual(self.redis("HMGET", P + ":sch:s", "n", "v"),
+                         [str(n1 + 60000).encode(), b"1"])
+        self.assertEqual(self.put_schedule("s", n1 + 1000)[0], b"replaced")
+
     # ---------------------------------------------------------- push jobs
 
     def test_push_take_and_done(self):

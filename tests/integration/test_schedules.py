@@ -156,6 +156,19 @@ class ScheduleTest(ScheduleTestBase):
         st, b = self.c.get("/schedules?id=" + sid)
         self.assertError(st, b, 404, "not_found")
 
+    def test_a_replacement_never_makes_a_fire_time_again(self):
+        # A fire made on Redis' clock, running ahead of this host's: the
+        # timer fired the next minute already, which this host's clock has
+        # not reached; a replacement computed on it would fire that again.
+        t, sid = unique("refire"), unique("s")
+        first = self.schedule(id=sid, topic=t, cron="* * * * *", body="first")["next"]
+        key = "%s:sch:%s" % (self.c.tag(self.c.shard_of(sid)), sid)
+        self.c.redis("HSET", key, "l", first, "n", first + 60000)
+        r = self.schedule(id=sid, topic=t, cron="* * * * *", body="again")
+        self.assertGreater(r["next"], first, "the fire time made already is made again")
+        self.assertEqual(self.entry(sid)["next"], r["next"])
+        self.assertOk(*self.c.req("unschedule", id=sid))
+
     def test_validation(self):
         t, sid = unique("bad"), unique("s")
         base = dict(id=sid, topic=t, body={"a": 1})

@@ -1,8 +1,10 @@
 -- fire: fires a due schedule once, however many timers try: only while its
--- stored next fire is still the one the caller read.
+-- definition (version) and stored next fire are still the ones the caller
+-- read, so a fire planned on a replaced definition, or by a timer that
+-- stopped while others fired, writes nothing.
 -- KEYS: P (the schedule's shard).
--- argv: id expected_ms fire_ms next_ms missed bucket
--- expected_ms is the next fire as read by sched_due; fire_ms -1 fires
+-- argv: id version expected_ms fire_ms next_ms missed bucket
+-- version and expected_ms are as read by sched_due; fire_ms -1 fires
 -- nothing, only moves on; next_ms is the fire after it (-1: none, the
 -- schedule is past its end); missed counts the fires skipped since the
 -- expected one; bucket is the fire's job's.
@@ -15,8 +17,11 @@
 -- written).
 local id = ARGV[ARG.id]
 local sk = sched_key(id)
-local s = redis.call('HMGET', sk, 'n', 't', 'b', 'ttr', 'r', 'bo', 'u', 'to')
-if not s[1] or tonumber(s[1]) ~= tonumber(ARGV[ARG.expected_ms]) then return 'stale' end
+local s = redis.call('HMGET', sk, 'n', 't', 'b', 'ttr', 'r', 'bo', 'u', 'to', 'v')
+if not s[1] or tonumber(s[1]) ~= tonumber(ARGV[ARG.expected_ms])
+    or (tonumber(s[9]) or 0) ~= tonumber(ARGV[ARG.version]) then
+    return 'stale'
+end
 local fire, nxt, missed = tonumber(ARGV[ARG.fire_ms]), tonumber(ARGV[ARG.next_ms]),
     tonumber(ARGV[ARG.missed])
 local result = 'moved'
