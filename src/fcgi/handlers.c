@@ -620,8 +620,8 @@ static dq_response handle_schedule(call_ctx *c)
     store_error err;
     for (int try = 0; try < SCHEDULE_PUT_TRIES && st == DQ_OK && put.retry; try++) {
         int64_t now_s = put.now_ms / 1000, last_s = put.last_ms / 1000, anchor_s;
-        if (first_fire(c, tz, now_s, now_s > last_s ? now_s : last_s, &anchor_s, &next_s,
-                       &res) < 0) {
+        int64_t after_s = now_s > last_s ? now_s : last_s;
+        if (first_fire(c, tz, now_s, after_s, &anchor_s, &next_s, &res) < 0) {
             tz_free(tz);
             return res;
         }
@@ -635,8 +635,9 @@ static dq_response handle_schedule(call_ctx *c)
     if (st != DQ_OK)
         return store_failure(c, st, &err);
     if (put.retry) /* Redis' clock ran off each answer it gave */
-        return answer(reply_errorf(c->out, DQ_UNAVAILABLE, "Redis' clock moved too fast to "
-                                   "compute the schedule's first fire on; try again"));
+        return answer(reply_errorf(c->out, DQ_UNAVAILABLE,
+                                   "Redis' clock moved too fast to compute the schedule's "
+                                   "first fire on; try again"));
     buf_puts(c->out, "{\"success\":true,\"id\":");
     buf_put_json_string(c->out, sc->id, strlen(sc->id));
     buf_printf(c->out, ",\"next\":%lld,\"replaced\":%s}", (long long)next_s * 1000,
