@@ -113,7 +113,7 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *userdata)
 int cli_http_request(cli_http *h, const char *path, const char *body, size_t len, long *status,
                      dq_buf *out, char *err, size_t errlen)
 {
-    int rc = -1;
+    int rc = CLI_HTTP_NOT_SENT;
     CURL *c = h->curl;
 
     size_t ulen = strlen(h->base) + strlen(path) + 1;
@@ -154,10 +154,14 @@ int cli_http_request(cli_http *h, const char *path, const char *body, size_t len
     CURLcode res = curl_easy_perform(c);
     if (res != CURLE_OK) {
         snprintf(err, errlen, "%s: %s", url, h->errbuf[0] ? h->errbuf : curl_easy_strerror(res));
+        /* Request bytes went out: the server may have acted on them. */
+        long sent = 0;
+        if (curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0)
+            rc = CLI_HTTP_UNKNOWN;
         goto out;
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    rc = 0;
+    rc = CLI_HTTP_ANSWERED;
 
 out:
     free(url);

@@ -29,7 +29,7 @@ enum {
     EXIT_TOO_LARGE = 6,
     EXIT_UNAVAILABLE = 7,
     EXIT_TIMEOUT = 8,
-    EXIT_OTHER = 9, /* transport error, an answer that is not the protocol's, internal */
+    EXIT_OTHER = 9, /* cannot connect, an answer that is not the protocol's, internal */
 };
 
 /* One table from the protocol's error code (and, for an answer without one,
@@ -105,7 +105,8 @@ static const cli_command commands[] = {
      "  --timeout SECONDS     wait up to this long for a job (0..60; default 0)\n"
      "  --count N             take up to N jobs (1..100)\n"
      "  --finish ID[,ID...]   first finish these jobs, in the same request (at once, before\n"
-     "                        the wait); one line each; exit status of the first that failed\n"},
+     "                        the wait); one line each; a failed finish does not change the\n"
+     "                        exit status (the pop answered: the jobs printed are to be handled)\n"},
     {"finish", 0, 0, 0, OUT_REMOVE, "finished", "finish (remove) jobs",
      "  --id ID               the job\n"
      "  --ids ID,ID...        several jobs; exit status of the first that failed\n"},
@@ -178,7 +179,7 @@ static const cli_command commands[] = {
      "  --key-concurrency N   the same per key; 1 makes each key serial\n"
      "  --key-rate N          most deliveries per key per --key-period\n"
      "  --key-period SECONDS  the window of --key-rate (default 1)\n"
-     "  --keep SECONDS        the history window (stored; history is not kept yet)\n"
+     "  --keep SECONDS        keep the records of finished and deleted jobs this long\n"
      "  (each takes 'none' to remove that limit)\n"},
     {"policies", 0, B(LIMIT) | B(CURSOR), 0, OUT_POLICIES, NULL,
      "topics' flow limits and their use (reserved, throttled), as a table",
@@ -243,7 +244,8 @@ static void usage(FILE *out)
             "\n%s\n"
             "Exit status: 0 ok (also a pop that found no job), 1 usage, 2 bad_request,\n"
             "3 not_found, 4 conflict, 5 unauthorized, 6 too_large, 7 unavailable,\n"
-            "8 timeout (outcome unknown), 9 transport or other error. See delayq(1).\n",
+            "8 timeout (outcome unknown: a 504, or no answer to a request that was sent),\n"
+            "9 cannot connect, or another error. See delayq(1).\n",
             global_flags);
 }
 
@@ -443,8 +445,15 @@ static int run(const cli_command *c, const cli_args *a)
         goto out;
     }
     snprintf(path, sizeof path, "/%s", c->name);
-    if (cli_http_request(http, path, c->get ? NULL : body.data, body.len, &http_status, &answer,
-                         err, sizeof err) < 0) {
+    int sent = cli_http_request(http, path, c->get ? NULL : body.data, body.len, &http_status,
+                                &answer, err, sizeof err);
+    if (sent == CLI_HTTP_UNKNOWN) {
+        fprintf(stderr, "delayq: no answer from %s (the request was sent: its outcome is unknown)\n",
+                err);
+        status = EXIT_TIMEOUT;
+        goto out;
+    }
+    if (sent != CLI_HTTP_ANSWERED) {
         fprintf(stderr, "delayq: cannot reach delayq at %s\n", err);
         goto out;
     }

@@ -726,6 +726,11 @@ class CliTest(DeploymentTestCase):
             for flag in ("--topic", "--timeout", "--count", "--url", "--json"):
                 self.assertIn(flag, r[1])
             self.assertNotIn("--ttr", r[1])
+            # a failed --finish does not set the exit status (see test_pop_finish_requests)
+            self.assertIn("a failed finish does not change the\n", r[1])
+        r = run_cli("policy", "--help")
+        self.assertIn("--keep SECONDS        keep the records of finished and deleted jobs", r[1])
+        self.assertNotIn("not kept yet", r[1])
         r = run_cli("add", "--help")
         for flag in ("--topic", "--id", "--delay", "--at", "--ttr", "--retries", "--body ",
                      "--body-string", "--body-file", "--body-string-file"):
@@ -785,7 +790,8 @@ class CliAuthTest(DeploymentTestCase):
 
 class FakeServer:
     """Answers every request with the canned (status, body) for its path and
-    records what it got."""
+    records what it got; a status of None reads the request and closes the
+    connection without an answer."""
 
     def __init__(self):
         self.answers = {}
@@ -800,6 +806,9 @@ class FakeServer:
                 body = self.rfile.read(n) if n else b""
                 fake.requests.append((self.command, self.path, dict(self.headers), body))
                 status, data = fake.answers.get(self.path, (404, b"no"))
+                if status is None:
+                    self.close_connection = True
+                    return
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -855,6 +864,15 @@ class CliFakeServerTest(unittest.TestCase):
         # a failure without a code: the HTTP status decides
         self.answer("/stats", 504, {"success": False, "error": "slow"})
         self.assertEqual(run_cli("stats", url=self.fake.url)[0], EXIT["timeout"])
+
+    def test_no_answer_to_a_sent_request_is_a_timeout(self):
+        # The server got the add and may have carried it out: exit 8
+        # (outcome unknown), not 9 (which says nothing was done).
+        self.answer("/add", None, b"")
+        r = run_cli("add", "--topic", "t", "--id", "x", "--body", "1", url=self.fake.url)
+        self.assertEqual(r[0], EXIT["timeout"], r)
+        self.assertIn("outcome is unknown", r[2])
+        self.assertEqual(len(self.fake.requests), 1)
 
     def test_pop_finish_requests(self):
         self.answer("/pop", 200, {"success": True, "jobs": [], "finished": [
