@@ -468,7 +468,7 @@ public final class Client {
         return out;
     }
 
-    /** An HTTP answer, and whether the request went out twice. */
+    /** An HTTP answer, and whether an earlier send of the request may have reached the server. */
     private static final class Sent {
         final int status;
         final String body;
@@ -505,10 +505,13 @@ public final class Client {
             b.method(method, HttpRequest.BodyPublishers.noBody());
         }
         HttpRequest request = b.build();
+        // Only a broken connection may have carried the request to the
+        // server; a connect that failed sent nothing.
+        boolean sentBefore = false;
         for (int attempt = 0;; attempt++) {
             try {
                 HttpResponse<byte[]> r = http.send(request, HttpResponse.BodyHandlers.ofByteArray());
-                return new Sent(r.statusCode(), new String(r.body(), StandardCharsets.UTF_8), attempt > 0);
+                return new Sent(r.statusCode(), new String(r.body(), StandardCharsets.UTF_8), sentBefore);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new ConnectionLostException("the request to delayq was interrupted; its outcome is unknown", e);
@@ -523,6 +526,7 @@ public final class Client {
                         + " s; the outcome of the request is unknown", e);
             } catch (IOException e) {
                 if (resend && attempt == 0) {
+                    sentBefore = true;
                     continue;
                 }
                 throw new ConnectionLostException("the connection to delayq failed (" + e

@@ -121,6 +121,22 @@ public class ClientTest {
         c.delete(id);
     }
 
+    /**
+     * A first connect that fails sent nothing: a conflict on the retried
+     * connect is a real one (another job has that id), not the echo of an
+     * earlier send.
+     */
+    public void testConflictAfterAFailedConnectIsReal() throws Exception {
+        String topic = Check.unique("connect");
+        String id = c.add(NewJob.of(topic, 1).id(topic + "-1").delay(600));
+        try (SlowConnectProxy proxy = new SlowConnectProxy(Check.env("DELAYQ_URL"), 500)) {
+            Client viaProxy = new Client(proxy.url(), System.getenv("DELAYQ_TOKEN"), Duration.ofMillis(800));
+            Check.fails(ConflictException.class, () -> viaProxy.add(NewJob.of(topic, 2).id(id)));
+        }
+        Check.equal(1L, c.get(id).body());
+        c.delete(id);
+    }
+
     public void testBatches() {
         String topic = Check.unique("batch");
         List<Result> added = c.addMany(List.of(NewJob.of(topic, 1).id(topic + "-a"), NewJob.of(topic, 2).id(topic + "-b")));
