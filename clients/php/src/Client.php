@@ -500,7 +500,9 @@ final class Client
      * Creates or replaces the periodic job $id: each fire time T adds the job
      * "$id@T" to $topic with $body. $when is ['cron' => '0 3 * * *', 'tz' =>
      * 'Asia/Shanghai'] or ['every' => 300], plus optional 'start' and 'end'
-     * (Unix seconds); $options are add()'s ttr, retries, backoff, callback, url.
+     * (Unix seconds, a float such as microtime(true) + 60 taken to the
+     * whole second below, or a DateTimeInterface); $options are add()'s ttr,
+     * retries, backoff, callback, url.
      *
      * @param array<string,mixed> $when
      * @param array<string,mixed> $options
@@ -513,11 +515,32 @@ final class Client
             throw new \InvalidArgumentException('schedule: unknown timing key(s) ' . implode(', ', $unknown));
         }
         unset($options['id'], $options['delay'], $options['at']);
+        foreach (['start', 'end'] as $bound) {
+            if (isset($when[$bound])) {
+                $when[$bound] = self::unixSeconds($when[$bound], $bound);
+            }
+        }
         $fields = ['id' => $id, 'topic' => $topic, 'body' => $body] + $when
             + self::addOptions($options, 'schedule');
         $answer = $this->call('schedule', $fields);
         unset($answer['success']);
         return $answer;
+    }
+
+    /**
+     * Whole Unix seconds, as the server takes a schedule's start and end.
+     *
+     * @param mixed $when
+     */
+    private static function unixSeconds($when, string $field): int
+    {
+        if ($when instanceof \DateTimeInterface) {
+            return $when->getTimestamp();
+        }
+        if (is_int($when) || is_float($when)) {
+            return (int) floor($when);
+        }
+        throw new \InvalidArgumentException("schedule: '$field' must be Unix seconds or a DateTimeInterface");
     }
 
     /** Removes a schedule (the jobs it made stay); NotFoundException if unknown. */

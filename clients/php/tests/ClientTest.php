@@ -198,6 +198,12 @@ final class ClientTest extends DelayqTestCase
         $this->assertCount(2, $one[0]['upcoming']);
         $this->assertSame(19 * 3600000, $one[0]['upcoming'][0] % 86400000, '03:00 in UTC+8');
         $this->assertTrue($this->client->schedule($id, $topic, 1, ['every' => 60])['replaced']);
+        // The server takes whole seconds: microtime(true)'s fraction is cut.
+        $start = microtime(true) + 60;
+        $r = $this->client->schedule($id, $topic, 1, ['every' => 60, 'start' => $start, 'end' => $start + 3600]);
+        $this->assertSame((int) floor($start) * 1000, $r['next']);
+        $r = $this->client->schedule($id, $topic, 1, ['every' => 60, 'start' => new \DateTimeImmutable('@' . (int) $start)]);
+        $this->assertSame((int) floor($start) * 1000, $r['next']);
         $this->client->unschedule($id);
         $this->expectException(NotFoundException::class);
         $this->client->unschedule($id);
