@@ -92,7 +92,9 @@ def main():
             env["DELAYQ_TOKEN"] = TOKEN
             # the Redis of the deployment, for the tests that make it read-only
             env["DELAYQ_TEST_REDIS"] = "127.0.0.1:%d" % c.redis_port
-            rc = run_phpunit(phpunit, [], env, "suite")
+            # DQTEST_PHPUNIT_FILTER=testSchedules runs only the tests it matches.
+            only = os.environ.get("DQTEST_PHPUNIT_FILTER")
+            rc = run_phpunit(phpunit, ["--filter", only] if only else [], env, "suite")
             c.stop_redis()
             env["DELAYQ_REDIS_DOWN"] = "1"
             rc_down = run_phpunit(phpunit, ["--group", "redis-down"], env, "redis-down group")
