@@ -32,7 +32,10 @@ class Worker:
       a separate finish per job instead, after one warning.
     - The handler raises: the job is released, due again after the backoff
       step for its attempt (`backoff[job.attempts - 1]`, the last step
-      repeating), or buried once `max_attempts` deliveries have failed.
+      repeating), or buried once `max_attempts` deliveries have failed. A
+      BaseException that is not an Exception (KeyboardInterrupt,
+      SystemExit) releases the job the same way, then stops the worker:
+      run() sends the pending finishes and raises it again.
     - SIGTERM or SIGINT (handlers installed by run() when it runs in the main
       thread), or stop() from any thread: the job being handled is finished
       or released as usual, then run() returns. A long-poll in progress is
@@ -71,6 +74,11 @@ class Worker:
         self.log = logger or logging.getLogger("delayq.worker")
         self._stopping = False
         self._polling = False
+        # Orders stop() against the end of a pop: a stop that saw the pop
+        # in progress interrupts it before the interrupt flag is cleared,
+        # never after (where it would cut the next request short). Reentrant:
+        # stop() also runs from a signal handler on the polling thread.
+        self._poll_lock = threading.RLock()
         self._pause = error_pause
         # Jobs handled and not yet finished, by id, in order: their finish
         # rides on the next pop. The flag says a request that may have
@@ -90,9 +98,10 @@ class Worker:
     def stop(self) -> None:
         """Asks run() to return after the job in hand (safe from any thread
         and from a signal handler)."""
-        self._stopping = True
-        if self._polling:
-            self.client._interrupt()
+        with self._poll_lock:
+            self._stopping = True
+            if self._polling:
+                self.client._interrupt()
 
     def backoff_for(self, attempts: int) -> float:
         """Seconds to wait before the next delivery of a job that failed on
@@ -111,7 +120,7 @@ class Worker:
             try:
                 while not self._stopping:
                     self._step()
-            except Exception:
+            except BaseException:
                 self._flush()
                 raise
             self._flush()
@@ -127,7 +136,7 @@ class Worker:
         pop, which only run() makes). Returns True when a job was handled."""
         try:
             handled = self._step()
-        except Exception:
+        except BaseException:
             self._flush()
             raise
         self._flush()
@@ -160,6 +169,13 @@ class Worker:
         except Exception as e:  # noqa: BLE001 - any handler failure means "retry later"
             self._failed(job, e)
             return
+        except BaseException as e:
+            # KeyboardInterrupt, SystemExit, GeneratorExit: the job is given
+            # back all the same, then the worker stops (run() sends the
+            # pending finishes and raises it again).
+            self._failed(job, e)
+            self._stopping = True
+            raise
         if carry:
             self._pending[job.id] = (job, False)
         else:
@@ -168,17 +184,18 @@ class Worker:
     # ------------------------------------------------------------ internals
 
     def _poll(self) -> Optional[Job]:
-        # stop() and the signal handlers check _polling after setting
-        # _stopping; here _polling is set before _stopping is checked and
-        # cleared before the interrupt flag, so a stop either prevents the
-        # pop, cuts it short, or comes after it and touches nothing else.
+        # stop() sets _stopping and checks _polling under _poll_lock; here
+        # _stopping is checked and _polling set under it, and _polling
+        # cleared with the interrupt flag under it: a stop either prevents
+        # the pop, cuts it short, or comes after it and touches nothing else.
         carried = list(self._pending)[:MAX_IDS] if self._carry else []
         finished: List[Result] = []
         refused: Optional[BadRequest] = None
-        self._polling = True
-        try:
+        with self._poll_lock:
             if self._stopping:
                 return None
+            self._polling = True
+        try:
             try:
                 if carried:
                     job, finished = self.client.pop(self.topics, timeout=self.poll_timeout,
@@ -199,8 +216,9 @@ class Worker:
                 refused = e
                 job = None
         finally:
-            self._polling = False
-            self.client._clear_interrupt()
+            with self._poll_lock:
+                self._polling = False
+                self.client._clear_interrupt()
         if refused is not None:
             self.log.warning("the server does not take finish on pop (%s); finishing each job "
                              "with a request of its own", refused.message)
@@ -271,7 +289,7 @@ class Worker:
                          "its TTR of %s s had passed and another delivery finished it)",
                          job.id, job.ttr)
 
-    def _failed(self, job: Job, exc: Exception) -> None:
+    def _failed(self, job: Job, exc: BaseException) -> None:
         what = "%s: %s" % (type(exc).__name__, exc)
         try:
             if self.max_attempts is not None and job.attempts >= self.max_attempts:
