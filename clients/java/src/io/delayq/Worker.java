@@ -48,7 +48,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * </pre>
  */
 public final class Worker {
-    /** The work done for one job; throwing anything means "try again later". */
+    /**
+     * The work done for one job; throwing anything means "try again later"
+     * (an Error also stops the worker: run() throws it).
+     */
     @FunctionalInterface
     public interface Handler {
         void handle(Job job) throws Exception;
@@ -263,8 +266,11 @@ public final class Worker {
                 joinUninterruptibly(t);
             }
             for (Loop loop : loops) {
-                if (loop.failure != null) {
-                    throw loop.failure;
+                if (loop.failure instanceof RuntimeException) {
+                    throw (RuntimeException) loop.failure;
+                }
+                if (loop.failure instanceof Error) {
+                    throw (Error) loop.failure;
                 }
             }
             log.log(Level.INFO, "worker stopped after {0} job(s)", handled.get());
@@ -305,7 +311,7 @@ public final class Worker {
         private final ScheduledExecutorService beats;
         private Thread thread;
         private boolean polling;   // guarded by this
-        private RuntimeException failure;
+        private Throwable failure;
         private double pause = errorPause;
         // Jobs handled and not yet finished, in order: their finish rides on the next pop.
         private final Map<String, Pending> pending = new LinkedHashMap<>();
@@ -327,9 +333,10 @@ public final class Worker {
                 while (!stopping) {
                     step();
                 }
-            } catch (RuntimeException e) {
+            } catch (RuntimeException | Error e) {
                 // a 4xx while polling (ServerExceptions are retried in step),
-                // or a bug: every thread stops and run() throws it
+                // an Error from the handler (its job released), or a bug:
+                // every thread stops and run() throws it
                 failure = e;
                 log.log(Level.ERROR, "the worker stops: " + e);
                 stop();
@@ -463,15 +470,23 @@ public final class Worker {
             }
         }
 
+        /**
+         * Runs the handler. Anything it throws releases the job; an Error
+         * (a StackOverflowError, an OutOfMemoryError, an AssertionError)
+         * then stops the worker too, and run() throws it.
+         */
         private void handle(Job job) {
             Heartbeat beat = heartbeat ? new Heartbeat(job, beats) : null;
             try {
                 handler.handle(job);
-            } catch (Exception e) {
+            } catch (Throwable e) {
                 if (beat != null) {
                     beat.stop();
                 }
                 failed(job, e);
+                if (e instanceof Error) {
+                    throw (Error) e;
+                }
                 return;
             }
             if (beat != null) {
@@ -484,7 +499,7 @@ public final class Worker {
             }
         }
 
-        private void failed(Job job, Exception cause) {
+        private void failed(Job job, Throwable cause) {
             String what = cause.getClass().getSimpleName() + ": " + cause.getMessage();
             try {
                 if (maxAttempts > 0 && job.attempts() >= maxAttempts) {
