@@ -302,7 +302,7 @@ def run_client(name, d, c, build_dir):
             problems.append("job %s, want %s" % (state, want_state))
         if run != want_run:
             problems.append("run() %s, want %s" % (got["run"], want_run))
-        if want_run == "raised" and got["run"] != "raised:" + behaviour.split(":", 1)[1]:
+        elif want_run == "raised" and got["run"] != "raised:" + behaviour.split(":", 1)[1]:
             problems.append("run() %s, want it to raise %s" % (got["run"], behaviour))
         if scenario == "stop-during-poll" and got["seconds"] > 5 * dqtest.SLOW:
             problems.append("run() took %.1f s to return after a stop during a 20 s poll"
