@@ -95,6 +95,8 @@ SCENARIOS = {
 
 # Scenarios a driver cannot force, with the reason (the README says so too).
 NOT_FORCED = {
+    ("php", "stop-before-pop"): "run() starts afresh (a PHP Worker may run again): a stop() "
+                                "before it is not a stop of that run",
     ("php", "stop-as-pop-returns"): "PHP runs one thread: a signal is only handled between "
                                     "statements, where the Worker checks for it",
     ("java", "stop-as-pop-returns"): "Client is final: the driver cannot hook the pop; the "
