@@ -832,6 +832,27 @@ class Workers(Base):
             self.assertEqual(self.client.get(id).state, "delay" if level == "WARNING" else "buried")
             self.client.delete(id)
 
+    def test_base_exception_releases_the_job_and_stops(self):
+        # The second job's KeyboardInterrupt stops the worker: the first is
+        # finished (by the pop that brought the second), the second
+        # released, and run() raises the interrupt.
+        t = unique("w-base")
+        first = self.client.add(t, 1, id=t + "-1")
+        second = self.client.add(t, 2, id=t + "-2")
+
+        def handler(job):
+            if job.id == second:
+                raise KeyboardInterrupt
+
+        w = Worker(Client(URL, token=TOKEN), t, handler, backoff=[600], poll_timeout=1,
+                   handle_signals=False)
+        self.assertRaises(KeyboardInterrupt, w.run)
+        w.client.close()
+        self.assertRaises(NotFound, self.client.get, first)
+        released = self.client.get(second)
+        self.assertEqual((released.state, released.attempts), ("delay", 1))
+        self.client.delete(second)
+
     def test_run_once(self):
         t = unique("w-once")
         got = []
