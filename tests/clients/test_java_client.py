@@ -153,16 +153,23 @@ def sigterm_worker(classpath, env, client):
         out.close()
 
 
+def temp_dir_with_token(prefix, token, whose):
+    """A new temp dir (readable by the deployment's processes) holding a
+    tokens file with token; returns (dir, the file's path)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    tokens = os.path.join(tmp, "tokens")
+    with open(tokens, "w") as f:
+        f.write("# %s' token\n%s\n" % (whose, token))
+    os.chmod(tmp, 0o755)
+    return tmp, tokens
+
+
 def main():
     check_tools()
     dqtest.require_build()
     dqtest.stop_on_sigterm()
 
-    tmp = tempfile.mkdtemp(prefix="delayq-java-")
-    tokens = os.path.join(tmp, "tokens")
-    with open(tokens, "w") as f:
-        f.write("# the Java client tests' token\n%s\n" % TOKEN)
-    os.chmod(tmp, 0o755)
+    tmp, tokens = temp_dir_with_token("delayq-java-", TOKEN, "the Java client tests")
     failures = []
     try:
         classpath = build(os.path.join(tmp, "build"))

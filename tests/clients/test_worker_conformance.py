@@ -55,6 +55,7 @@ sys.path.insert(0, HERE)
 import dqtest
 from dqtest import tools
 import delayq
+import test_java_client
 
 TOKEN = "worker-conformance-token-0123456789"
 DRIVER_TIMEOUT = 240
@@ -123,7 +124,6 @@ def php_driver(build_dir):
 
 
 def java_driver(build_dir):
-    import test_java_client
     test_java_client.check_tools()
     classpath = test_java_client.build(build_dir)
     # One JVM runs every scenario; the quick compiler and the serial
@@ -323,11 +323,8 @@ def main(argv):
     dqtest.require_build()
     dqtest.stop_on_sigterm()
     clients = argv[1:] or list(DRIVERS)
-    tmp = tempfile.mkdtemp(prefix="delayq-conformance-")
-    tokens = os.path.join(tmp, "tokens")
-    with open(tokens, "w") as f:
-        f.write("# the conformance suite's token\n%s\n" % TOKEN)
-    os.chmod(tmp, 0o755)
+    tmp, tokens = test_java_client.temp_dir_with_token("delayq-conformance-", TOKEN,
+                                                       "the conformance suite")
     failures = []
     try:
         with dqtest.Deployment(workers=1, threads=8, fcgi_flags={"auth_file": tokens}) as d:
