@@ -28,9 +28,10 @@ exception are each language's own (RAISES). The scenarios:
   the TTR) or with its effect (the answer is lost: finished or released).
   These go through FaultProxy, a forwarder in front of the service.
 
-A new client (Node, say) adds a driver and a DRIVERS entry and its RAISES.
-The PHP or Java driver is skipped (exit 77 rules of dqtest.tools) when
-php or a JDK is missing.
+A new client (Node, say) adds a driver, a DRIVERS entry and its RAISES.
+Without php-cli or a JDK (>= 17) the test skips (exit 77, dqtest.tools)
+naming the package, or fails under DQTEST_REQUIRE_ALL=1 (CI); naming
+clients on the command line runs only those.
 
 Run: DELAYQ_SRC_DIR=$PWD DELAYQ_BUILD_DIR=$PWD PYTHONPATH=tests:clients/python \\
      python3 tests/clients/test_worker_conformance.py [python php java]
