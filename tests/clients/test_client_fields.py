@@ -2,7 +2,7 @@
 """The clients' add options against the server's command table: the job
 fields add takes are declared once (src/protocol/commands.def's
 DQ_JOB_FIELDS, named in fields.def), and the Python client's add()
-keywords and the PHP client's ADD_OPTIONS must name exactly those (less
+keywords and the PHP and Node.js clients' ADD_OPTIONS must name exactly those (less
 topic and body, which they take as arguments, and TTR, the one synonym).
 A field added to the table and not to a client, or the reverse, fails
 here. No deployment: it reads the files.
@@ -53,6 +53,12 @@ class ClientAddOptions(unittest.TestCase):
         m = re.search(r"private const ADD_OPTIONS = \[([^\]]*)\];",
                       read("clients", "php", "src", "Client.php"))
         self.assertIsNotNone(m, "ADD_OPTIONS not found in Client.php")
+        self.assertEqual(set(re.findall(r"'([^']+)'", m.group(1))), self.wanted)
+
+    def test_node_add_options(self):
+        m = re.search(r"^const ADD_OPTIONS = \[([^\]]*)\];",
+                      read("clients", "node", "src", "client.js"), re.M)
+        self.assertIsNotNone(m, "ADD_OPTIONS not found in clients/node/src/client.js")
         self.assertEqual(set(re.findall(r"'([^']+)'", m.group(1))), self.wanted)
 
 

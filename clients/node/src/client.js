@@ -34,8 +34,17 @@ function eitherSignal(a, b) {
 
 const seconds = (v) => (v instanceof Date ? v.getTime() / 1000 : v);
 
-/** The wire fields of one job, from add's arguments. */
+// add's options: the protocol's job fields less topic and body (checked
+// against the server's table by tests/clients/test_client_fields.py).
+const ADD_OPTIONS = ['id', 'delay', 'at', 'ttr', 'retries', 'backoff', 'callback', 'url', 'key',
+  'traceparent', 'tracestate', 'replace'];
+
+/** The wire fields of one job, from add's arguments; an unknown option is a TypeError. */
 function jobFields(topic, body, opts = {}) {
+  const unknown = Object.keys(opts).filter((k) => !ADD_OPTIONS.includes(k));
+  if (unknown.length) {
+    throw new TypeError(`unknown add option(s) ${unknown.join(', ')}; known: ${ADD_OPTIONS.join(', ')}`);
+  }
   const job = { topic, body };
   const { id, delay, at, ttr, retries, backoff, callback, url, key, traceparent, tracestate,
     replace } = opts;

@@ -135,6 +135,7 @@ test('every error code is its own class with code, status and the server message
   await assert.rejects(c.add(topic, 'x'.repeat(70 * 1024)),
     (e) => e instanceof TooLarge && e.code === 'too_large' && e.status === 413);
   await assert.rejects(c.reschedule('x', {}), TypeError);
+  await assert.rejects(c.add(topic, 'x', { dealy: 5 }), { name: 'TypeError', message: /unknown add option\(s\) dealy/ });
   assert.throws(() => new Client({ url: 'ftp://host' }), TypeError);
 });
 

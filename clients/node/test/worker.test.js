@@ -72,6 +72,19 @@ test('a handler that throws: released with the backoff step, buried at maxAttemp
   await done;
 });
 
+test("backoff: [] leaves the delay to the job's own backoff", async () => {
+  const c = client();
+  const topic = unique('ownbackoff');
+  const id = await c.add(topic, 'x', { backoff: [300] });
+  const { w } = worker(topic, () => { throw new Error('later'); }, { backoff: [] });
+  const done = w.run();
+  await waitFor(async () => (await c.get(id)).state === 'delay', 'the release');
+  const { due } = await c.get(id);
+  assert.ok(Math.abs(due - (Date.now() + 300e3)) < 10e3, `due in ${due - Date.now()} ms`);
+  w.stop();
+  await done;
+});
+
 test('heartbeat: a handler running past the TTR keeps the job', async () => {
   const c = client();
   const topic = unique('beat');
