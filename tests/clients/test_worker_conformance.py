@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Worker conformance suite: every client's Worker (Python, PHP, Java)
+"""The Worker conformance suite: every client's Worker (Python, PHP, Java, Node.js)
 runs the same scenarios against the real service (dqtest.Deployment), and
 each must leave its job finished, released or reserved (left to its TTR)
 exactly as the clients' READMEs document.
@@ -28,8 +28,8 @@ exception are each language's own (RAISES). The scenarios:
   the TTR) or with its effect (the answer is lost: finished or released).
   These go through FaultProxy, a forwarder in front of the service.
 
-A new client (Node, say) adds a driver, a DRIVERS entry and its RAISES.
-Without php-cli or a JDK (>= 17) the test skips (exit 77, dqtest.tools)
+A new client adds a driver, a DRIVERS entry and its RAISES.
+Without php-cli, a JDK (>= 17) or node (>= 18) the test skips (exit 77, dqtest.tools)
 naming the package, or fails under DQTEST_REQUIRE_ALL=1 (CI); naming
 clients on the command line runs only those.
 
@@ -74,6 +74,10 @@ RAISES = {
     "java": {"Exception": "continues", "RuntimeException": "continues",
              "InterruptedException": "continues", "AssertionError": "stops",
              "StackOverflowError": "stops", "OutOfMemoryError": "stops"},
+    # JavaScript throws any value; none of them means "stop the program".
+    "node": {"Error": "continues", "TypeError": "continues", "RangeError": "continues",
+             "AbortError": "continues", "rejection": "continues", "string": "continues",
+             "undefined": "continues"},
 }
 
 # name: (driver behaviour, FaultProxy mode or None, the job's end, run() ends by)
@@ -133,7 +137,14 @@ def java_driver(build_dir):
             "io.delayq.ConformanceDriver"], {}
 
 
-DRIVERS = {"python": python_driver, "php": php_driver, "java": java_driver}
+def node_driver(build_dir):
+    needs = tools.Needs("test_worker_conformance (node)")
+    node = needs.program("node", "nodejs")
+    needs.settle()
+    return [node, os.path.join(HERE, "conformance", "worker_driver.mjs")], {}
+
+
+DRIVERS = {"python": python_driver, "php": php_driver, "java": java_driver, "node": node_driver}
 
 
 # ---------------------------------------------------------------- FaultProxy
