@@ -23,6 +23,11 @@ import tempfile
 import dqtest
 from dqtest import tools
 
+# test_java_client's temp_dir_with_token; that module imports the Python client.
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
+                os.path.join(dqtest.SRC_DIR, "clients", "python")]
+import test_java_client  # noqa: E402
+
 TOKEN = "node-client-test-token-0123456789"
 NEW = "whsec_" + base64.b64encode(b"the new node secret, 32 bytes..").decode()
 OLD = "whsec_" + base64.b64encode(b"the old node secret, 32 bytes!.").decode()
@@ -48,13 +53,11 @@ def run_node(node, files, env, label):
     argv = [node, "--test"] + files
     print("test_node_client: %s: %s" % (label, " ".join(argv)), flush=True)
     # cwd: anywhere but the source tree, which may be read-only (distcheck).
-    p = subprocess.Popen(argv, env=env, cwd=tempfile.gettempdir())
     try:
-        return p.wait(NODE_TIMEOUT)
+        return subprocess.run(argv, env=env, cwd=tempfile.gettempdir(),
+                              timeout=NODE_TIMEOUT).returncode
     except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-        print("test_node_client: %s: node --test did not finish within %d s"
+        print("test_node_client: %s: node --test did not finish within %d s (killed)"
               % (label, NODE_TIMEOUT), file=sys.stderr)
         return 1
 
@@ -68,11 +71,8 @@ def main():
     if not files or not down:
         print("test_node_client: FAIL: no test files in %s" % TEST_DIR, file=sys.stderr)
         return 1
-    tokens_dir = tempfile.mkdtemp(prefix="delayq-node-auth-")
-    tokens = os.path.join(tokens_dir, "tokens")
-    with open(tokens, "w") as f:
-        f.write("# the Node client tests' token\n%s\n" % TOKEN)
-    os.chmod(tokens_dir, 0o755)
+    tokens_dir, tokens = test_java_client.temp_dir_with_token("delayq-node-auth-", TOKEN,
+                                                              "the Node client tests")
     try:
         with dqtest.Deployment(workers=1, threads=8, fcgi_flags={"auth_file": tokens},
                                n_pushers=1, push_allow="*,loopback", push_grace_ms=1000,
