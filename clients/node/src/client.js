@@ -21,15 +21,25 @@ const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTU
 // ...and those of a connection the server closed under the request.
 const DROPPED = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 
-/** A signal aborted when either one is (AbortSignal.any is Node 20 only). */
-function eitherSignal(a, b) {
-  if (a.aborted) return a;
-  if (b.aborted) return b;
+/**
+ * A signal aborted when `outer` or `inner` is (AbortSignal.any is Node 20
+ * only), and a function that drops its listeners: `outer` may be a
+ * long-lived one (the Worker's stop) shared by every request.
+ */
+function eitherSignal(outer, inner) {
+  if (outer.aborted || inner.aborted) return { signal: outer.aborted ? outer : inner, done() {} };
   const both = new AbortController();
-  const abort = (s) => () => both.abort(s.reason);
-  a.addEventListener('abort', abort(a), { once: true });
-  b.addEventListener('abort', abort(b), { once: true });
-  return both.signal;
+  const onOuter = () => both.abort(outer.reason);
+  const onInner = () => both.abort(inner.reason);
+  outer.addEventListener('abort', onOuter, { once: true });
+  inner.addEventListener('abort', onInner, { once: true });
+  return {
+    signal: both.signal,
+    done() {
+      outer.removeEventListener('abort', onOuter);
+      inner.removeEventListener('abort', onInner);
+    },
+  };
 }
 
 const seconds = (v) => (v instanceof Date ? v.getTime() / 1000 : v);
@@ -400,10 +410,10 @@ export class Client {
     const body = fields === null ? undefined : JSON.stringify(fields);
     for (let attempt = 0; ; attempt++) {
       const timer = AbortSignal.timeout(Math.ceil(limit * 1000));
-      const both = signal ? eitherSignal(signal, timer) : timer;
+      const both = signal ? eitherSignal(signal, timer) : { signal: timer, done() {} };
       try {
         const res = await fetch(this.base + '/' + command, {
-          method: fields === null ? 'GET' : 'POST', headers, body, signal: both,
+          method: fields === null ? 'GET' : 'POST', headers, body, signal: both.signal,
         });
         return { status: res.status, text: await res.text(), resent: attempt > 0 };
       } catch (e) {
@@ -419,6 +429,8 @@ export class Client {
         if (attempt === 0 && resend && DROPPED.has(code)) continue;
         throw new ConnectionLost(`the connection to delayq failed (${code ?? e?.message}); the `
           + 'outcome of the request is unknown', { cause: e });
+      } finally {
+        both.done();
       }
     }
   }

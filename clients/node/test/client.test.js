@@ -2,6 +2,7 @@
 // error class of every protocol code, body round trips, transport failures.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { createServer } from 'node:net';
 import {
   BadRequest, Client, ClientError, Conflict, ConnectFailed, ConnectionLost, DelayqError, NotFound,
@@ -179,4 +180,12 @@ test('an answer that is not delayq JSON: a ServerError named by its status', asy
   } finally {
     await proxy.close();
   }
+});
+
+test('a signal shared by many requests (the Worker stop signal) keeps no listener', async () => {
+  const c = client();
+  const shared = new AbortController();
+  for (let i = 0; i < 20; i++) await c.pop(unique('idle'), { signal: shared.signal });
+  await c.touch('no-such-job', { signal: shared.signal }).catch(() => {});
+  assert.equal(getEventListeners(shared.signal, 'abort').length, 0);
 });
