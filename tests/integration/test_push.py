@@ -15,7 +15,7 @@ import json
 import time
 import urllib.parse
 
-from dqtest import DeploymentTestCase, SLOW, main, unique
+from dqtest import DeploymentTestCase, SLOW, job_keys, main, unique
 from dqtest.hostile_receiver import HostileReceiver, check_ledger
 from dqtest.receiver import Receiver
 
@@ -412,6 +412,48 @@ class PusherAddressCheck(DeploymentTestCase):
             self.assertIn("address 127.0.0.1 (loopback) not allowed by push_allow",
                           g["last_attempt"]["error"])
             self.assertEqual(rx.requests, [])
+        finally:
+            rx.stop()
+
+
+# A delayed callback job made ready by hand, as the timer's move would, but
+# without the wake-up its move publishes (P:pushwake): only a rescan finds it.
+READY_UNANNOUNCED = r"""
+local P, id = string.match(KEYS[1], '^(.-}):j:(.*)$')
+local topic = ARGV[1]
+redis.call('ZREM', P .. ':dc:' .. topic, id)
+local seq = redis.call('INCR', P .. ':seq')
+redis.call('ZADD', P .. ':push', seq, id)
+redis.call('ZADD', P .. ':q:' .. topic, seq, id)
+for _, h in ipairs({P .. ':s:' .. topic, P .. ':totals'}) do
+    redis.call('HINCRBY', h, 'delay', -1)
+    redis.call('HINCRBY', h, 'ready', 1)
+end
+return seq
+"""
+
+
+class LostWakeUp(DeploymentTestCase):
+    """A push job whose wake-up was lost is sent at the pushers' rescan,
+    every second (RESCAN_MS), not 30 s later. No other job is sent in
+    this deployment, so no other wake-up takes it along."""
+    DEPLOYMENT_KW = dict(workers=1, threads=4, n_pushers=1, push_allow="*,loopback")
+
+    def test_a_job_whose_wake_up_was_lost_is_found_within_seconds(self):
+        rx = Receiver().start()
+        try:
+            t = unique("lost")
+            st, r = self.c.req("add", topic=t, body=1, url=rx.url("/lost"), delay=3600)
+            self.assertOk(st, r)
+            jid = r["id"]
+            tag = self.c.tag(self.c.shard_of(jid))
+            self.c.redis("EVAL", READY_UNANNOUNCED, 1, "%s:j:%s" % (tag, jid), t)
+            job_keys.edit(self.c.redis, tag, jid, s="ready", d=-1, rt=int(time.time() * 1000))
+            self.assertEqual(self.c.req("get", id=jid)[1]["state"], "ready")
+            t0 = time.monotonic()
+            rx.wait_for(lambda qs: len(qs) >= 1, 5 * SLOW, "/lost")
+            print("\nfound by the rescan after %.2f s" % (time.monotonic() - t0))
+            self.assertEqual([q.path for q in rx.requests], ["/lost"])
         finally:
             rx.stop()
 
