@@ -440,6 +440,9 @@ class LostWakeUp(DeploymentTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=4, n_pushers=1, push_allow="*,loopback")
 
     def test_a_job_whose_wake_up_was_lost_is_found_within_seconds(self):
+        if self.c.redis_mode == "cluster":
+            self.skipTest("the pushers' rescan is the same on any Redis; the hand-made move "
+                          "is an EVAL, which the test's Cluster client does not route")
         rx = Receiver().start()
         try:
             t = unique("lost")
