@@ -20,7 +20,6 @@ typedef enum {
     DQ_STATUS_COUNT
 } dq_status;
 
-int status_http(dq_status s);
 /* "200 OK" style text for the FastCGI Status header. */
 const char *status_line(dq_status s);
 /* Stable protocol code: "bad_request", "not_found", ... ("ok" for DQ_OK). */

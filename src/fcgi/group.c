@@ -53,14 +53,6 @@ dq_group *group_new(int max)
     return g;
 }
 
-void group_free(dq_group *g)
-{
-    if (!g)
-        return;
-    pthread_mutex_destroy(&g->lock);
-    free(g);
-}
-
 /* Whether two operations of a kind can go in one call: the same topic
  * limit, and for pops the same topics in the same order. */
 static int same_call(const op *a, const op *b)

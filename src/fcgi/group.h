@@ -17,9 +17,9 @@
 
 typedef struct dq_group dq_group;
 
-/* max: operations per call (1: every request alone). NULL on no memory. */
+/* max: operations per call (1: every request alone). NULL on no memory.
+ * A worker's group lives as long as the worker process: nothing frees it. */
 dq_group *group_new(int max);
-void group_free(dq_group *g);
 
 /* As store_add() of one job, through the group; s is the calling thread's
  * connection. The status is this job's own: a failure of the call for
