@@ -336,11 +336,15 @@ class Deployment:
 
     @staticmethod
     def is_timer_key(key):
-        """Timer bookkeeping that changes on its own: bucket locks
+        """Bookkeeping that changes on its own: bucket locks
         (<prefix>:lock:<k>), the timers' heartbeat zset (<prefix>:timers),
-        their lateness (<prefix>:timerlag), their leases (<prefix>:leases) and
-        the wake-up horizon those give (<prefix>:horizon)."""
-        return ":lock:" in key or key.endswith((":timers", ":timerlag", ":leases", ":horizon"))
+        their lateness (<prefix>:timerlag), their leases (<prefix>:leases),
+        the wake-up horizon those give (<prefix>:horizon), the layout a
+        shard records at its first script, whoever runs it (<prefix>:buckets,
+        :shards, :layout), and a purge's start, kept only a second
+        (<prefix>:purging)."""
+        return ":lock:" in key or key.endswith((":timers", ":timerlag", ":leases", ":horizon",
+                                                ":buckets", ":shards", ":layout", ":purging"))
 
     def snapshot(self, ignore=None, timer_keys=False):
         """Everything stored in Redis: {key: (type, content)}, for "a rejected
