@@ -240,6 +240,16 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.assertNotEqual(st, 0, out)
         self.assertIn("block_for 0..60 seconds", out)
 
+    def test_ttr_takes_a_duration_and_refuses_what_is_not_one(self):
+        q = unique("lv-ttr")
+        for ttr, seconds in (("1m", 60), ("90", 90), ("2.5s", 2.5)):
+            st, job = self.job(self.push(q, q + "-" + ttr, DELAYQ_TTR=ttr))
+            self.assertOk(st, job, "get")
+            self.assertEqual(job["ttr"], seconds, "ttr %r" % ttr)
+        st, out, _ = self.artisan(["delayq:size"], DELAYQ_TTR="1 minute")
+        self.assertNotEqual(st, 0, out)
+        self.assertIn("ttr must be a number of seconds or a duration such as '90s', '1m' or '2h'", out)
+
     def test_size_counts_delayed_ready_and_reserved(self):
         q = unique("lv-size")
         self.push(q, q + "-now")

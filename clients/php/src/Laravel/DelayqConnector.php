@@ -16,7 +16,8 @@ use Illuminate\Queue\Connectors\ConnectorInterface;
  *         'token' => env('DELAYQ_TOKEN'),
  *         'queue' => 'default',   // the topic when a job names no queue
  *         'ttr' => 60,            // seconds before an unfinished job is delivered again
- *         'block_for' => 5,       // seconds a pop waits for a job (long-poll)
+ *                                 // (or a duration: '90s', '1m', '2h')
+ *         'block_for' => 5,       // seconds a pop waits for a job (long-poll), same forms
  *         'touch' => true,        // touch running jobs (needs ext-pcntl)
  *         'after_commit' => false,
  *     ],
@@ -34,8 +35,8 @@ class DelayqConnector implements ConnectorInterface
             throw new \InvalidArgumentException('delayq queue connection: unknown key(s) ' . implode(', ', $unknown)
                 . '; known: ' . implode(', ', self::KEYS));
         }
-        $ttr = (float) ($config['ttr'] ?? 60);
-        $blockFor = (float) ($config['block_for'] ?? 5);
+        $ttr = self::seconds($config, 'ttr', 60);
+        $blockFor = self::seconds($config, 'block_for', 5);
         if ($ttr <= 0 || $blockFor < 0 || $blockFor > 60) {
             throw new \InvalidArgumentException('delayq queue connection: ttr must be > 0 and block_for 0..60 seconds');
         }
@@ -59,5 +60,28 @@ class DelayqConnector implements ConnectorInterface
             (bool) ($config['touch'] ?? true),
             (bool) ($config['after_commit'] ?? false)
         );
+    }
+
+    /** Seconds per duration unit; no unit is seconds. */
+    private const UNITS = ['' => 1, 'ms' => 0.001, 's' => 1, 'm' => 60, 'h' => 3600];
+
+    /**
+     * $config[$key] in seconds: a number, a numeric string (env() gives
+     * strings) or a duration such as '1m'. Anything else is an error, never
+     * a silent cast: (float) '1m' is 1.
+     *
+     * @param array<string,mixed> $config
+     */
+    private static function seconds(array $config, string $key, float $default): float
+    {
+        $value = $config[$key] ?? $default;
+        if (is_int($value) || is_float($value)) {
+            return (float) $value;
+        }
+        if (is_string($value) && preg_match('/^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/', $value, $m)) {
+            return (float) $m[1] * self::UNITS[$m[2] ?? ''];
+        }
+        throw new \InvalidArgumentException("delayq queue connection: $key must be a number of seconds or a"
+            . " duration such as '90s', '1m' or '2h', not " . var_export($value, true));
     }
 }

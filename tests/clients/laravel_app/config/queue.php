@@ -9,8 +9,9 @@ return [
             'url' => env('DELAYQ_URL', 'http://127.0.0.1:8080'),
             'token' => env('DELAYQ_TOKEN'),
             'queue' => env('DELAYQ_QUEUE', 'default'),
-            'ttr' => (float) env('DELAYQ_TTR', 60),
-            'block_for' => (float) env('DELAYQ_BLOCK_FOR', 1),
+            // as env() gives them: strings, which the connector parses ('1m')
+            'ttr' => env('DELAYQ_TTR', 60),
+            'block_for' => env('DELAYQ_BLOCK_FOR', 1),
             'touch' => (bool) env('DELAYQ_TOUCH', true),
         ],
     ],
