@@ -161,6 +161,38 @@ class SymfonyMessenger(PhpFrameworkTestCase):
         self.assertIn("is not a Messenger message", out)
         self.assertEqual(self.job(id)[1].get("state"), "buried")
 
+    def test_failed_show_lists_and_finds_the_waiting_messages(self):
+        t = unique("sf-show")
+        ready = self.send(t, t + "-ready")
+        delayed = self.send(t, t + "-delayed", "ok", 600000)
+        out = self.app_ok(t, ["failed:show"])
+        self.assertIn("There are 2 messages pending in the failure transport", out)
+        rows = [line for line in out.splitlines() if "TestMessage" in line]
+        self.assertEqual(len(rows), 2, out)
+        self.assertIn(ready, rows[0], "ready messages first")
+        self.assertIn(delayed, rows[1], out)
+        self.assertIn("Showing first 1 messages", self.app_ok(t, ["failed:show", "--max=1"]))
+        out = self.app_ok(t, ["failed:show", ready])
+        self.assertIn(ready, out)
+        self.assertIn("TestMessage", out)
+        st, out, _ = self.app(t, ["failed:show", "no-such-job"])
+        self.assertNotEqual(st, 0, out)
+        self.assertIn('The message "no-such-job" was not found', out)
+        s = self.stats(t)
+        self.assertEqual((s["ready"], s["delay"], s["reserved"]), (1, 1, 0), "listing takes nothing")
+
+    def test_failed_retry_handles_the_listed_messages_and_deletes_their_jobs(self):
+        t = unique("sf-retry")
+        ids = [self.send(t, t + "-ready"), self.send(t, t + "-delayed", "ok", 600000)]
+        out = self.app_ok(t, ["failed:retry", "--force"])
+        self.assertIn("All failed messages have been handled or removed", out)
+        for name in (t + "-ready", t + "-delayed"):
+            self.assertEqual(len(self.events(name)), 1, out)
+        for id in ids:
+            self.assertEqual(self.job(id)[0], 404, "a handled listed message's job is finished")
+        s = self.stats(t)
+        self.assertEqual((s["ready"], s["delay"], s["reserved"]), (0, 0, 0), s)
+
     def test_a_bad_dsn_is_a_clear_error(self):
         st, out, _ = self.app(unique("sf-dsn"), ["count"], ttr="soon")
         self.assertNotEqual(st, 0, out)

@@ -9,6 +9,9 @@
 //       a real Messenger Worker on the transport: stops after LIMIT messages
 //       or SECONDS; with RETRIES, failed messages are retried that many
 //       times RETRY_DELAY_MS apart (Messenger's retry listener)
+//   php messenger.php failed:show [ID] [--max=N] | failed:retry [ID] --force
+//       Messenger's own messenger:failed:show or :retry, the transport as
+//       the failure transport
 //
 // BEHAVIOUR: ok, fail (the handler throws) or sleep:S (works S seconds).
 
@@ -17,10 +20,17 @@ declare(strict_types=1);
 require '/usr/share/php/Symfony/Component/Messenger/autoload.php';
 require '/usr/share/php/Symfony/Component/EventDispatcher/autoload.php';
 require '/usr/share/php/Psr/Container/autoload.php';
+require '/usr/share/php/Symfony/Component/Console/autoload.php';
+require '/usr/share/php/Symfony/Component/VarDumper/autoload.php';
+require '/usr/share/php/Symfony/Contracts/Service/autoload.php';
 require __DIR__ . '/../../../clients/php/autoload.php';
 
 use Delayq\Symfony\DelayqTransportFactory;
-use Psr\Container\ContainerInterface;
+use Symfony\Component\Console\Application;
+use Symfony\Component\Console\Input\ArgvInput;
+use Symfony\Component\Messenger\Command\FailedMessagesRetryCommand;
+use Symfony\Component\Messenger\Command\FailedMessagesShowCommand;
+use Symfony\Contracts\Service\ServiceProviderInterface;
 use Symfony\Component\EventDispatcher\EventDispatcher;
 use Symfony\Component\Messenger\EventListener\SendFailedMessageForRetryListener;
 use Symfony\Component\Messenger\EventListener\StopWorkerOnMessageLimitListener;
@@ -72,8 +82,8 @@ final class TestHandler
     }
 }
 
-/** The one-entry service locators Messenger's retry listener asks for. */
-final class OneService implements ContainerInterface
+/** The one-entry service locators Messenger's retry listener and failed commands ask for. */
+final class OneService implements ServiceProviderInterface
 {
     /** @var string */
     private $id;
@@ -97,6 +107,11 @@ final class OneService implements ContainerInterface
     public function has(string $id): bool
     {
         return $id === $this->id;
+    }
+
+    public function getProvidedServices(): array
+    {
+        return [$this->id => get_class($this->service)];
     }
 }
 
@@ -132,7 +147,14 @@ switch ($argv[1] ?? '') {
         $worker = new Worker(['delayq' => $transport], $bus, $dispatcher);
         $worker->run(['sleep' => 100000]);
         break;
+    case 'failed:show':
+    case 'failed:retry':
+        $console = new Application();
+        $console->setAutoExit(false);
+        $console->add(new FailedMessagesShowCommand('delayq', new OneService('delayq', $transport)));
+        $console->add(new FailedMessagesRetryCommand('delayq', new OneService('delayq', $transport), $bus, $dispatcher));
+        exit($console->run(new ArgvInput(array_merge([$argv[0], 'messenger:' . $argv[1]], array_slice($argv, 2)))));
     default:
-        fwrite(STDERR, "usage: messenger.php send NAME [BEHAVIOUR [DELAY_MS]] | count | consume LIMIT SECONDS [RETRIES [RETRY_DELAY_MS]]\n");
+        fwrite(STDERR, "usage: messenger.php send NAME [BEHAVIOUR [DELAY_MS]] | count | consume LIMIT SECONDS [RETRIES [RETRY_DELAY_MS]] | failed:show [ID] | failed:retry [ID] --force\n");
         exit(2);
 }

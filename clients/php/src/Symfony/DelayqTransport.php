@@ -14,6 +14,7 @@ use Symfony\Component\Messenger\Exception\MessageDecodingFailedException;
 use Symfony\Component\Messenger\Exception\TransportException;
 use Symfony\Component\Messenger\Stamp\DelayStamp;
 use Symfony\Component\Messenger\Stamp\TransportMessageIdStamp;
+use Symfony\Component\Messenger\Transport\Receiver\ListableReceiverInterface;
 use Symfony\Component\Messenger\Transport\Receiver\MessageCountAwareInterface;
 use Symfony\Component\Messenger\Transport\Serialization\SerializerInterface;
 use Symfony\Component\Messenger\Transport\TransportInterface;
@@ -36,8 +37,11 @@ use Symfony\Component\Messenger\Transport\TransportInterface;
  *   error thrown): it is kept in delayq to be looked at, not lost.
  * - getMessageCount: the topic's delayed plus ready jobs (stats), the
  *   messages waiting for a worker.
+ * - all / find (messenger:failed:show, :retry, :remove on a delayq failure
+ *   transport): the same waiting messages, ready ones first (jobs), not
+ *   taken; ack and reject work on them as on a message get() gave.
  */
-class DelayqTransport implements TransportInterface, MessageCountAwareInterface
+class DelayqTransport implements TransportInterface, MessageCountAwareInterface, ListableReceiverInterface
 {
     /** @var Client */
     private $client;
@@ -87,34 +91,26 @@ class DelayqTransport implements TransportInterface, MessageCountAwareInterface
             $options['delay'] = $delay->getDelay() / 1000;
         }
         $body = ['body' => $encoded['body'], 'headers' => (object) ($encoded['headers'] ?? [])];
-        try {
-            $id = $this->client->add($this->topic, $body, $options);
-        } catch (DelayqException $e) {
-            throw new TransportException('delayq: ' . $e->getMessage(), 0, $e);
-        }
+        $id = $this->guard(function () use ($body, $options): string {
+            return $this->client->add($this->topic, $body, $options);
+        });
         return $envelope->with(new TransportMessageIdStamp($id));
     }
+
+    /** The states of the messages all() lists, in its order. */
+    private const LISTED_STATES = ['ready', 'delay'];
 
     /** @return list<Envelope> */
     public function get(): iterable
     {
-        try {
-            $job = $this->client->pop($this->topic, $this->wait);
-        } catch (DelayqException $e) {
-            throw new TransportException('delayq: ' . $e->getMessage(), 0, $e);
-        }
+        $job = $this->guard(function () {
+            return $this->client->pop($this->topic, $this->wait);
+        });
         if ($job === null) {
             return [];
         }
-        $value = $job->getValue();
         try {
-            if (!is_array($value) || !isset($value['body']) || !is_string($value['body'])) {
-                throw new MessageDecodingFailedException(
-                    "delayq job '{$job->getId()}' is not a Messenger message (no string 'body')"
-                );
-            }
-            $headers = isset($value['headers']) && is_array($value['headers']) ? $value['headers'] : [];
-            $envelope = $this->serializer->decode(['body' => $value['body'], 'headers' => $headers]);
+            $envelope = $this->decode($job->getId(), $job->getValue());
         } catch (MessageDecodingFailedException $e) {
             $this->call('bury', $job->getId());
             throw $e;
@@ -128,10 +124,61 @@ class DelayqTransport implements TransportInterface, MessageCountAwareInterface
         return [$envelope->with(new DelayqReceivedStamp($job->getId()), new TransportMessageIdStamp($job->getId()))];
     }
 
-    /** Finishes the message's job. */
+    /** Finishes the message's job (one all() or find() gave too: finish takes a job in any state). */
     public function ack(Envelope $envelope): void
     {
         $this->call('finish', $this->jobId($envelope));
+    }
+
+    /**
+     * Up to $limit (default 50, at most 1000) waiting messages, ready ones
+     * in pop order, then delayed ones by due time; a job that is not a
+     * Messenger message is left out.
+     *
+     * @return list<Envelope>
+     */
+    public function all(?int $limit = null): iterable
+    {
+        $limit = max(1, min($limit ?? 50, 1000));
+        $envelopes = [];
+        foreach (self::LISTED_STATES as $state) {
+            $cursor = null;
+            do {
+                $page = $this->guard(function () use ($state, $limit, $cursor): array {
+                    return $this->client->jobs($this->topic, $state, $limit, $cursor);
+                });
+                foreach ($page['jobs'] as $job) {
+                    $envelope = $this->listed($job);
+                    if ($envelope !== null) {
+                        $envelopes[] = $envelope;
+                    }
+                    if (count($envelopes) === $limit) {
+                        return $envelopes;
+                    }
+                }
+                $cursor = $page['cursor'];
+            } while ($cursor !== null);
+        }
+        return $envelopes;
+    }
+
+    /** The waiting message whose job id is $id, or null (no such job, not of this topic, taken). */
+    public function find($id): ?Envelope
+    {
+        try {
+            $job = $this->guard(function () use ($id): array {
+                return $this->client->get((string) $id);
+            });
+        } catch (TransportException $e) {
+            if ($e->getPrevious() instanceof NotFoundException) {
+                return null;
+            }
+            throw $e;
+        }
+        if (($job['topic'] ?? null) !== $this->topic || !in_array($job['state'] ?? null, self::LISTED_STATES, true)) {
+            return null;
+        }
+        return $this->listed($job);
     }
 
     /** Deletes the message's job (see the class comment for why not bury). */
@@ -142,11 +189,9 @@ class DelayqTransport implements TransportInterface, MessageCountAwareInterface
 
     public function getMessageCount(): int
     {
-        try {
-            $counts = $this->client->stats($this->topic)['topics'][$this->topic] ?? [];
-        } catch (DelayqException $e) {
-            throw new TransportException('delayq: ' . $e->getMessage(), 0, $e);
-        }
+        $counts = $this->guard(function (): array {
+            return $this->client->stats($this->topic)['topics'][$this->topic] ?? [];
+        });
         return (int) (($counts['delay'] ?? 0) + ($counts['ready'] ?? 0));
     }
 
@@ -162,6 +207,52 @@ class DelayqTransport implements TransportInterface, MessageCountAwareInterface
             throw new LogicException('no DelayqReceivedStamp on the envelope: it was not received from delayq');
         }
         return $stamp->getId();
+    }
+
+    /**
+     * The envelope of job $id's body ({"body", "headers"} as send() wrote it).
+     *
+     * @param mixed $value
+     */
+    private function decode(string $id, $value): Envelope
+    {
+        if (!is_array($value) || !isset($value['body']) || !is_string($value['body'])) {
+            throw new MessageDecodingFailedException("delayq job '$id' is not a Messenger message (no string 'body')");
+        }
+        $headers = isset($value['headers']) && is_array($value['headers']) ? $value['headers'] : [];
+        return $this->serializer->decode(['body' => $value['body'], 'headers' => $headers]);
+    }
+
+    /**
+     * A listed job as get() stamps it, or null when it is not
+     * a Messenger message.
+     *
+     * @param array<string,mixed> $job as Client::get() gives it
+     */
+    private function listed(array $job): ?Envelope
+    {
+        try {
+            $envelope = $this->decode((string) $job['id'], $job['value'] ?? null);
+        } catch (MessageDecodingFailedException $e) {
+            return null;
+        }
+        return $envelope->with(new DelayqReceivedStamp($job['id']), new TransportMessageIdStamp($job['id']));
+    }
+
+    /**
+     * $request(), a delayq error becoming Messenger's TransportException.
+     *
+     * @template T
+     * @param callable():T $request
+     * @return T
+     */
+    private function guard(callable $request)
+    {
+        try {
+            return $request();
+        } catch (DelayqException $e) {
+            throw new TransportException('delayq: ' . $e->getMessage(), 0, $e);
+        }
     }
 
     /**
