@@ -250,6 +250,22 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.assertNotEqual(st, 0, out)
         self.assertIn("ttr must be a number of seconds or a duration such as '90s', '1m' or '2h'", out)
 
+    def test_policy_command_sets_each_queue_s_policy_from_the_connection(self):
+        mail, api = unique("lv-pol-mail"), unique("lv-pol-api")
+        policies = '{"%s": {"concurrency": 2, "keep": 60}, "%s": {"rate": 120, "period": 60}}' % (mail, api)
+        out = self.artisan_ok(["delayq:policy"], DELAYQ_POLICIES=policies)
+        self.assertIn(mail + ": ", out)
+        for topic, want in ((mail, {"concurrency": 2, "keep": 60}), (api, {"rate": 120, "period": 60})):
+            st, r = self.api_get("/policies?topic=" + topic)
+            self.assertOk(st, r, "policies")
+            self.assertEqual({k: r["policies"][topic][k] for k in want}, want, r)
+        st, out, _ = self.artisan(["delayq:policy"], DELAYQ_POLICIES='{"%s": {"concurrency": 0}}' % mail)
+        self.assertNotEqual(st, 0, out)
+        self.assertIn("concurrency", out)  # delayq's 400 names the field
+        st, out, _ = self.artisan(["delayq:policy"], DELAYQ_POLICIES='[5]')
+        self.assertNotEqual(st, 0, out)
+        self.assertIn("policies must map each queue name to its limits", out)
+
     def test_size_counts_delayed_ready_and_reserved(self):
         q = unique("lv-size")
         self.push(q, q + "-now")

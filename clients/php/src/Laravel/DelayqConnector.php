@@ -20,12 +20,14 @@ use Illuminate\Queue\Connectors\ConnectorInterface;
  *         'block_for' => 5,       // seconds a pop waits for a job (long-poll), same forms
  *         'touch' => true,        // touch running jobs (needs ext-pcntl)
  *         'after_commit' => false,
+ *         // each queue's delayq policy, set by `php artisan delayq:policy`
+ *         'policies' => ['mail' => ['rate' => 100, 'period' => 60, 'concurrency' => 5]],
  *     ],
  */
 class DelayqConnector implements ConnectorInterface
 {
     private const KEYS = ['driver', 'connection', 'url', 'token', 'queue', 'ttr', 'block_for', 'touch',
-        'after_commit', 'timeout', 'connect_timeout'];
+        'after_commit', 'timeout', 'connect_timeout', 'policies'];
 
     /** @param array<string,mixed> $config */
     public function connect(array $config): DelayqQueue
@@ -58,8 +60,29 @@ class DelayqConnector implements ConnectorInterface
             $ttr,
             $blockFor,
             (bool) ($config['touch'] ?? true),
-            (bool) ($config['after_commit'] ?? false)
+            (bool) ($config['after_commit'] ?? false),
+            self::policies($config['policies'] ?? [])
         );
+    }
+
+    /**
+     * The connection's 'policies': queue => limits. Only the shape is
+     * checked here; delayq checks each limit when delayq:policy sets it.
+     *
+     * @param mixed $policies
+     * @return array<string,array<string,int|float|null>>
+     */
+    private static function policies($policies): array
+    {
+        $bad = !is_array($policies);
+        foreach ($bad ? [] : $policies as $queue => $limits) {
+            $bad = $bad || !is_string($queue) || !is_array($limits) || array_filter(array_keys($limits), 'is_int');
+        }
+        if ($bad) {
+            throw new \InvalidArgumentException("delayq queue connection: policies must map each queue name to its"
+                . " limits, e.g. ['mail' => ['rate' => 100, 'period' => 60, 'concurrency' => 5]]");
+        }
+        return $policies;
     }
 
     /** Seconds per duration unit; no unit is seconds. */

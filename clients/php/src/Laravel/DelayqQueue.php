@@ -34,6 +34,8 @@ class DelayqQueue extends Queue implements QueueContract, ClearableQueue
     private $blockFor;
     /** @var bool */
     private $touch;
+    /** @var array<string,array<string,int|float|null>> */
+    private $policies;
 
     /**
      * @param callable():Client $clientFactory makes a Client like $client, for
@@ -43,6 +45,8 @@ class DelayqQueue extends Queue implements QueueContract, ClearableQueue
      *        (kept longer by touching while the job runs)
      * @param float $blockFor seconds a pop waits for a job (long-poll), 0..60
      * @param bool $touch touch running jobs every TTR/3 (needs ext-pcntl)
+     * @param array<string,array<string,int|float|null>> $policies queue => delayq policy
+     *        limits, which `php artisan delayq:policy` sets
      */
     public function __construct(
         Client $client,
@@ -51,7 +55,8 @@ class DelayqQueue extends Queue implements QueueContract, ClearableQueue
         float $ttr,
         float $blockFor,
         bool $touch,
-        bool $dispatchAfterCommit = false
+        bool $dispatchAfterCommit = false,
+        array $policies = []
     ) {
         $this->client = $client;
         $this->clientFactory = $clientFactory;
@@ -60,6 +65,13 @@ class DelayqQueue extends Queue implements QueueContract, ClearableQueue
         $this->blockFor = $blockFor;
         $this->touch = $touch;
         $this->dispatchAfterCommit = $dispatchAfterCommit;
+        $this->policies = $policies;
+    }
+
+    /** @return array<string,array<string,int|float|null>> queue => delayq policy limits */
+    public function getPolicies(): array
+    {
+        return $this->policies;
     }
 
     public function getClient(): Client

@@ -16,6 +16,9 @@ class DelayqServiceProvider extends ServiceProvider
 {
     public function boot(): void
     {
+        if ($this->app->runningInConsole()) {
+            $this->commands([PolicyCommand::class]);
+        }
         $this->app->afterResolving('queue', static function (QueueManager $manager): void {
             self::addDriver($manager);
         });

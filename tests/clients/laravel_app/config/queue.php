@@ -13,6 +13,7 @@ return [
             'ttr' => env('DELAYQ_TTR', 60),
             'block_for' => env('DELAYQ_BLOCK_FOR', 1),
             'touch' => (bool) env('DELAYQ_TOUCH', true),
+            'policies' => json_decode(env('DELAYQ_POLICIES', '{}'), true),
         ],
     ],
 
