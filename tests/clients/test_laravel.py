@@ -8,11 +8,12 @@ queue:work delayq` for real.
 Checked: push and --stop-when-empty, later() with seconds and with a
 DateTime lands on time, release($delay), attempts, --tries with --backoff
 reaching failed_jobs (sqlite) and burying the delayq job (and queue:retry
-adding it again), --timeout killing
+replacing it: one buried job per failed_jobs row), --timeout killing
 a job (touches stop, delayq delivers it again after its TTR, the last try
 fails it), a job running longer than its TTR kept by touch (and delivered
 again without touch), bulk as one batch add, size, a bad connection
-setting as a clear error.
+setting as a clear error, ttr as a duration ('1m'), delayq:policy setting
+each queue's policy from the connection.
 
 php-cli with curl, pcntl and sqlite3, and php-laravel-framework are
 required: without them this test fails, it does not skip.
@@ -176,10 +177,17 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.assertEqual(failed[0][1], "delayq")
         self.assertIn("App\\\\Jobs\\\\RecordJob", failed[0][2])
         self.assertEqual(self.stats(q)["buries"], 1)
-        # queue:retry pushes the failed payload again: a new delayq job
-        self.artisan_ok(["queue:retry", failed[0][0]])
+        self.assertEqual(failed[0][0], id, "the delayq job id is the payload's uuid")
+        # queue:retry pushes the failed payload again, same uuid: the
+        # buried job is replaced, not copied
+        self.artisan_ok(["queue:retry", id])
         s = self.stats(q)
-        self.assertEqual((s["added"], s["ready"], s["buried"]), (2, 1, 1), s)
+        self.assertEqual((s["ready"], s["buried"]), (1, 0), s)
+        # failing again: still one buried job for the one failed_jobs row
+        out, _ = self.work_ok(q, "--tries=1", "--stop-when-empty")
+        self.assertEqual(len(self.failed_jobs(q)), 1, out)
+        s = self.stats(q)
+        self.assertEqual((s["ready"], s["buried"]), (0, 1), s)
 
     def test_touch_keeps_a_job_longer_than_its_ttr(self):
         q = unique("lv-touch")

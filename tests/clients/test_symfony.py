@@ -9,7 +9,8 @@ Checked: ack finishes, DelayStamp is the delay (lands on time), the
 message count (delayed + ready), reject deletes (with and without
 Messenger's retry, whose delayed copy is a new job), a handler longer than
 the TTR keeps its job by touch (and loses it without), a job that is not a
-Messenger message is buried, a bad DSN is a clear error.
+Messenger message is buried, a bad DSN is a clear error, Messenger's
+messenger:failed:show and :retry on the transport (ListableReceiverInterface).
 
 php-cli with curl and pcntl, and php-symfony-messenger are required:
 without them this test fails, it does not skip.

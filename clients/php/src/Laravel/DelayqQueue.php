@@ -148,11 +148,27 @@ class DelayqQueue extends Queue implements QueueContract, ClearableQueue
      */
     public function pushRaw($payload, $queue = null, array $options = [])
     {
-        return $this->getClient()->add(
-            $this->getQueue($queue),
-            (string) $payload,
-            $this->addOptions($options['delay'] ?? null)
-        );
+        $payload = (string) $payload;
+        $topic = $this->getQueue($queue);
+        $addOptions = $this->addOptions($options['delay'] ?? null);
+        $uuid = self::uuid($payload);
+        if ($uuid === null) {
+            return $this->getClient()->add($topic, $payload, $addOptions);
+        }
+        // `queue:retry` pushes a failed job's payload again, uuid and all:
+        // it replaces the buried job rather than adding a second copy
+        $this->getClient()->upsert($topic, $uuid, $payload, $addOptions);
+        return $uuid;
+    }
+
+    /**
+     * The payload's uuid (Laravel's, kept in failed_jobs), which is the
+     * delayq job id; null for a payload without one (another producer's).
+     */
+    private static function uuid(string $payload): ?string
+    {
+        $uuid = json_decode($payload, true)['uuid'] ?? null;
+        return is_string($uuid) && $uuid !== '' ? $uuid : null;
     }
 
     /**
@@ -192,7 +208,8 @@ class DelayqQueue extends Queue implements QueueContract, ClearableQueue
         foreach (array_chunk($jobs, self::BATCH_MAX) as $chunk) {
             $batch = [];
             foreach ($chunk as $job) {
-                $batch[] = ['topic' => $topic, 'body' => $this->createPayload($job, $topic, $data)]
+                $payload = $this->createPayload($job, $topic, $data);
+                $batch[] = array_filter(['topic' => $topic, 'body' => $payload, 'id' => self::uuid($payload)])
                     + $this->addOptions(null);
             }
             foreach ($this->getClient()->addMany($batch) as $i => $result) {
