@@ -23,6 +23,7 @@ Run: DELAYQ_SRC_DIR=$PWD DELAYQ_BUILD_DIR=$PWD PYTHONPATH=tests:clients/python \
 """
 
 import os
+import signal
 import sqlite3
 import subprocess
 import time
@@ -120,11 +121,11 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.assertEqual((s["finished"], s["ready"], s["reserved"]), (2, 0, 0), s)
         self.assertLess(took, 15 * SLOW, "--stop-when-empty: the worker exits once a pop finds nothing")
 
-    def running_worker(self, queue, *options):
+    def running_worker(self, queue, *options, **env):
         """queue:work started in the background, and polling: a first job
         ran (so that what the test times is delayq, not php booting)."""
         p = self.start_php([self.php, ARTISAN, "queue:work", "delayq", "--queue=" + queue, "--sleep=0"]
-                           + list(options), self.env)
+                           + list(options), dict(self.env, **env))
         self.push(queue, queue + "-ping")
         self.wait_for("run of the first job", lambda: self.runs(queue + "-ping") or p.poll() is not None)
         return p
@@ -188,6 +189,18 @@ class LaravelQueue(PhpFrameworkTestCase):
         self.assertEqual(len(self.failed_jobs(q)), 1, out)
         s = self.stats(q)
         self.assertEqual((s["ready"], s["buried"]), (0, 1), s)
+
+    def test_sigterm_stops_a_waiting_worker_within_a_second(self):
+        q = unique("lv-term")
+        worker = self.running_worker(q, DELAYQ_BLOCK_FOR="20")
+        time.sleep(0.3)  # the worker is in its next long-poll
+        start = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        st, out = self.wait_php(worker, 20)
+        took = time.monotonic() - start
+        self.assertEqual(st, 0, out)
+        self.assertLess(took, 1.0 * SLOW, "SIGTERM ends the 20 s long-poll, not waits it out")
+        self.assertNotIn("ERROR", out, "the cut long-poll is no error")
 
     def test_touch_keeps_a_job_longer_than_its_ttr(self):
         q = unique("lv-touch")

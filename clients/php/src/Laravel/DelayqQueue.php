@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Delayq\Laravel;
 
 use Delayq\Client;
+use Delayq\ConnectionLostException;
 use Illuminate\Contracts\Queue\ClearableQueue;
 use Illuminate\Contracts\Queue\Queue as QueueContract;
 use Illuminate\Queue\Queue;
@@ -233,11 +234,44 @@ class DelayqQueue extends Queue implements QueueContract, ClearableQueue
     public function pop($queue = null): ?DelayqJob
     {
         $topic = $this->getQueue($queue);
-        $job = $this->getClient()->pop($topic, $this->blockFor);
+        $client = $this->getClient();
+        $quitting = $this->workerQuitting();
+        $client->setAbortCheck($quitting);
+        try {
+            $job = $client->pop($topic, $this->blockFor);
+        } catch (ConnectionLostException $e) {
+            if ($quitting === null || !$quitting()) {
+                throw $e;
+            }
+            $job = null; // SIGTERM cut the long-poll short; the worker stops now
+        } finally {
+            $client->setAbortCheck(null);
+        }
         if ($job === null) {
             return null;
         }
         return new DelayqJob($this->container, $this, $job, $this->connectionName, $topic);
+    }
+
+    /**
+     * Under `queue:work`: a check that turns true once Laravel's worker
+     * was told to stop (SIGTERM sets its shouldQuit), so that a pop's
+     * long-poll ends then rather than after block_for. Null elsewhere.
+     *
+     * @return (callable():bool)|null
+     */
+    private function workerQuitting(): ?callable
+    {
+        if ($this->container === null || !$this->container->resolved('queue.worker')) {
+            return null;
+        }
+        $worker = $this->container->make('queue.worker');
+        if (!property_exists($worker, 'shouldQuit')) {
+            return null;
+        }
+        return static function () use ($worker): bool {
+            return (bool) $worker->shouldQuit;
+        };
     }
 
     /** @param string|null $queue */
