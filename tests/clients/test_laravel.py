@@ -260,6 +260,9 @@ class LaravelQueue(PhpFrameworkTestCase):
         st, out, _ = self.artisan(["delayq:size"], DELAYQ_BLOCK_FOR="600")
         self.assertNotEqual(st, 0, out)
         self.assertIn("block_for 0..60 seconds", out)
+        st, out, _ = self.artisan(["delayq:size"], DELAYQ_RETRY_AFTER="90")
+        self.assertNotEqual(st, 0, out)
+        self.assertIn("retry_after is the redis driver's key; delayq's is ttr", out)
 
     def test_ttr_takes_a_duration_and_refuses_what_is_not_one(self):
         q = unique("lv-ttr")

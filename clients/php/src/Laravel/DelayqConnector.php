@@ -32,6 +32,11 @@ class DelayqConnector implements ConnectorInterface
     /** @param array<string,mixed> $config */
     public function connect(array $config): DelayqQueue
     {
+        if (array_key_exists('retry_after', $config)) {
+            throw new \InvalidArgumentException("delayq queue connection: retry_after is the redis driver's key;"
+                . " delayq's is ttr (seconds before an unfinished job is delivered again), and with touch"
+                . ' a running job is kept however long it runs');
+        }
         $unknown = array_diff(array_keys($config), self::KEYS);
         if ($unknown) {
             throw new \InvalidArgumentException('delayq queue connection: unknown key(s) ' . implode(', ', $unknown)

@@ -14,7 +14,7 @@ return [
             'block_for' => env('DELAYQ_BLOCK_FOR', 1),
             'touch' => (bool) env('DELAYQ_TOUCH', true),
             'policies' => json_decode(env('DELAYQ_POLICIES', '{}'), true),
-        ],
+        ] + array_filter(['retry_after' => env('DELAYQ_RETRY_AFTER')]), // as if copied from redis
     ],
 
     'failed' => [
