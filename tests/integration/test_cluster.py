@@ -796,8 +796,10 @@ class MasterLostWithWait(ClusterTestCase):
     one joins, but the timers (whose writes do not WAIT) still move its due
     jobs, at once and without failing moves."""
 
+    # The adds before the kill must be confirmed: a replica busy on a
+    # loaded machine may take more than half a second to answer WAIT.
     DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, redis_wait_replicas=1,
-                         redis_wait_timeout_ms=500,
+                         redis_wait_timeout_ms=2000,
                          redis_args=("--cluster-node-timeout", "2000"))
 
     def test_due_jobs_moved_without_a_replica(self):
