@@ -69,43 +69,69 @@ class Names:
 TARGETS = {"finish": None, "delete": None, "get": None, "release": ("reserved",),
            "bury": ("reserved",), "touch": ("reserved",), "kick": ("buried",),
            "reschedule": ("delay", "ready", "buried")}
+# The commands above that end or move a job from more than one state.
+LEAVE_ANY_STATE = ("finish", "delete", "reschedule")
+
+
+# How often each command comes, in a sequence of either profile.
+WEIGHTS = {"add": 24, "pop": 22, "finish": 8, "delete": 5, "release": 6, "bury": 4, "kick": 4,
+           "kick_topic": 2, "touch": 3, "reschedule": 4, "purge": 1, "pause": 2, "policy": 3,
+           "get": 2}
 
 
 def generate(rng, n_ops, live=None, n_topics=2, n_jobs=12):
     """Yields n_ops random symbolic operations. live(), when given, is read
-    before each one: the model's live jobs as {slot: state}; a command that
-    names a job mostly names one it acts on, so sequences reach deep
-    states (a key's third job, a kicked job's redelivery) within a short
-    run. Half the sequences begin with a key limit on topic 0: limits only
-    matter once set, and a policy set late leaves few operations to meet
-    it."""
+    before each one: the model's live jobs as {slot: state}. So that
+    sequences reach deep states (a key's third job, a kicked job's
+    redelivery, a key's turn let back) within a short run:
+    - a command that names a job mostly names one it acts on, often one of
+      the key the command before named;
+    - a command that ends or moves a job in any state names a ready one
+      half the time: a job leaving the queue other than by a pop is where
+      the queue's bookkeeping (a key's turn, its room) is easiest to forget;
+    - most sequences begin with a key limit on topic 0: limits only matter
+      once set, and a policy set late leaves few operations to meet it;
+    - half the sequences (swarm testing: a run that leaves features out
+      goes deeper into the others) keep to one key of topic 0, under a key
+      limit of 1 set first and never changed, with no short TTR or delay,
+      so that key's set-aside jobs pile up and are let back under every
+      command."""
     n = 0
-    if rng.random() < 0.5:
+    one_key = rng.random() < 0.5
+    if one_key or rng.random() < 0.7:
         n += 1
         yield {"op": "policy", "t": 0, "concurrency": rng.choice([None, None, 2]),
-               "key_concurrency": rng.choice([1, 2]), "keep": rng.choice([None, LONG])}
+               "key_concurrency": 1 if one_key else rng.choice([1, 2]),
+               "keep": rng.choice([None, LONG])}
+    weights = dict(WEIGHTS, policy=0) if one_key else WEIGHTS
+    key_slots = [j for j in range(n_jobs) if j % 3 == 1]
+    last = None  # the slot the operation before named
 
     def job(kind):
         states = TARGETS[kind]
+        if kind in LEAVE_ANY_STATE and rng.random() < 0.5:
+            states = ("ready",)
         slots = sorted(slot for slot, state in (live() if live else {}).items()
                        if states is None or state in states)
+        same_key = [s for s in slots if last is not None and s % 3 == last % 3 != 0]
+        if same_key and rng.random() < 0.4:
+            return rng.choice(same_key)
         if slots and rng.random() < 0.85:
             return rng.choice(slots)
         return rng.randrange(n_jobs)
 
     for _ in range(n_ops - n):
         t = rng.randrange(n_topics)
-        kind = rng.choices(
-            ["add", "pop", "finish", "delete", "release", "bury", "kick", "kick_topic", "touch",
-             "reschedule", "purge", "pause", "policy", "get"],
-            [24, 22, 8, 5, 6, 4, 4, 2, 3, 4, 1, 2, 3, 2])[0]
+        kind = rng.choices(list(weights), list(weights.values()))[0]
         op = {"op": kind}
         if kind in TARGETS:
             op.update(j=job(kind))
         if kind == "add":
-            op.update(t=0 if rng.random() < 0.6 else t, j=rng.randrange(n_jobs),
-                      delay=rng.choice(["0", "0", "short", "long"]),
-                      ttr=rng.choice(["short", "long", "long"]),
+            focus = one_key and rng.random() < 0.85
+            op.update(t=0 if focus or rng.random() < 0.6 else t,
+                      j=rng.choice(key_slots) if focus else rng.randrange(n_jobs),
+                      delay=rng.choice(["0", "0", "long"] if one_key else ["0", "0", "short", "long"]),
+                      ttr="long" if one_key else rng.choice(["short", "long", "long"]),
                       retries=rng.choice([None, 0, 1, 2]), replace=rng.random() < 0.25,
                       backoff=rng.random() < 0.25)
         elif kind == "pop":
@@ -125,6 +151,7 @@ def generate(rng, n_ops, live=None, n_topics=2, n_jobs=12):
             op.update(t=t, concurrency=rng.choice([None, None, 1, 2, 3]),
                       key_concurrency=rng.choice([None, 1, 1, 2]),
                       keep=rng.choice([None, None, LONG]))
+        last = op.get("j")
         yield op
 
 
@@ -564,6 +591,8 @@ def main():
     ap.add_argument("--redis", default=None, help="single, cluster or sentinel")
     ap.add_argument("--shards", type=int, default=None)
     ap.add_argument("--save", help="where to write a failing sequence")
+    ap.add_argument("--shrink-seconds", type=float, default=120,
+                    help="how long to shrink a failing sequence (0: not at all)")
     ap.add_argument("--replay", help="a saved sequence to run, verbosely")
     a = ap.parse_args()
     from dqtest import Deployment, require_build
@@ -580,7 +609,7 @@ def main():
             return 1 if e else 0
         seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
         print("seed %d" % seed, flush=True)
-        found = explore(d, seed, a.seconds, a.ops)
+        found = explore(d, seed, a.seconds, a.ops, a.shrink_seconds)
         if found and a.save:
             save(a.save, seed, *found)
         return 1 if found else 0
