@@ -57,6 +57,7 @@ typedef struct {
     char *url, *topic, *key, *traceparent, *tracestate; /* NULL: none */
     size_t body_len;
     int64_t timeout_ms;
+    int64_t away_at_launch; /* the pusher's away_ms when it started */
     char *host;       /* "host:port" of url, for push_per_host */
     int64_t start_by; /* monotonic ms: later, it could not end within its reservation */
     store_job taken;  /* id, shard and attempt, for store_give_back */
@@ -95,6 +96,9 @@ typedef struct {
     int64_t *token_wait; /* one round's answers, ms from now */
     int first_shard;
     int64_t next_rescan;
+    /* The time the loop spent in Redis calls, in all: libcurl moved no
+     * request on meanwhile, yet their timeouts ran. */
+    int64_t away_ms;
     /* Outcomes not yet recorded in Redis (it did not answer). */
     store_push_outcome *done;
     delivery **done_of;
@@ -307,6 +311,7 @@ static int launch(pusher *p, delivery *d)
         free(sig);
     }
 
+    d->away_at_launch = p->away_ms;
     CURL *e = d->easy = curl_easy_init();
     if (!e)
         abort();
@@ -529,11 +534,27 @@ static void judge(delivery *d, CURLcode rc, store_push_outcome *o)
     }
 }
 
-/* Collects finished requests into p->done. */
+/* Whether a request's time ran out only because the pusher was away in
+ * Redis calls (a shard slow or cut off) before it was sent: the receiver
+ * never saw it, and had less than its timeout to connect. */
+static int timed_out_while_away(const pusher *p, const delivery *d, CURLcode rc)
+{
+    if (rc != CURLE_OPERATION_TIMEDOUT || d->sends > 0)
+        return 0;
+    int64_t away = p->away_ms - d->away_at_launch;
+    curl_off_t us = 0;
+    curl_easy_getinfo(d->easy, CURLINFO_TOTAL_TIME_T, &us);
+    return away > 0 && (int64_t)(us / 1000) - away < d->timeout_ms;
+}
+
+/* Collects finished requests into p->done; one that timed out unsent
+ * while the pusher was away is given back, its attempt uncounted. */
 static void collect(pusher *p)
 {
     CURLMsg *m;
     int left;
+    delivery *unsent[p->cfg->push_concurrency + 1];
+    int nunsent = 0;
     while ((m = curl_multi_info_read(p->multi, &left)) != NULL) {
         if (m->msg != CURLMSG_DONE)
             continue;
@@ -551,9 +572,15 @@ static void collect(pusher *p)
             p->done = util_xrealloc(p->done, p->done_cap * sizeof *p->done);
             p->done_of = util_xrealloc(p->done_of, p->done_cap * sizeof *p->done_of);
         }
+        if (timed_out_while_away(p, d, m->data.result)) {
+            unsent[nunsent++] = d;
+            continue;
+        }
         judge(d, m->data.result, &p->done[p->ndone]);
         p->done_of[p->ndone++] = d;
     }
+    give_back(p, unsent, nunsent, "their time to connect ran out while delayq-push waited on "
+              "Redis");
 }
 
 /* Records the outcomes in Redis; those Redis did not take are kept for the
@@ -694,14 +721,18 @@ int push_run(const dq_config *cfg, int stop_fd)
     for (;;) {
         if (!store_sub_open_now(p.sub) && store_sub_open(p.sub, ":pushwake") == DQ_OK)
             memset(p.more, 1, (size_t)p.nshards); /* messages may have been missed */
+        int64_t left_curl = util_mono_ms();
         if (!stopping)
             take_where_ready(&p);
+        p.away_ms += util_mono_ms() - left_curl;
         int running;
         curl_multi_perform(p.multi, &running);
+        left_curl = util_mono_ms();
         collect(&p);
         report(&p);
         if (!stopping)
             start_waiting(&p);
+        p.away_ms += util_mono_ms() - left_curl;
         if (stopping && ((p.inflight == 0 && p.ndone == 0) || util_mono_ms() >= stop_by))
             break;
 

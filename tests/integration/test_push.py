@@ -12,6 +12,10 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import signal
+import socket
+import threading
 import time
 import urllib.parse
 
@@ -495,6 +499,96 @@ class PusherCrash(DeploymentTestCase):
                              (1, 1), "the reservation that ran out is a failed attempt")
         finally:
             rx.stop()
+
+
+class FullListener:
+    """A loopback port whose accept queue is full, so that a connect to it
+    hangs (Linux drops the SYNs), until open() starts accepting: then
+    each request is read and answered 200, and its delayq-attempt noted."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)  # room for one connection...
+        self.filler = socket.create_connection(self.sock.getsockname())  # ...taken
+        self.attempts = []
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.sock.getsockname()[1], path)
+
+    def open(self):
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn):
+        with conn:
+            conn.settimeout(5)
+            data = b""
+            try:
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        return  # the filler, closed
+                    data += chunk
+            except OSError:
+                return
+            for line in data.split(b"\r\n"):
+                if line.lower().startswith(b"delayq-attempt:"):
+                    self.attempts.append(int(line.split(b":")[1]))
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    def close(self):
+        self.filler.close()
+        self.sock.close()
+
+
+class PusherAwayOnRedis(DeploymentTestCase):
+    """While delayq-push waits on a Redis that does not answer (frozen
+    here), libcurl moves no request on, yet their timeouts run: a request
+    that was still connecting when its time ran out was never sent, and is
+    given back uncounted rather than failed (it was a failed attempt, with
+    the next one a backoff step later, though the receiver was healthy)."""
+    DEPLOYMENT_KW = dict(workers=1, threads=4, n_pushers=1, push_allow="*,loopback",
+                         redis_timeout_ms=10000)
+
+    def test_a_request_unsent_while_redis_froze_is_not_an_attempt(self):
+        if self.c.redis_mode != "single":
+            self.skipTest("one frozen Redis stands for any: the pusher's loop is the same")
+        rx = FullListener()
+        try:
+            t = unique("away")
+            st, r = self.c.req("add", topic=t, body=1,
+                               callback={"url": rx.url("/away"), "timeout": 3}, backoff=[60])
+            self.assertOk(st, r)
+            jid = r["id"]
+            deadline = time.monotonic() + 5 * SLOW
+            while self.c.req("get", id=jid)[1].get("state") != "reserved":  # connecting
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.02)
+            pid = self.c.redis_proc.pid
+            os.kill(pid, signal.SIGSTOP)  # the pusher's next rescan waits on it
+            try:
+                time.sleep(5)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            rx.open()
+            deadline = time.monotonic() + 5 * SLOW
+            while self.c.req("get", id=jid)[0] != 404:
+                self.assertLess(time.monotonic(), deadline, "not delivered: %r" % (
+                    self.c.req("get", id=jid)[1],))
+                time.sleep(0.05)
+            self.assertEqual(rx.attempts, [1])
+            with open(self.c.path("push0.log")) as f:
+                self.assertIn("waited on Redis", f.read())
+        finally:
+            rx.close()
 
 
 if __name__ == "__main__":
