@@ -534,9 +534,11 @@ static void judge(delivery *d, CURLcode rc, store_push_outcome *o)
     }
 }
 
-/* Whether a request's time ran out only because the pusher was away in
- * Redis calls (a shard slow or cut off) before it was sent: the receiver
- * never saw it, and had less than its timeout to connect. */
+/* Whether a request's time ran out, before it was sent, because the
+ * pusher was away in Redis calls (a shard slow or cut off): the receiver
+ * never saw it, had less than its timeout to connect, and lost a quarter
+ * of it or more to those calls. (Every call takes a little of it: a
+ * receiver that never answers a connect must still spend its attempts.) */
 static int timed_out_while_away(const pusher *p, const delivery *d, CURLcode rc)
 {
     if (rc != CURLE_OPERATION_TIMEDOUT || d->sends > 0)
@@ -544,7 +546,7 @@ static int timed_out_while_away(const pusher *p, const delivery *d, CURLcode rc)
     int64_t away = p->away_ms - d->away_at_launch;
     curl_off_t us = 0;
     curl_easy_getinfo(d->easy, CURLINFO_TOTAL_TIME_T, &us);
-    return away > 0 && (int64_t)(us / 1000) - away < d->timeout_ms;
+    return away * 4 >= d->timeout_ms && (int64_t)(us / 1000) - away < d->timeout_ms;
 }
 
 /* Collects finished requests into p->done; one that timed out unsent

@@ -590,6 +590,27 @@ class PusherAwayOnRedis(DeploymentTestCase):
         finally:
             rx.close()
 
+    def test_a_receiver_that_never_connects_spends_its_attempts(self):
+        """Without a long wait on Redis, a connect that never completes is a
+        failed attempt, though other callbacks' outcomes are recorded in
+        Redis meanwhile (short calls, a little of its time each)."""
+        rx, healthy = FullListener(), Receiver().start()
+        try:
+            st, r = self.c.req("add", topic=unique("dead"), body=1,
+                               callback={"url": rx.url("/dead"), "timeout": 0.5}, retries=0)
+            self.assertOk(st, r)
+            others = unique("alive")
+            deadline = time.monotonic() + 5 * SLOW
+            while (job := self.c.req("get", id=r["id"])[1])["state"] != "buried":
+                self.assertLess(time.monotonic(), deadline, job)
+                self.assertOk(*self.c.req("add", topic=others, body=1, url=healthy.url("/ok")))
+                time.sleep(0.02)
+            self.assertEqual(job["attempts"], 1)
+            self.assertIn("timed out", job["last_attempt"]["error"])
+        finally:
+            rx.close()
+            healthy.stop()
+
 
 if __name__ == "__main__":
     main()
