@@ -21,6 +21,7 @@
 #include "store/daemon.h"
 #include "store/store_migrate.h"
 #include "store/store_ops.h"
+#include "store/store_replicas.h"
 
 /* Ready messages remembered at once by the shared wake-up table: far more
  * than arrive while one is being handed out (32 KB). */
@@ -175,7 +176,7 @@ int main(int argc, char **argv)
         log_error("cannot listen on %s: %s", cfg.listen, strerror(errno));
         return 1;
     }
-    if (metrics_init() < 0) {
+    if (metrics_init() < 0 || replicas_share() < 0) {
         log_error("cannot map shared metrics");
         return 1;
     }

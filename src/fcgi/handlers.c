@@ -14,6 +14,7 @@
 #include "sched/sched_time.h"
 #include "store/store_migrate.h"
 #include "store/store_ops.h"
+#include "store/store_replicas.h"
 
 #define GENERATED_ID_BYTES 12 /* 24 hex characters */
 
@@ -36,6 +37,10 @@ static dq_response store_failure(call_ctx *c, dq_status st, const store_error *e
     char cause[300];
     switch (st) {
     case DQ_UNAVAILABLE:
+        if (err && replicas_is_refusal(err->detail)) {
+            reply_error(c->out, st, err->detail);
+            return answer(st);
+        }
         store_last_cause(cause, sizeof cause);
         if (!cause[0] && err && err->detail[0])
             snprintf(cause, sizeof cause, "Redis refused the command (%.200s)", err->detail);
@@ -896,7 +901,7 @@ static dq_response handle_stats(call_ctx *c)
         else
             buf_puts(c->out, "null");
     }
-    buf_putc(c->out, '}');
+    buf_printf(c->out, ",\"unconfirmed_writes\":%llu}", (unsigned long long)replicas_unconfirmed());
     store_stats_free(&st);
     return answer(DQ_OK);
 }
@@ -925,10 +930,14 @@ static dq_response handle_metrics(call_ctx *c)
         store_stats_free(&st);
         return store_failure(c, s, &err);
     }
-    prometheus_figures f = {&st, limit > 0 ? st.n : 0, &lag, &layout, store_shards(c->h->store),
-                            0, 0, limit > 0 ? &ps : NULL};
+    int *replicas = util_xcalloc((size_t)store_shards(c->h->store), sizeof *replicas);
+    store_replica_counts(c->h->store, replicas);
+    prometheus_figures f = {&st,      limit > 0 ? st.n : 0, &lag, &layout, store_shards(c->h->store),
+                            0,        0, limit > 0 ? &ps : NULL, c->h->cfg->redis_wait_replicas,
+                            replicas, replicas_unconfirmed()};
     f.masters_used = store_cluster_spread(c->h->store, &f.masters);
     prometheus_render(c->out, &f);
+    free(replicas);
     store_policies_free(&ps);
     store_lag_free(&lag);
     store_stats_free(&st);
@@ -959,6 +968,29 @@ static void put_layout(dq_buf *out, dq_store *store)
                       "knows: run the release that wrote it\"");
 }
 
+/* With redis_wait_replicas: the shards whose master has fewer replicas
+ * ("short_of_replicas": [{"shard","replicas"}], replicas -1 when its
+ * master did not answer), and a sentence saying what that means. */
+static void put_replicas(dq_buf *out, dq_store *store, int wanted)
+{
+    if (!wanted)
+        return;
+    int shards = store_shards(store);
+    int *replicas = util_xcalloc((size_t)shards, sizeof *replicas);
+    int nshort = store_replica_counts(store, replicas);
+    buf_printf(out, ",\"wait_replicas\":%d,\"short_of_replicas\":[", wanted);
+    for (int k = 0, n = 0; k < shards; k++) {
+        if (replicas[k] >= 0 && replicas[k] < wanted)
+            buf_printf(out, "%s{\"shard\":%d,\"replicas\":%d}", n++ ? "," : "", k, replicas[k]);
+    }
+    buf_putc(out, ']');
+    if (nshort)
+        buf_printf(out, ",\"replicas_warning\":\"%d of %d shards have fewer replicas than "
+                        "redis_wait_replicas (%d): adds there answer 503, pops, finishes and "
+                        "callbacks go on unconfirmed\"", nshort, shards, wanted);
+    free(replicas);
+}
+
 static dq_response handle_health(call_ctx *c)
 {
     if (store_ping(c->h->store) == DQ_OK) {
@@ -972,6 +1004,7 @@ static dq_response handle_health(call_ctx *c)
                                "this deployment's %d shards and hold none of its jobs\"",
                        masters - used, masters, store_shards(c->h->store));
         put_layout(c->out, c->h->store);
+        put_replicas(c->out, c->h->store, c->h->cfg->redis_wait_replicas);
         buf_putc(c->out, '}');
         return answer(DQ_OK);
     }

@@ -83,6 +83,29 @@ static void put_spread_metrics(dq_buf *out, const prometheus_figures *f)
                        "delayq_cluster_masters_unused %d\n", f->masters - f->masters_used);
 }
 
+/* Shards whose master has fewer replicas than redis_wait_replicas: their
+ * adds answer 503, their deliveries go on unconfirmed (counted). */
+static void put_replica_metrics(dq_buf *out, const prometheus_figures *f)
+{
+    buf_printf(out, "# HELP delayq_unconfirmed_writes_total Pops, finishes and callback "
+                    "outcomes answered without the confirmation of redis_wait_replicas "
+                    "replicas.\n# TYPE delayq_unconfirmed_writes_total counter\n"
+                    "delayq_unconfirmed_writes_total %llu\n", (unsigned long long)f->unconfirmed);
+    if (!f->wait_replicas)
+        return;
+    int short_shards = 0;
+    buf_puts(out, "# HELP delayq_shard_replicas Replicas online of each shard's master (-1: "
+                  "its master did not answer).\n# TYPE delayq_shard_replicas gauge\n");
+    for (int k = 0; k < f->shards; k++) {
+        buf_printf(out, "delayq_shard_replicas{shard=\"%d\"} %d\n", k, f->replicas[k]);
+        short_shards += f->replicas[k] >= 0 && f->replicas[k] < f->wait_replicas;
+    }
+    buf_printf(out, "# HELP delayq_shards_short_of_replicas Shards whose master has fewer "
+                    "replicas than redis_wait_replicas: their adds answer 503.\n"
+                    "# TYPE delayq_shards_short_of_replicas gauge\n"
+                    "delayq_shards_short_of_replicas %d\n", short_shards);
+}
+
 /* The layout gauges: the stored layout of the data (its oldest shard's)
  * and the one this delayq uses; they differ only until a migration. */
 static void put_layout_metrics(dq_buf *out, const store_layout_info *info)
@@ -227,6 +250,7 @@ void prometheus_render(dq_buf *out, const prometheus_figures *f)
 {
     put_deployment_gauges(out, f->st, f->shown);
     put_spread_metrics(out, f);
+    put_replica_metrics(out, f);
     put_topic_gauges(out, f->st, f->shown);
     put_job_counters(out, f->st, f->shown);
     put_alert_metrics(out, f->st, f->shown, f->lag);

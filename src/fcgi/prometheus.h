@@ -17,6 +17,12 @@ typedef struct {
     int shards;                      /* the deployment's */
     int masters, masters_used;       /* of a Redis Cluster; 0 without one */
     const store_policies *policies;  /* the first metrics_max_topics topics with a policy */
+    /* With redis_wait_replicas (wait_replicas > 0): each shard's master's
+     * replicas online (-1: not known), and the writes answered without
+     * their confirmation since start. */
+    int wait_replicas;
+    const int *replicas;
+    uint64_t unconfirmed;
 } prometheus_figures;
 
 /* Appends every series but the request counters (metrics_render_requests). */

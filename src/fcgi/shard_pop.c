@@ -17,7 +17,7 @@ typedef struct {
     int counted;         /* the hints come from a count of every shard, kept
                             whole by the messages since, or this run's own */
     int answered;
-    int unknown; /* a shard's pop had an unknown outcome (504) */
+    int unknown; /* a shard's pop had an unknown outcome (504): asked no more */
     dq_status failure;
 } pop_round;
 
@@ -68,7 +68,7 @@ static void pop_from(pop_round *p, int k, size_t nfirst)
  * followed, so this ends. */
 static void pop_hinted(pop_round *p)
 {
-    while ((int)p->out->n < p->q.count && !p->unknown) {
+    while ((int)p->out->n < p->q.count) {
         size_t nfirst;
         int k = hints_pick(p->hints, p->q.topics, p->q.ntopics, p->down, &nfirst);
         if (k < 0 || (nfirst > 1 && !p->counted))
@@ -133,7 +133,7 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, int
      * are as good as a count for it. */
     p.counted = may_wait && hints_counted(hints, q->topics, q->ntopics);
     pop_hinted(&p);
-    if ((int)out->n < q->count && !p.unknown && !p.counted) {
+    if ((int)out->n < q->count && !p.counted) {
         /* Fewer than asked: the hints may have missed some (a message not
          * read yet, or one from before the subscription); one count of
          * every shard tells. */
@@ -141,16 +141,16 @@ dq_status shard_pop(dq_store *s, shard_hints *hints, const store_pop_req *q, int
         pop_hinted(&p);
     }
     free(p.down);
-    if (p.unknown) {
-        /* That shard may have reserved jobs: a 200 would hide them until
-         * their TTR with the client none the wiser. The jobs other shards
-         * gave are ready again at once; that shard's come back after their
-         * TTR. */
-        store_give_back(s, out, "a pop over several shards had an unknown outcome on one");
-        store_jobs_free(out);
+    /* The healthy shards' jobs are answered whatever another shard did: a
+     * shard whose pop had an unknown outcome may have reserved jobs, which
+     * come back after their TTR (at-least-once), rather than hold every
+     * other shard's deliveries hostage. Nothing from any shard: its
+     * failure (504 when an outcome is unknown). */
+    if (out->n > 0)
+        return DQ_OK;
+    if (p.unknown)
         return DQ_TIMEOUT;
-    }
     /* No failure and no answer: the counted hints said none, so no shard
      * was asked. */
-    return out->n > 0 || p.answered || p.failure == DQ_OK ? DQ_OK : p.failure;
+    return p.answered || p.failure == DQ_OK ? DQ_OK : p.failure;
 }

@@ -19,6 +19,7 @@
 #include "store/store_conn.h"
 #include "store/store_errors.h"
 #include "store/store_migrate.h"
+#include "store/store_replicas.h"
 #include "store/store_sentinel.h"
 #include "store/store_slots.h"
 
@@ -40,6 +41,10 @@
 /* Read buffer a connection keeps between calls (hiredis' own default). */
 #define READER_KEEP (16 * 1024)
 #define NUM_CHUNK 1024
+/* A master's replicas are counted again (INFO replication) at most this
+ * often per connection: a failover shows within a second, and no request
+ * pays a round trip for it. */
+#define REPLICAS_REFRESH_MS 1000
 
 typedef char num_text[24]; /* an int64 in decimal, NUL-ended */
 
@@ -66,6 +71,8 @@ typedef struct {
     int drop;   /* close the connection (a READONLY: no primary any more) */
     int reload; /* load the function library (Redis lacks it) */
     long wait_after; /* the round's call after which WAIT goes here; -1: none */
+    int replicas;         /* online, as last counted; -1: not known */
+    int64_t replicas_at;  /* monotonic ms of that count; 0: count again */
 } store_node;
 
 /* One call of a batch. */
@@ -251,12 +258,28 @@ int store_id_fits_key(const dq_store *s, const char *id, const char *key)
 /* A random id falls into a given shard once in `shards` tries: drawing
  * until one does costs a few crc32s and keeps every id-based operation
  * as it is. */
+/* Some shard is not known to be short of replicas. */
+static int any_shard_whole(const dq_store *s)
+{
+    for (int k = 0; k < s->shards; k++) {
+        if (!replicas_short(k))
+            return 1;
+    }
+    return 0;
+}
+
+/* An id of no key may go to any shard: one whose adds can be confirmed,
+ * while there is one (see store_replicas.h). */
 int store_key_id(const dq_store *s, const char *key, char *out, size_t nbytes)
 {
+    int avoid_short = !key && any_shard_whole(s);
     for (int tries = 0; tries < 1 << 16; tries++) {
         util_random_hex(out, nbytes);
-        if (store_id_fits_key(s, out, key))
-            return 0;
+        if (!store_id_fits_key(s, out, key))
+            continue;
+        if (avoid_short && replicas_short(store_shard_of(s, out, strlen(out))))
+            continue;
+        return 0;
     }
     return -1; /* only with a random source that repeats itself */
 }
@@ -412,6 +435,7 @@ static void node_disconnect(store_node *n)
 {
     conn_abandon(n->ctx);
     n->ctx = NULL;
+    n->replicas_at = 0; /* another server may answer there next */
 }
 
 /* Something failed on the way to a node of a cluster: a failover or a
@@ -449,6 +473,7 @@ static int node_index(dq_store *s, const char *host, int port)
     snprintf(n->host, sizeof n->host, "%s", host);
     n->port = port;
     n->backoff_ms = BACKOFF_MIN_MS;
+    n->replicas = -1;
     return i;
 }
 
@@ -725,6 +750,92 @@ static int is_write(const store_pending *c)
     return !lua_functions[c->fn].read_only;
 }
 
+/* Writes that take, extend or end a reservation. A failover that undoes
+ * one repeats a delivery but loses nothing acknowledged, so they go on
+ * without the replicas' confirmation (counted) rather than hold delivery
+ * hostage to a lost replica. Every other write (an add, a schedule, a
+ * policy) is answered only once confirmed. */
+static int is_delivery(const store_pending *c)
+{
+    switch (c->fn) {
+    case SCRIPT_POP:
+    case SCRIPT_REMOVE:
+    case SCRIPT_TOUCH:
+    case SCRIPT_RELEASE:
+    case SCRIPT_BURY:
+    case SCRIPT_PUSH_TAKE:
+    case SCRIPT_PUSH_DONE:
+    case SCRIPT_GIVE_BACK:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The replicas online in an INFO replication text. */
+static int replicas_online(const char *info)
+{
+    int n = 0;
+    for (const char *p = info; (p = strstr(p, "state=online")) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* Counts node i's replicas again when the count is older than
+ * REPLICAS_REFRESH_MS (only when writes WAIT). -1 when the connection
+ * failed. */
+static int count_replicas(dq_store *s, int i)
+{
+    store_node *n = &s->nodes[i];
+    int64_t now = util_mono_ms();
+    if (!s->wait_replicas || now - n->replicas_at < REPLICAS_REFRESH_MS)
+        return 0;
+    redisReply *r = redisCommand(n->ctx, "INFO replication");
+    if (!r) {
+        node_lost(s, i);
+        return -1;
+    }
+    n->replicas = r->type == REDIS_REPLY_STRING ? replicas_online(r->str) : -1;
+    n->replicas_at = now;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* Node i's master is known to have fewer replicas than WAIT asks for. */
+static int node_short(const dq_store *s, int i)
+{
+    const store_node *n = &s->nodes[i];
+    return s->wait_replicas && n->replicas >= 0 && n->replicas < s->wait_replicas;
+}
+
+/* Tells the shared table what shard's node counted. */
+static void note_replicas(const dq_store *s, int shard, int i)
+{
+    const store_node *n = &s->nodes[i];
+    if (!s->wait_replicas || n->replicas < 0)
+        return;
+    char where[SLOTS_HOST_MAX + 16];
+    snprintf(where, sizeof where, "%s:%d", n->host, n->port);
+    replicas_note(shard, n->replicas, s->wait_replicas, where);
+}
+
+/* On a node short of replicas, a write that must be confirmed is refused
+ * before it is sent (it would only wait out the WAIT timeout and answer
+ * 504); a delivery goes out without WAIT. */
+static void refuse_unconfirmable(dq_store *s)
+{
+    for (size_t k = 0; k < s->ncalls; k++) {
+        store_pending *c = &s->calls[k];
+        if (c->done || c->node < 0 || !is_write(c) || is_delivery(c) || !node_short(s, c->node))
+            continue;
+        const store_node *n = &s->nodes[c->node];
+        char where[SLOTS_HOST_MAX + 16], why[sizeof c->detail];
+        snprintf(where, sizeof where, "%s:%d", n->host, n->port);
+        replicas_refusal(why, sizeof why, c->shard, n->replicas, s->wait_replicas, where);
+        finish_call(c, DQ_UNAVAILABLE, "%s", why);
+    }
+}
+
 /* What an error reply means for call c on node i: done with a status, or
  * sent again in the next round (a redirection, "try again", a missing
  * library). */
@@ -819,7 +930,7 @@ static void plan_waits(dq_store *s)
         return;
     for (size_t k = 0; k < s->ncalls; k++) {
         const store_pending *c = &s->calls[k];
-        if (!c->done && c->node >= 0 && is_write(c))
+        if (!c->done && c->node >= 0 && is_write(c) && !node_short(s, c->node))
             s->nodes[c->node].wait_after = (long)k;
     }
 }
@@ -893,8 +1004,9 @@ static void trim_reader(redisContext *c)
 }
 
 /* The writes node i applied up to call `last` (those read so far) lack
- * the replicas' confirmation: a failover now could lose them, so their
- * callers must treat them as unknown outcomes. Their replies stay, for
+ * the replicas' confirmation: a failover now could lose them. Deliveries
+ * are answered all the same (counted); for the others the callers must
+ * treat them as unknown outcomes. Their replies stay, for
  * store_batch_unconfirmed. */
 static void unconfirmed_writes(dq_store *s, int i, size_t last, const char *why)
 {
@@ -902,8 +1014,12 @@ static void unconfirmed_writes(dq_store *s, int i, size_t last, const char *why)
         store_pending *c = &s->calls[k];
         if (c->node != i || !is_write(c) || !c->done || c->status != DQ_OK)
             continue;
-        finish_call(c, DQ_TIMEOUT, "%s", why);
+        if (is_delivery(c))
+            replicas_count_unconfirmed(1);
+        else
+            finish_call(c, DQ_TIMEOUT, "%s", why);
     }
+    s->nodes[i].replicas_at = 0; /* a replica may be gone: count them again */
 }
 
 /* The replicas WAIT on node i counted; -1 if the connection failed. */
@@ -963,6 +1079,8 @@ static void read_round(dq_store *s)
             c->reply = r;
             c->status = DQ_OK;
             c->done = 1;
+            if (is_write(c) && node_short(s, i)) /* sent without WAIT */
+                replicas_count_unconfirmed(1);
         }
         if (s->nodes[i].wait_after != (long)k)
             continue;
@@ -1038,7 +1156,7 @@ void store_batch_run(dq_store *s)
                             s->slots[c->shard]);
                 continue;
             }
-            if (ensure_connected(s, c->node) < 0) {
+            if (ensure_connected(s, c->node) < 0 || count_replicas(s, c->node) < 0) {
                 int again = s->mode == MODE_CLUSTER && !c->rerouted;
                 c->node = -1;
                 c->rerouted = 1;
@@ -1046,8 +1164,11 @@ void store_batch_run(dq_store *s)
                  * reads it again and routes the call once more. */
                 if (!again)
                     finish_call(c, DQ_UNAVAILABLE, "Redis is unreachable");
+                continue;
             }
+            note_replicas(s, c->shard, c->node);
         }
+        refuse_unconfirmable(s);
         if (s->mode == MODE_SENTINEL)
             s->failover_mark = sentinel_failover_mark();
         send_round(s);
@@ -1101,6 +1222,23 @@ dq_status store_ping(dq_store *s)
     return DQ_OK;
 }
 
+int store_replica_counts(dq_store *s, int *replicas)
+{
+    if (!s->wait_replicas)
+        return 0;
+    int short_shards = 0;
+    for (int k = 0; k < s->shards; k++) {
+        int i = route(s, k);
+        replicas[k] = -1;
+        if (i < 0 || ensure_connected(s, i) < 0 || count_replicas(s, i) < 0)
+            continue;
+        note_replicas(s, k, i);
+        replicas[k] = s->nodes[i].replicas;
+        short_shards += node_short(s, i);
+    }
+    return short_shards;
+}
+
 int store_cluster_spread(dq_store *s, int *masters)
 {
     *masters = 0;
@@ -1133,6 +1271,8 @@ dq_store *store_new(const dq_config *cfg)
     s->cfg = cfg;
     s->shards = cfg->shards;
     s->wait_replicas = cfg->redis_wait_replicas;
+    for (int i = 0; i < MAX_NODES; i++)
+        s->nodes[i].replicas = -1;
     s->tags = util_xcalloc((size_t)s->shards, sizeof *s->tags);
     s->slots = util_xcalloc((size_t)s->shards, sizeof *s->slots);
     for (int i = 0; i < s->shards; i++) {

@@ -124,6 +124,11 @@ dq_status store_run(dq_store *s, store_reply **reply, char *detail, size_t detai
 /* PING of every Redis the deployment uses (every master of a cluster), for
  * /health. */
 dq_status store_ping(dq_store *s);
+/* With redis_wait_replicas: each shard's master's replicas online in
+ * replicas[0..shards) (-1: its master did not answer), counted at most once
+ * a second; returns how many shards have fewer than redis_wait_replicas.
+ * Without it, 0 and replicas untouched. */
+int store_replica_counts(dq_store *s, int *replicas);
 /* A Cluster: how many masters serve at least one of this deployment's
  * shards, with the number of masters in *masters (from the map this store
  * has, read again when it is stale). 0 and 0 elsewhere. */

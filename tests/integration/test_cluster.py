@@ -790,36 +790,113 @@ class PopUnknownOutcome(ClusterTestCase):
         self.assertOk(*d.req("finish", ids=ids))
 
 
+def p99(samples):
+    return sorted(samples)[max(0, int(len(samples) * 0.99) - 1)]
+
+
 class MasterLostWithWait(ClusterTestCase):
-    """With redis_wait_replicas = 1, a master lost for good leaves its
-    promoted replica without a replica: its adds and pops answer 504 until
-    one joins, but the timers (whose writes do not WAIT) still move its due
-    jobs, at once and without failing moves."""
+    """With redis_wait_replicas = 1, a master lost for good (kill -9, no node
+    joins) leaves its promoted replica without a replica. Deliveries there
+    go on unconfirmed, and are counted: every acknowledged job, ready or
+    delayed, popped or called back, is delivered within 15 s of the
+    promotion. Adds to its shards answer 503 at once, naming the shard; an
+    add with no id lands on another shard; adds to the other shards keep
+    their latency. /health and /metrics name the shards, the log says so
+    once, and the timers (whose writes do not WAIT) move its due jobs
+    without failing moves."""
 
     # The adds before the kill must be confirmed: a replica busy on a
     # loaded machine may take more than half a second to answer WAIT.
-    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, redis_wait_replicas=1,
-                         redis_wait_timeout_ms=2000,
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, n_pushers=1, push_allow="*,loopback",
+                         redis_wait_replicas=1, redis_wait_timeout_ms=2000,
                          redis_args=("--cluster-node-timeout", "2000"))
 
-    def test_due_jobs_moved_without_a_replica(self):
+    def add_latencies(self, t, ids):
+        out = []
+        for j in ids:
+            t0 = time.monotonic()
+            self.assertOk(*self.c.req("add", topic=t, id=j, body=1))
+            out.append(time.monotonic() - t0)
+        return out
+
+    def promoted(self, victim, lost_shards):
+        self.cluster.refresh()
+        return all(self.shard_master(k) is not victim for k in lost_shards)
+
+    def test_master_lost_for_good_keeps_delivering(self):
+        from dqtest.receiver import Receiver
+        rcv = Receiver().start()
+        self.addCleanup(rcv.stop)
         d, t = self.c, unique("waitlost")
         victim = self.shard_master(0)
-        ids = d.one_shard_ids(t, 40, shard=0)
-        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": j, "delay": 8, "body": j}
-                                          for j in ids]))
+        lost_shards = [k for k in range(d.shards) if self.shard_master(k) is victim]
+        other = next(k for k in range(d.shards) if k not in lost_shards)
+        ready = ["%s-%d" % (t, i) for i in range(300)]
+        delayed = d.one_shard_ids(t + "-later", 40, shard=0)
+        hooks = d.one_shard_ids(t + "-hook", 3, shard=0)
+        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": j, "body": j} for j in ready]))
+        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": j, "delay": 3, "body": j}
+                                          for j in delayed]))
+        for j in hooks:
+            self.assertOk(*d.req("add", topic=t + "-hook", id=j, delay=3, body=j, url=rcv.url()))
+        acked = set(ready) | set(delayed)
+        probes = iter(d.one_shard_ids(t + "-p", 400, shard=other))
+        before = self.add_latencies(t + "-p", [next(probes) for _ in range(100)])
+        self.wait_replicated(victim)
+        t0 = time.monotonic()
         self.cluster.kill9(victim)
-        deadline = time.monotonic() + 40 * SLOW
-        states = {}
-        while time.monotonic() < deadline:
-            states = {}
-            for j in ids:
-                st, r = d.get("/get?id=" + j)
-                states[j] = r.get("state") if st == 200 else st
-            if set(states.values()) == {"ready"}:
-                break
-            time.sleep(0.5)
-        self.assertEqual(set(states.values()), {"ready"}, states)
+        promoted_at = None
+        got, answers = {}, {}
+        while time.monotonic() - t0 < 40 * SLOW and len(got) < len(acked):
+            if promoted_at is None and self.promoted(victim, lost_shards):
+                promoted_at = time.monotonic()
+            st, r = d.req("pop", topic=t, count=100, timeout=0.2)
+            answers[st] = answers.get(st, 0) + 1
+            if st == 200 and r["jobs"]:
+                got.update((j["id"], time.monotonic()) for j in r["jobs"])
+                self.assertOk(*d.req("finish", ids=[j["id"] for j in r["jobs"]]))
+        self.assertIsNotNone(promoted_at, "the replica was promoted")
+        last = max(got.values()) - promoted_at if got else None
+        hooked = rcv.wait_for(lambda reqs: len(reqs) >= len(hooks), timeout=15 * SLOW)
+        print("master %d lost for good (shards %s), promoted after %.1f s: %d of %d acknowledged "
+              "jobs delivered, the last %.1f s after the promotion; pops answered %s; %d of %d "
+              "callbacks" % (victim.port, lost_shards, promoted_at - t0, len(set(got) & acked),
+                             len(acked), last, answers, len(hooked), len(hooks)))
+        self.assertEqual(set(got), acked)
+        self.assertLess(last, 15 * SLOW)
+
+        lost_id = d.one_shard_ids(t + "-lost", 1, shard=lost_shards[0])[0]
+        t1 = time.monotonic()
+        st, r = d.req("add", topic=t, id=lost_id, body=1)
+        took = time.monotonic() - t1
+        print("an add to shard %d: %d %r in %.3f s" % (lost_shards[0], st, r, took))
+        self.assertEqual((st, r.get("code")), (503, "unavailable"), r)
+        self.assertIn("shard %d has no replica" % lost_shards[0], r["error"])
+        self.assertLess(took, 0.4, "answered at once, not after the WAIT timeout")
+        for _ in range(20):
+            st, r = d.req("add", topic=t + "-anyid", body=1)
+            self.assertEqual(st, 200, r)
+            self.assertNotIn(d.shard_of(r["id"]), lost_shards, "placed where it is confirmed")
+        after = self.add_latencies(t + "-p", [next(probes) for _ in range(100)])
+        print("adds to shard %d: p99 %.1f ms before the kill, %.1f ms after" %
+              (other, p99(before) * 1000, p99(after) * 1000))
+        self.assertLess(p99(after), 2 * max(p99(before), 0.01))
+
+        st, h = d.get("/health")
+        self.assertEqual(st, 200, h)
+        self.assertEqual(h["short_of_replicas"], [{"shard": k, "replicas": 0} for k in lost_shards])
+        self.assertIn("replicas_warning", h)
+        st, m = d.get("/metrics")
+        self.assertIn("delayq_shards_short_of_replicas %d\n" % len(lost_shards), m)
+        unconfirmed = int(re.search(r"^delayq_unconfirmed_writes_total (\d+)$", m, re.M).group(1))
+        st, stats = d.req("stats")
+        print("writes answered unconfirmed: %d (stats %d)" % (unconfirmed,
+                                                                stats["unconfirmed_writes"]))
+        self.assertGreater(unconfirmed, 0)
+        with open(d.fcgi_log()) as f:
+            said = f.read()
+        for k in lost_shards:
+            self.assertEqual(said.count("shard %d has 0 of the 1 replicas" % k), 1, "said once")
         for log in d.timer_logs:  # moves fail while the master is unreachable, not after
             with open(log) as f:
                 self.assertNotIn("replicas confirmed", f.read(), log)
