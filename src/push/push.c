@@ -602,8 +602,8 @@ static void report(pusher *p)
             continue;
         }
         if (o->result == DQ_TIMEOUT)
-            log_warn("job %s: outcome %s recorded on the master, unconfirmed by its replicas; "
-                     "after a failover the job comes back after its deadline", d->id, o->outcome);
+            log_warn("job %s: outcome %s may or may not be recorded (Redis did not answer); if "
+                     "not, the job comes back after its deadline", d->id, o->outcome);
         else if (o->result != DQ_OK)
             log_warn("job %s: outcome %s not recorded (%s); it comes back after its deadline",
                      d->id, o->outcome, status_code(o->result));

@@ -411,15 +411,6 @@ dq_status store_batch_result(dq_store *s, size_t i, store_reply **reply, char *d
     return c->status;
 }
 
-store_reply *store_batch_unconfirmed(dq_store *s, size_t i)
-{
-    store_pending *c = &s->calls[i];
-    if (c->status != DQ_TIMEOUT || !c->reply)
-        return NULL;
-    store_reply *r = c->reply;
-    c->reply = NULL;
-    return r;
-}
 
 dq_status store_run(dq_store *s, store_reply **reply, char *detail, size_t detail_len)
 {
@@ -1006,8 +997,7 @@ static void trim_reader(redisContext *c)
 /* The writes node i applied up to call `last` (those read so far) lack
  * the replicas' confirmation: a failover now could lose them. Deliveries
  * are answered all the same (counted); for the others the callers must
- * treat them as unknown outcomes. Their replies stay, for
- * store_batch_unconfirmed. */
+ * treat them as unknown outcomes. */
 static void unconfirmed_writes(dq_store *s, int i, size_t last, const char *why)
 {
     for (size_t k = 0; k <= last; k++) {

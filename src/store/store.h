@@ -105,11 +105,6 @@ void store_batch_run(dq_store *s);
  * reply set, call i's reply is handed over (NULL unless DQ_OK). */
 dq_status store_batch_result(dq_store *s, size_t i, store_reply **reply, char *detail,
                              size_t detail_len);
-/* Call i's reply when Redis ran the call but fewer replicas than
- * redis_wait_replicas confirmed it (store_batch_result says DQ_TIMEOUT):
- * what the write did, for a caller that can undo or use it; handed over
- * like a reply. NULL otherwise. */
-store_reply *store_batch_unconfirmed(dq_store *s, size_t i);
 
 /* The same call to every shard in one batch, run: fn with its declared
  * arguments (args, nargs), then the strings rest[0..nrest). Call k of the

@@ -442,32 +442,10 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
         store_reply *r = NULL;
         if (store_batch_result(s, c, &r, NULL, 0) == DQ_OK)
             back += reply_int(r);
-        else if ((r = store_batch_unconfirmed(s, c)) != NULL)
-            back += reply_int(r); /* done on the master all the same */
         store_reply_free(r);
     }
     log_warn("%" PRId64 " of %zu reserved jobs ready again at once, uncounted, as %s; any other "
              "comes back after its TTR or callback deadline", back, jobs->n, why);
-}
-
-/* Gives back the jobs of call 0 of the batch just run when Redis ran it
- * but replicas did not confirm it (read_one: how to read each job of its
- * reply, from index `first` on). */
-static void give_back_unconfirmed(dq_store *s, int shard, size_t first,
-                                  void (*read_one)(const store_reply *, store_job *))
-{
-    store_reply *r = store_batch_unconfirmed(s, 0);
-    if (!r)
-        return;
-    store_jobs taken = {0};
-    keep_reply(&taken.replies, &taken.nreplies, r);
-    for (size_t i = first; i < reply_len(r); i++) {
-        store_job *j = next_job(&taken);
-        read_one(reply_at(r, i), j);
-        j->shard = shard;
-    }
-    store_give_back(s, &taken, "their reservations lack the replicas' confirmation");
-    store_jobs_free(&taken);
 }
 
 /* One job's group of add's arguments. */
@@ -548,8 +526,6 @@ dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *
         store_arg_str(s, q->topics[i]);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
-    if (st == DQ_TIMEOUT) /* reply: {finish items, job, job, ...} */
-        give_back_unconfirmed(s, shard, POP_REPLY_NFIELDS, read_popped);
     for (size_t i = 0; i < q->nfinish; i++) {
         store_item *it = &q->finished[i];
         it->state[0] = '\0';
@@ -847,36 +823,26 @@ void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *o
         store_args(s, a, PUSH_TAKE_NARGS);
     }
     store_batch_run(s);
-    store_jobs unconfirmed = {0};
     size_t call = 0;
     for (int k = 0; k < shards; k++) {
         if (limits[k] <= 0)
             continue;
         store_reply *r = NULL;
         status[k] = store_batch_result(s, call, &r, NULL, 0);
-        store_jobs *to = out;
-        if (status[k] != DQ_OK) {
-            r = store_batch_unconfirmed(s, call);
-            to = &unconfirmed;
-        }
         call++;
         token_wait[k] = 0;
         if (!r)
             continue;
-        keep_reply(&to->replies, &to->nreplies, r);
-        if (status[k] == DQ_OK) {
-            int64_t w = reply_int(reply_at(r, PUSH_TAKE_REPLY_TOKEN_WAIT_MS));
-            token_wait[k] = w > 0 ? w : 0;
-            note_token_wait(out, w);
-        }
+        keep_reply(&out->replies, &out->nreplies, r);
+        int64_t w = reply_int(reply_at(r, PUSH_TAKE_REPLY_TOKEN_WAIT_MS));
+        token_wait[k] = w > 0 ? w : 0;
+        note_token_wait(out, w);
         for (size_t i = PUSH_TAKE_REPLY_NFIELDS; i < reply_len(r); i++) {
-            store_job *j = next_job(to);
+            store_job *j = next_job(out);
             read_taken(reply_at(r, i), j);
             j->shard = k;
         }
     }
-    store_give_back(s, &unconfirmed, "their reservations lack the replicas' confirmation");
-    store_jobs_free(&unconfirmed);
 }
 
 void store_push_done(dq_store *s, store_push_outcome *o, size_t n)

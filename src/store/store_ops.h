@@ -166,9 +166,8 @@ typedef struct {
 /* Finishes q's ids, then reserves up to q->count ready jobs of one shard,
  * from the topics in order, in one atomic call, and appends them to out
  * (zeroed by the caller before its first use). When the call fails, every
- * finish outcome has its status; when Redis ran it but replicas did not
- * confirm it (DQ_TIMEOUT), the jobs it reserved are given back first
- * (store_give_back). */
+ * finish outcome has its status. A pop the replicas did not confirm is
+ * answered all the same (store.c, is_delivery). */
 dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *out,
                     store_error *err);
 /* Ready jobs per shard and topic: counts[shard * ntopics + t], -1 where the
@@ -355,10 +354,8 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why);
  * jobs of each shard k whose limit is above 0 (id, topic, body, url,
  * attempts, cb_timeout_ms), each until its timeout plus grace_ms, in one
  * pipelined round: a slow shard delays the others by one wait, not by
- * theirs added up. status[k] tells how shard k's take went; the jobs of a
- * take Redis ran but replicas did not confirm (DQ_TIMEOUT) are given back
- * (store_give_back), since a failover could undo their reservations and
- * another pusher send them again. token_wait[k]: 0, or the ms until the
+ * theirs added up. status[k] tells how shard k's take went (a take the
+ * replicas did not confirm is DQ_OK: store.c, is_delivery). token_wait[k]: 0, or the ms until the
  * next token of a topic of shard k whose jobs wait for their `rate` (call
  * shard k again then: its take puts them back). */
 void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *out,

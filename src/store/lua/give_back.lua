@@ -1,7 +1,6 @@
--- give_back: reservations a pop or a push take made that no client will
--- use, because the caller cannot hand the jobs on: the replicas did not
--- confirm the reservation (redis_wait_replicas), or another shard's part
--- of the same pop had an unknown outcome, so the pop answers 504. Each job
+-- give_back: reservations a push take made that no client will use,
+-- because the caller cannot hand the jobs on (delayq-push: a job that
+-- waited for a connection to its host past push_grace_ms). Each job
 -- still reserved for that delivery is ready again at once, at the head of
 -- its queue (it was there when taken), its delivery not counted: a Redis
 -- hiccup costs no job a retry or its place in the backoff schedule.
