@@ -146,12 +146,20 @@ async function probe() {
 
 // ------------------------------------------------------------ health
 
+// Shards whose master has fewer replicas than redis_wait_replicas: their
+// adds answer 503 while deliveries go on (docs/OPERATIONS.md).
+function shortOfReplicas(body) {
+    return (body && body.short_of_replicas) || [];
+}
+
 async function pollHealth() {
     const r = await get("health");
     const b = $("health");
-    b.textContent = r.status === 200 ? "healthy" : r.status === 0 ? "unreachable" : "unhealthy";
-    b.className = "badge " + (r.status === 200 ? "ok" : "bad");
-    b.title = r.error || "GET /health";
+    const short = r.status === 200 ? shortOfReplicas(r.body) : [];
+    b.textContent = r.status === 200 ? (short.length ? "short of replicas: shard " +
+        short.map(s => s.shard).join(", ") : "healthy") : r.status === 0 ? "unreachable" : "unhealthy";
+    b.className = "badge " + (r.status !== 200 ? "bad" : short.length ? "paused" : "ok");
+    b.title = short.length ? r.body.replicas_warning : r.error || "GET /health";
 }
 
 // ------------------------------------------------------------ stats, topics, chart
