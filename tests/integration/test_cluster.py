@@ -906,5 +906,53 @@ class MasterLostWithWait(ClusterTestCase):
                 self.assertNotIn("replicas confirmed", f.read(), log)
 
 
+class SpareReplicaHeals(ClusterTestCase):
+    """3 masters and 4 replicas (one master has a spare), with
+    cluster-migration-barrier 1 and redis_wait_replicas 1: after kill -9 of
+    a master that has one replica, Redis' replica migration hands the
+    orphaned promoted master the spare, and adds to its shards answer 200
+    again, with no operator and no restart of delayq."""
+
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, redis_wait_replicas=1,
+                         redis_wait_timeout_ms=500,
+                         redis_args=("--cluster-node-timeout", "2000",
+                                     "--cluster-migration-barrier", "1"))
+
+    def test_spare_replica_migrates_to_the_orphan(self):
+        d, t = self.c, unique("spare")
+        victim = self.shard_master(0)
+        lost_shards = [k for k in range(d.shards) if self.shard_master(k) is victim]
+        donor = next(m for m in self.cluster.masters() if m is not victim)
+        self.cluster.add_replica(donor)
+        ids = d.one_shard_ids(t, 20, shard=lost_shards[0])
+        self.assertOk(*d.req("add", jobs=[{"topic": t, "id": j, "body": j} for j in ids[:10]]))
+        self.wait_replicated(victim)
+        t0 = time.monotonic()
+        self.cluster.kill9(victim)
+        answers, back, probe = {}, None, iter(ids[10:] + d.one_shard_ids(t + "-x", 500,
+                                                                        shard=lost_shards[0]))
+        while time.monotonic() - t0 < 45 * SLOW:
+            st, r = d.req("add", topic=t, id=next(probe), body=1)
+            answers[st] = answers.get(st, 0) + 1
+            if st == 200:
+                back = time.monotonic() - t0
+                break
+            time.sleep(0.1)
+        st, h = d.get("/health")
+        print("master %d killed, a spare replica of %d migrated: adds to shard %d answered 200 "
+              "again after %s s; answers before: %s; /health then: %s" %
+              (victim.port, donor.port, lost_shards[0],
+               "%.1f" % back if back is not None else "never", answers,
+               h.get("short_of_replicas")))
+        self.assertIsNotNone(back, "full service returned")
+        self.assertEqual(h.get("short_of_replicas"), [])
+        got = []
+        deadline = time.monotonic() + 10 * SLOW
+        while len(got) < 10 and time.monotonic() < deadline:
+            st, r = d.req("pop", topic=t, count=20, timeout=0.5)
+            got += [j["id"] for j in r.get("jobs", [])]
+        self.assertEqual(sorted(set(got) & set(ids[:10])), sorted(ids[:10]))
+
+
 if __name__ == "__main__":
     main()
