@@ -118,7 +118,9 @@ class LedgerLoad:
                         self.ack_times_by_producer[k].append(now)
                 return tries
             unknown = unknown or st != 503
-            if stop.is_set():
+            # an add refused with no effect is given up once adding stops
+            # (a shard that refuses adds for good would hold stop() forever)
+            if stop.is_set() or (not unknown and self.stop_adding.is_set()):
                 return tries
             time.sleep(0.05)
 

@@ -53,6 +53,52 @@ class SentinelFailover(SentinelTestCase):
         self.assertGreater(len(load.acked), 50, "the load ran")
 
 
+class SentinelPrimaryLostForGood(SentinelTestCase):
+    """A primary with one replica (redis_wait_replicas = 1) killed with -9
+    and never restarted: the promoted replica serves alone. Its adds answer
+    503 at once; pops and finishes go on unconfirmed (counted), so every
+    acknowledged job is delivered within 15 s of the promotion, none
+    twice within its TTR."""
+
+    DEPLOYMENT_KW = dict(SentinelTestCase.DEPLOYMENT_KW, redis_wait_replicas=1,
+                         redis_kw=dict(replicas=1))
+
+    def test_kill9_primary_for_good(self):
+        t = unique("slost")
+        load = LedgerLoad(self.c, t, producers=2, consumers=2, rate=100).start()
+        time.sleep(2.0)
+        due_later = ["%s-later-%d" % (t, i) for i in range(40)]  # due after the promotion
+        for j in due_later:
+            load.add(lambda cmd, f: self.c.req(cmd, **f),
+                     {"topic": t, "id": j, "body": j, "delay": 3, "ttr": 5})
+        old = self.group.primary()
+        t0 = time.monotonic()
+        old.kill9()
+        self.group.wait_failover(old, 30)
+        promoted = time.monotonic()
+        time.sleep(5.0)
+        # An add in flight at the kill keeps its unknown outcome (the retries
+        # answer 503): its producer stops with the consumers, not before.
+        load.stop_adding.set()
+        deadline = time.monotonic() + 15 * SLOW
+        while load.lost() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        load.stop_popping.set()
+        load.stop(drain_timeout=0)
+        last = max(min(r for r, *_ in load.deliveries[j]) for j in due_later
+                   if j in load.deliveries) - promoted
+        st, h = self.c.get("/health")
+        print("kill -9 of a primary with one replica, never restarted: promoted after %.1f s; "
+              "the last of 40 jobs due after it delivered %.1f s after the promotion; %s; "
+              "/health: %s" % (promoted - t0, last, load.summary(), h.get("short_of_replicas")))
+        self.assertEqual(load.lost(), [])
+        self.assertEqual(load.duplicates(), [])
+        self.assertLess(last, 15 * SLOW)
+        self.assertEqual(h.get("short_of_replicas"), [{"shard": 0, "replicas": 0}])
+        # the adds in flight at the kill have unknown outcomes; after it, 503 at once
+        self.assertLessEqual(load.summary()["statuses"].get("add 504", 0), 2)
+
+
 class SentinelStalledPrimary(SentinelTestCase):
     DEPLOYMENT_KW = dict(SentinelTestCase.DEPLOYMENT_KW, redis_wait_replicas=1)
 
