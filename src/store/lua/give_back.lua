@@ -1,6 +1,7 @@
 -- give_back: reservations a push take made that no client will use,
 -- because the caller cannot hand the jobs on (delayq-push: a job that
--- waited for a connection to its host past push_grace_ms). Each job
+-- waited for a connection to its host past push_grace_ms, or whose time
+-- ran out unsent while the pusher waited on Redis). Each job
 -- still reserved for that delivery is ready again at once, at the head of
 -- its queue (it was there when taken), its delivery not counted: a Redis
 -- hiccup costs no job a retry or its place in the backoff schedule.
