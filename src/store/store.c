@@ -85,6 +85,7 @@ typedef struct {
     int asking;       /* send ASKING first (an ASK redirection) */
     int pause;        /* a "try again": wait before the next round */
     int rerouted; /* routed again once after its node was unreachable */
+    int must_confirm; /* answered only once confirmed, whatever its function */
     int done;
     dq_status status;
     char detail[128];
@@ -93,6 +94,7 @@ typedef struct {
 
 struct dq_store {
     const dq_config *cfg;
+    int confirm_calls; /* the calls begun now are answered only once confirmed */
     store_mode mode;
     int shards;
     char (*tags)[TAG_MAX];
@@ -317,6 +319,11 @@ void store_batch_begin(dq_store *s)
     s->nnums = 0;
 }
 
+void store_batch_must_confirm(dq_store *s, int on)
+{
+    s->confirm_calls = on;
+}
+
 void store_batch_call(dq_store *s, dq_script fn, int shard)
 {
     if (s->ncalls == s->callcap) {
@@ -328,6 +335,7 @@ void store_batch_call(dq_store *s, dq_script fn, int shard)
     c->fn = fn;
     c->shard = shard;
     c->node = -1;
+    c->must_confirm = s->confirm_calls;
     grow_argv(s, HEAD_ARGS);
     c->first = s->nargv;
     int ro = lua_functions[fn].read_only;
@@ -744,10 +752,12 @@ static int is_write(const store_pending *c)
 /* Writes that take, extend or end a reservation. A failover that undoes
  * one repeats a delivery but loses nothing acknowledged, so they go on
  * without the replicas' confirmation (counted) rather than hold delivery
- * hostage to a lost replica. Every other write (an add, a schedule, a
- * policy) is answered only once confirmed. */
+ * hostage to a lost replica. Every other write (an add, a delete, a
+ * schedule, a policy) is answered only once confirmed. */
 static int is_delivery(const store_pending *c)
 {
+    if (c->must_confirm)
+        return 0;
     switch (c->fn) {
     case SCRIPT_POP:
     case SCRIPT_REMOVE:

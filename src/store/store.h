@@ -72,6 +72,10 @@ size_t store_fire_id(char *out, size_t outlen, const char *schedule_id, int64_t 
  * store_reply_free), the others are freed by the next batch. */
 void store_batch_begin(dq_store *s);
 void store_batch_call(dq_store *s, dq_script fn, int shard);
+/* Calls begun while on are answered only once the replicas confirmed
+ * them (redis_wait_replicas), whatever their function: a delete, which a
+ * failover must not undo (the job, cancelled, would be delivered). */
+void store_batch_must_confirm(dq_store *s, int on);
 void store_arg(dq_store *s, const char *str, size_t n);
 void store_arg_str(dq_store *s, const char *str);
 void store_arg_int(dq_store *s, int64_t v);

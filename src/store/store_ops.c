@@ -598,7 +598,10 @@ dq_status store_remove(dq_store *s, const char *allow, int finished, const char 
 {
     store_val a[REMOVE_NARGS] = {[REMOVE_ARG_ALLOW] = store_str(allow),
                                  [REMOVE_ARG_KIND] = store_str(finished ? "finished" : "deleted")};
-    return split_ids_call(s, SCRIPT_REMOVE, a, REMOVE_NARGS, ids, n, items, err);
+    store_batch_must_confirm(s, !finished); /* a finish is a delivery, a delete is not */
+    dq_status st = split_ids_call(s, SCRIPT_REMOVE, a, REMOVE_NARGS, ids, n, items, err);
+    store_batch_must_confirm(s, 0);
+    return st;
 }
 
 dq_status store_kick_ids(dq_store *s, const char *allow, const char *const *ids, size_t n,

@@ -826,6 +826,8 @@ class MasterLostWithWait(ClusterTestCase):
                                           for j in delayed]))
         for j in hooks:
             self.assertOk(*d.req("add", topic=t + "-hook", id=j, delay=3, body=j, url=rcv.url()))
+        cancelled = d.one_shard_ids(t + "-cancel", 1, shard=lost_shards[0])[0]
+        self.assertOk(*d.req("add", topic=t + "-cancel", id=cancelled, delay=3600, body=1))
         acked = set(ready) | set(delayed)
         probes = iter(d.one_shard_ids(t + "-p", 400, shard=other))
         before = self.add_latencies(t + "-p", [next(probes) for _ in range(100)])
@@ -877,6 +879,11 @@ class MasterLostWithWait(ClusterTestCase):
         self.assertEqual((st, r.get("code")), (503, "unavailable"), r)
         self.assertIn("shard %d has no replica" % lost_shards[0], r["error"])
         self.assertLess(took, 0.4, "answered at once, not after the WAIT timeout")
+        # A delete is answered like an add: one that a second failure could
+        # undo would deliver a job its producer cancelled.
+        st, r = d.req("delete", id=cancelled)
+        self.assertEqual((st, r.get("code")), (503, "unavailable"), r)
+        self.assertEqual(d.req("get", id=cancelled)[1].get("state"), "delay")
         for _ in range(20):
             st, r = d.req("add", topic=t + "-anyid", body=1)
             self.assertEqual(st, 200, r)
