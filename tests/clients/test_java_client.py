@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR") or os.path.dirname(os.path.dirname(HERE))
@@ -79,6 +80,10 @@ def build(build_dir):
     if r.returncode != 0:
         fail("the Java client did not build (make exit %d)" % r.returncode)
     log("built in %.1f s" % (time.monotonic() - t0))
+    with zipfile.ZipFile(os.path.join(build_dir, "delayq.jar")) as jar:
+        manifest = jar.read("META-INF/MANIFEST.MF").decode()
+    if "Automatic-Module-Name: io.delayq.client" not in manifest.splitlines():
+        fail("the jar's manifest names no module: %r" % manifest)
     return ":".join(os.path.join(build_dir, p) for p in ("delayq.jar", "examples", "tests"))
 
 
