@@ -663,10 +663,13 @@ local function wake_if_earliest(k, due)
     bucket_heads[k] = head
 end
 
+-- A job's due set is where a timer finds it at its due time: a delayed
+-- job's delay set (which its topic's bucket lists in P:bt), a reserved
+-- job's bucket.
 -- Takes job j out of its bucket ('reserved') or its delay set ('delay'),
 -- and a reserved one out of its topic's reserved index. Its bucket's
 -- P:bt score stays: the move corrects it.
-local function bucket_remove(id, j, state)
+local function due_set_remove(id, j, state)
     if state == 'delay' then
         redis.call('ZREM', delay_key(j.t, j.push), id)
     elseif state == 'reserved' then
@@ -682,7 +685,7 @@ end
 -- entries wait for flush(), one ZADD per set and call; only for callers
 -- that read none of these sets again before the end of the call (add,
 -- fire, pop), since until then the job is not in them.
-local function bucket_add(id, j, due, state, batched)
+local function due_set_add(id, j, due, state, batched)
     if state == 'reserved' then
         wake_if_earliest(j.k, due)
         zadd(bucket_key(j.k), num(due), id, not batched)
@@ -1273,7 +1276,7 @@ local function place_job(id, j, seq, stored)
     if j.s == 'ready' then
         enqueue_ready(id, j.t, seq, j.u)
     else
-        bucket_add(id, j, j.d, 'delay', true)
+        due_set_add(id, j, j.d, 'delay', true)
     end
     count(j.t, j.s, 1)
     return j.s
@@ -1323,7 +1326,7 @@ end
 local function replace_job(id, old, f, now, seq)
     write_zadds()
     if old.s == 'delay' then
-        bucket_remove(id, old, old.s)
+        due_set_remove(id, old, old.s)
     else
         unlist(id, old)
     end
@@ -1391,7 +1394,7 @@ local function remove_job(id, j, kind, no_record)
         end
     end
     if state == 'delay' or state == 'reserved' then
-        bucket_remove(id, j, state)
+        due_set_remove(id, j, state)
         if state == 'reserved' then key_reservation_ends(id, topic) end
     else
         unlist(id, j)
@@ -1469,7 +1472,7 @@ local function after_failure(id, j, now, wait)
     local due = now + delay
     j.s, j.d = 'delay', due
     store_job(id, j)
-    bucket_add(id, j, due, 'delay')
+    due_set_add(id, j, due, 'delay')
     move_count(topic, 'reserved', 'delay')
     return 'delay'
 end

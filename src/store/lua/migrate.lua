@@ -117,7 +117,7 @@ local function place_bucket_entry(bk)
             redis.call('ZREM', bk, id)
             -- (layouts 6-8 listed callbacks in the other delay set's key)
             if j.push then redis.call('ZREM', delay_key(j.t, false), id) end
-            bucket_add(id, j, tonumber(score), 'delay', true)
+            due_set_add(id, j, tonumber(score), 'delay', true)
             return true
         end
         if j.s == 'reserved' then zadd(reserved_index(j.t), score, id) end

@@ -61,7 +61,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
                 j.s, j.n, j.d = 'reserved', j.n + 1, due
                 note_delivery(j, now)
                 store_job(id, j)
-                bucket_add(id, j, due, 'reserved', true)
+                due_set_add(id, j, due, 'reserved', true)
                 move_count(topic, 'ready', 'reserved')
                 count(topic, 'popped', 1)
                 out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,

@@ -31,7 +31,7 @@ if outcome == 'ok' or outcome == 'gone' then
 end
 -- after_failure writes them with the new state
 j.la, j.ls, j.le, j.whole = now, ARGV[ARG.status], ARGV[ARG.error], true
-bucket_remove(id, j, 'reserved')
+due_set_remove(id, j, 'reserved')
 -- 'fail' and 'wait' are failed attempts (stats' push_failed)
 count(j.t, 'push_failed', 1)
 local wait = outcome == 'wait' and tonumber(ARGV[ARG.wait_ms]) or nil

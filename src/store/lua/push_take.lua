@@ -116,7 +116,7 @@ while #out < want and looked < budget do
             note_delivery(j, now)
             store_job(id, j)
             redis.call('ZREM', push_index(topic), id)
-            bucket_add(id, j, deadline, 'reserved')
+            due_set_add(id, j, deadline, 'reserved')
             move_count(topic, 'ready', 'reserved')
             count(topic, 'popped', 1)
             if tokens_left[topic] then

@@ -15,7 +15,7 @@ if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 local state, topic = j.s, j.t
 if state == 'reserved' then return redis.error_reply('DQ_CONFLICT reserved') end
 if state == 'delay' then
-    bucket_remove(id, j, state)
+    due_set_remove(id, j, state)
 else
     unlist(id, j)
 end
@@ -31,6 +31,6 @@ if due <= now then
 end
 j.s, j.d = 'delay', due
 store_job(id, j)
-bucket_add(id, j, due, 'delay')
+due_set_add(id, j, due, 'delay')
 move_count(topic, state, 'delay')
 return reply{state = 'delay', due = due}

@@ -13,5 +13,5 @@ if conflict then return conflict end
 local due = now_ms() + j.ttr
 j.d = due
 store_job(id, j)
-bucket_add(id, j, due, 'reserved')
+due_set_add(id, j, due, 'reserved')
 return due
