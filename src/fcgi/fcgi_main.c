@@ -18,7 +18,7 @@
 #include "fcgi/wake_claims.h"
 #include "fcgi/worker.h"
 #include "protocol/auth.h"
-#include "store/daemon.h"
+#include "daemon/daemon.h"
 #include "store/store_migrate.h"
 #include "store/store_ops.h"
 #include "store/store_replicas.h"

@@ -1,7 +1,7 @@
 /* delayq-push: delivers the jobs that have a callback URL by POSTing them.
  * Run one or more, on any hosts: each reserves the jobs it sends. */
 #include "push/push.h"
-#include "store/daemon.h"
+#include "daemon/daemon.h"
 
 int main(int argc, char **argv)
 {

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,6 @@
 #include "store/lua_library.inc"
 #include "store/store_conn.h"
 #include "store/store_errors.h"
-#include "store/store_migrate.h"
 #include "store/store_replicas.h"
 #include "store/store_sentinel.h"
 #include "store/store_slots.h"
@@ -837,6 +837,16 @@ static void refuse_unconfirmable(dq_store *s)
     }
 }
 
+/* Logs why a function refused the data's layout, once per process: every
+ * call answers the same (503) until the data is migrated. */
+static void layout_refusal_log_once(const char *why)
+{
+    static atomic_int logged;
+    if (!atomic_exchange(&logged, 1))
+        log_error("Redis refuses delayq's functions: %s (docs/OPERATIONS.md, \"Upgrading without "
+                  "losing jobs\"); every request answers 503 until then", why);
+}
+
 /* What an error reply means for call c on node i: done with a status, or
  * sent again in the next round (a redirection, "try again", a missing
  * library). */
@@ -912,7 +922,7 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
             set_cause(n, "Redis at %s wants credentials: AUTH failed (%s); set redis_password",
                       conn_where(&spec, at, sizeof at), r->str);
         else if (store_error_is_layout(r->str, r->len))
-            store_layout_log_once(c->detail);
+            layout_refusal_log_once(c->detail);
         else
             log_warn("redis refused %s: %s", lua_functions[c->fn].name, r->str);
     } else if (c->status == DQ_INTERNAL) {

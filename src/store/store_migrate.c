@@ -2,7 +2,6 @@
  * store_migrate.h). */
 #include "store/store_migrate.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -10,14 +9,6 @@
 #include "common/log.h"
 
 #define MIGRATE_STEP 1000 /* list entries or jobs per call: a few ms of Redis */
-
-void store_layout_log_once(const char *why)
-{
-    static atomic_int logged;
-    if (!atomic_exchange(&logged, 1))
-        log_error("Redis refuses delayq's functions: %s (docs/OPERATIONS.md, \"Upgrading without "
-                  "losing jobs\"); every request answers 503 until then", why);
-}
 
 dq_status store_layout_read(dq_store *s, store_layout_info *info)
 {

@@ -30,10 +30,6 @@ dq_status store_migrate_step(dq_store *s, int shard, int limit, int *done, char 
  * logged every few seconds. Returns the exit status (0 when done). */
 int store_migrate_run(const dq_config *cfg);
 
-/* Logs why a function refused the data's layout, once per process: every
- * call answers the same (503) until the data is migrated. */
-void store_layout_log_once(const char *why);
-
 /* At start: 1 (logged) when the data is of a newer layout than this
  * delayq knows, so it must not run. Data of an older layout is logged
  * (requests answer 503 until migrated); data at the known layout that

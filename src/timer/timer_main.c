@@ -1,6 +1,6 @@
 /* delayq-timer: moves due jobs from the delay buckets to the ready queues.
  * Run one or more, on any hosts; they share the buckets through Redis locks. */
-#include "store/daemon.h"
+#include "daemon/daemon.h"
 #include "timer/timer.h"
 
 int main(int argc, char **argv)

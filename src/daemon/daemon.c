@@ -1,5 +1,5 @@
 /* daemon: shared start-up of the delayq processes (see daemon.h). */
-#include "store/daemon.h"
+#include "daemon/daemon.h"
 
 #include <signal.h>
 #include <stdlib.h>
