@@ -663,10 +663,10 @@ static dq_response handle_unschedule(call_ctx *c)
     return answer(DQ_OK);
 }
 
-/* The upcoming fires of a schedule: its stored next fire and those after. */
-static void put_upcoming(call_ctx *c, const store_schedule *sc, int n)
+/* The upcoming fires of a schedule (s): its stored next fire and those
+ * after, at most n. Returns how many. */
+static int schedule_upcoming(const store_schedule *sc, int n, int64_t *fires)
 {
-    int64_t fires[DQ_PREVIEW_MAX];
     int found = 0;
     char why[256];
     dq_tz *tz = tz_load(sc->tz, why, sizeof why);
@@ -676,44 +676,9 @@ static void put_upcoming(call_ctx *c, const store_schedule *sc, int n)
                      sizeof why) == 0)
         found = sched_upcoming(&def, sc->next_ms / 1000 - 1, fires, n);
     tz_free(tz);
-    buf_puts(c->out, ",\"upcoming\":[");
-    for (int i = 0; i < found; i++)
-        buf_printf(c->out, "%s%lld", i ? "," : "", (long long)fires[i] * 1000);
-    buf_putc(c->out, ']');
+    return found;
 }
 
-static void put_schedule(call_ctx *c, const store_schedule *sc)
-{
-    dq_buf *out = c->out;
-    buf_puts(out, "{\"id\":");
-    buf_put_json_string(out, sc->id, sc->id_len);
-    buf_puts(out, ",\"topic\":");
-    buf_put_json_string(out, sc->topic ? sc->topic : "", sc->topic_len);
-    if (sc->cron) {
-        buf_puts(out, ",\"cron\":");
-        buf_put_json_string(out, sc->cron, strlen(sc->cron));
-    } else {
-        buf_printf(out, ",\"every\":%lld", (long long)sc->every_s);
-    }
-    buf_puts(out, ",\"tz\":");
-    buf_put_json_string(out, sc->tz ? sc->tz : "UTC", sc->tz ? strlen(sc->tz) : 3);
-    reply_int_or_null(out, "next", sc->next_ms);
-    reply_int_or_null(out, "last", sc->last_ms);
-    buf_printf(out, ",\"missed\":%lld", (long long)sc->missed);
-    reply_int_or_null(out, "start", sc->start_s);
-    reply_int_or_null(out, "end", sc->end_s);
-    buf_puts(out, ",\"ttr\":");
-    buf_put_seconds(out, sc->ttr_ms);
-    reply_int_or_null(out, "retries", sc->retries);
-    buf_printf(out, ",\"created\":%lld", (long long)sc->created_ms);
-    if (sc->body) {
-        buf_puts(out, ",\"body\":");
-        buf_append(out, sc->body, sc->body_len);
-    }
-    if (c->req->preview > 0)
-        put_upcoming(c, sc, c->req->preview);
-    buf_putc(out, '}');
-}
 
 static dq_response handle_schedules(call_ctx *c)
 {
@@ -730,7 +695,9 @@ static dq_response handle_schedules(call_ctx *c)
     for (size_t i = 0; i < list.n; i++) {
         if (i)
             buf_putc(c->out, ',');
-        put_schedule(c, &list.list[i]);
+        int64_t fires[DQ_PREVIEW_MAX];
+        int n = req->preview > 0 ? schedule_upcoming(&list.list[i], req->preview, fires) : -1;
+        reply_schedule(c->out, &list.list[i], fires, n);
     }
     buf_puts(c->out, "]}");
     store_schedules_free(&list);
@@ -855,22 +822,6 @@ static dq_response handle_policies(call_ctx *c)
 /* stats / metrics / health                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* A topic's figures, or the totals (t NULL: no "paused"). */
-static void put_stats_object(dq_buf *out, const int64_t *v, const store_topic_stats *t)
-{
-    static const int64_t none[STORE_NSTATS];
-    if (!v)
-        v = none;
-    buf_putc(out, '{');
-    for (int f = 0; f < STORE_NSTATS; f++)
-        buf_printf(out, "%s\"%s\":%lld", f ? "," : "", store_stat_names[f], (long long)v[f]);
-    if (t)
-        buf_printf(out, ",\"paused\":%s", t->paused ? "true" : "false");
-    if (t && t->limited)
-        buf_printf(out, ",\"throttled\":%lld,\"keys_waiting\":%lld", (long long)t->throttled,
-                   (long long)t->keys_waiting);
-    buf_putc(out, '}');
-}
 
 static dq_response handle_stats(call_ctx *c)
 {
@@ -887,13 +838,13 @@ static dq_response handle_stats(call_ctx *c)
             buf_putc(c->out, ',');
         buf_put_json_string(c->out, st.topics[i].name, st.topics[i].name_len);
         buf_putc(c->out, ':');
-        put_stats_object(c->out, st.topics[i].v, &st.topics[i]);
+        reply_stats_object(c->out, st.topics[i].v, &st.topics[i]);
     }
     buf_puts(c->out, "},\"total\":");
     if (req->ntopics)
-        put_stats_object(c->out, st.n ? st.topics[0].v : NULL, NULL);
+        reply_stats_object(c->out, st.n ? st.topics[0].v : NULL, NULL);
     else
-        put_stats_object(c->out, st.totals, NULL);
+        reply_stats_object(c->out, st.totals, NULL);
     if (!req->ntopics) {
         buf_puts(c->out, ",\"cursor\":");
         if (st.next_cursor)
@@ -945,28 +896,6 @@ static dq_response handle_metrics(call_ctx *c)
     return (dq_response){DQ_OK, 1, 0, 0};
 }
 
-/* The stored layout of the deployment's data (its oldest shard's; the one
- * this delayq writes while no shard holds any; null when Redis did not
- * say). When it is not the one this delayq uses, "layout_known" gives
- * that and "layout_error" what to do. */
-static void put_layout(dq_buf *out, dq_store *store)
-{
-    store_layout_info info;
-    if (store_layout_read(store, &info) != DQ_OK) {
-        buf_puts(out, ",\"layout\":null");
-        return;
-    }
-    int stored = info.highest > info.known ? info.highest : info.lowest ? info.lowest : info.known;
-    buf_printf(out, ",\"layout\":%d", stored);
-    if (stored != info.known)
-        buf_printf(out, ",\"layout_known\":%d", info.known);
-    if (stored < info.known)
-        buf_puts(out, ",\"layout_error\":\"data of an older stored layout: requests answer 503 "
-                      "until 'delayq-fcgi --migrate' converts it\"");
-    else if (stored > info.known)
-        buf_puts(out, ",\"layout_error\":\"data of a newer stored layout than this delayq "
-                      "knows: run the release that wrote it\"");
-}
 
 /* With redis_wait_replicas: the shards whose master has fewer replicas
  * ("short_of_replicas": [{"shard","replicas"}], replicas -1 when its
@@ -1003,7 +932,8 @@ static dq_response handle_health(call_ctx *c)
             buf_printf(c->out, ",\"warning\":\"%d of the Redis Cluster's %d masters serve none of "
                                "this deployment's %d shards and hold none of its jobs\"",
                        masters - used, masters, store_shards(c->h->store));
-        put_layout(c->out, c->h->store);
+        store_layout_info layout;
+        reply_layout(c->out, store_layout_read(c->h->store, &layout) == DQ_OK ? &layout : NULL);
         put_replicas(c->out, c->h->store, c->h->cfg->redis_wait_replicas);
         buf_putc(c->out, '}');
         return answer(DQ_OK);

@@ -91,14 +91,14 @@ static void put_replica_metrics(dq_buf *out, const prometheus_figures *f)
                     "outcomes answered without the confirmation of redis_wait_replicas "
                     "replicas.\n# TYPE delayq_unconfirmed_writes_total counter\n"
                     "delayq_unconfirmed_writes_total %llu\n", (unsigned long long)f->unconfirmed);
-    if (!f->wait_replicas)
-        return;
-    int short_shards = 0;
-    buf_puts(out, "# HELP delayq_shard_replicas Replicas online of each shard's master (-1: "
-                  "its master did not answer).\n# TYPE delayq_shard_replicas gauge\n");
-    for (int k = 0; k < f->shards; k++) {
-        buf_printf(out, "delayq_shard_replicas{shard=\"%d\"} %d\n", k, f->replicas[k]);
-        short_shards += f->replicas[k] >= 0 && f->replicas[k] < f->wait_replicas;
+    int short_shards = 0; /* none without redis_wait_replicas: none is asked for */
+    if (f->wait_replicas) {
+        buf_puts(out, "# HELP delayq_shard_replicas Replicas online of each shard's master (-1: "
+                      "its master did not answer).\n# TYPE delayq_shard_replicas gauge\n");
+        for (int k = 0; k < f->shards; k++) {
+            buf_printf(out, "delayq_shard_replicas{shard=\"%d\"} %d\n", k, f->replicas[k]);
+            short_shards += f->replicas[k] >= 0 && f->replicas[k] < f->wait_replicas;
+        }
     }
     buf_printf(out, "# HELP delayq_shards_short_of_replicas Shards whose master has fewer "
                     "replicas than redis_wait_replicas: their adds answer 503.\n"

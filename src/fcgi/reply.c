@@ -316,3 +316,77 @@ void reply_results_end(dq_buf *out)
 {
     buf_puts(out, "]}");
 }
+
+void reply_schedule(dq_buf *out, const store_schedule *sc, const int64_t *upcoming, int n)
+{
+    buf_puts(out, "{\"id\":");
+    buf_put_json_string(out, sc->id, sc->id_len);
+    buf_puts(out, ",\"topic\":");
+    buf_put_json_string(out, sc->topic ? sc->topic : "", sc->topic_len);
+    if (sc->cron) {
+        buf_puts(out, ",\"cron\":");
+        buf_put_json_string(out, sc->cron, strlen(sc->cron));
+    } else {
+        buf_printf(out, ",\"every\":%lld", (long long)sc->every_s);
+    }
+    buf_puts(out, ",\"tz\":");
+    buf_put_json_string(out, sc->tz ? sc->tz : "UTC", sc->tz ? strlen(sc->tz) : 3);
+    reply_int_or_null(out, "next", sc->next_ms);
+    reply_int_or_null(out, "last", sc->last_ms);
+    buf_printf(out, ",\"missed\":%lld", (long long)sc->missed);
+    reply_int_or_null(out, "start", sc->start_s);
+    reply_int_or_null(out, "end", sc->end_s);
+    buf_puts(out, ",\"ttr\":");
+    buf_put_seconds(out, sc->ttr_ms);
+    reply_int_or_null(out, "retries", sc->retries);
+    buf_printf(out, ",\"created\":%lld", (long long)sc->created_ms);
+    if (sc->body) {
+        buf_puts(out, ",\"body\":");
+        buf_append(out, sc->body, sc->body_len);
+    }
+    if (n >= 0) {
+        buf_puts(out, ",\"upcoming\":[");
+        for (int i = 0; i < n; i++)
+            buf_printf(out, "%s%lld", i ? "," : "", (long long)upcoming[i] * 1000);
+        buf_putc(out, ']');
+    }
+    buf_putc(out, '}');
+}
+
+void reply_stats_object(dq_buf *out, const int64_t *v, const store_topic_stats *t)
+{
+    static const int64_t none[STORE_NSTATS];
+    if (!v)
+        v = none;
+    buf_putc(out, '{');
+    for (int f = 0; f < STORE_NSTATS; f++)
+        buf_printf(out, "%s\"%s\":%lld", f ? "," : "", store_stat_names[f], (long long)v[f]);
+    if (t)
+        buf_printf(out, ",\"paused\":%s", t->paused ? "true" : "false");
+    if (t && t->limited)
+        buf_printf(out, ",\"throttled\":%lld,\"keys_waiting\":%lld", (long long)t->throttled,
+                   (long long)t->keys_waiting);
+    buf_putc(out, '}');
+}
+
+void reply_layout(dq_buf *out, const store_layout_info *info)
+{
+    if (!info) {
+        buf_puts(out, ",\"layout\":null");
+        return;
+    }
+    int stored = info->known; /* no shard holds any yet */
+    if (info->highest > info->known)
+        stored = info->highest;
+    else if (info->lowest)
+        stored = info->lowest;
+    buf_printf(out, ",\"layout\":%d", stored);
+    if (stored != info->known)
+        buf_printf(out, ",\"layout_known\":%d", info->known);
+    if (stored < info->known)
+        buf_puts(out, ",\"layout_error\":\"data of an older stored layout: requests answer 503 "
+                      "until 'delayq-fcgi --migrate' converts it\"");
+    else if (stored > info->known)
+        buf_puts(out, ",\"layout_error\":\"data of a newer stored layout than this delayq "
+                      "knows: run the release that wrote it\"");
+}

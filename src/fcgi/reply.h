@@ -8,6 +8,7 @@
 
 #include "common/buf.h"
 #include "common/status.h"
+#include "store/store_migrate.h"
 #include "store/store_ops.h"
 
 /* {"success":false,"error":msg,"code":..}; replaces what out held. */
@@ -55,5 +56,17 @@ void reply_policy_fields(dq_buf *out, const store_policy *p);
 
 /* "key":"<s>" with s escaped. */
 void reply_key_string(dq_buf *out, const char *key, const char *s, size_t n);
+
+/* A schedule as `schedules` lists it, with "upcoming" (its next n fires,
+ * seconds since the epoch) when n >= 0. */
+void reply_schedule(dq_buf *out, const store_schedule *sc, const int64_t *upcoming, int n);
+/* A topic's figures, or the totals (t NULL: no "paused"; v NULL: zeros). */
+void reply_stats_object(dq_buf *out, const int64_t *v, const store_topic_stats *t);
+/* ,"layout":n: the stored layout of the deployment's data (its newest
+ * shard's when newer than this delayq knows, else its oldest's; the one
+ * this delayq writes while no shard holds any; null when Redis did not
+ * say: info NULL). When it is not the one this delayq uses,
+ * "layout_known" gives that and "layout_error" what to do. */
+void reply_layout(dq_buf *out, const store_layout_info *info);
 
 #endif

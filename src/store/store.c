@@ -1582,22 +1582,22 @@ void store_reply_free(store_reply *r)
         freeReplyObject(r);
 }
 
-int reply_is_nil(const store_reply *r)
+int store_reply_nil(const store_reply *r)
 {
     return !r || r->type == REDIS_REPLY_NIL;
 }
 
-size_t reply_len(const store_reply *r)
+size_t store_reply_len(const store_reply *r)
 {
     return r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
 }
 
-const store_reply *reply_at(const store_reply *r, size_t i)
+const store_reply *store_reply_at(const store_reply *r, size_t i)
 {
-    return i < reply_len(r) ? r->element[i] : NULL;
+    return i < store_reply_len(r) ? r->element[i] : NULL;
 }
 
-const char *reply_str(const store_reply *r, size_t *n)
+const char *store_reply_str(const store_reply *r, size_t *n)
 {
     if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) {
         if (n)
@@ -1609,7 +1609,7 @@ const char *reply_str(const store_reply *r, size_t *n)
     return r->str;
 }
 
-int64_t reply_int(const store_reply *r)
+int64_t store_reply_int(const store_reply *r)
 {
     if (!r || r->type == REDIS_REPLY_NIL)
         return -1;

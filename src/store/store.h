@@ -160,14 +160,15 @@ int store_sub_open_now(const dq_store *s);
  * unanswered, so a node that froze or was cut off is noticed. */
 int store_sub_wait_ms(const dq_store *s);
 
-/* Reply access, for store_ops.c. */
+/* Reading a Redis reply (store_ops.c). The reply_* functions of
+ * src/fcgi/reply.c are another thing: they write the JSON answers. */
 void store_reply_free(store_reply *r);
-int reply_is_nil(const store_reply *r);
-size_t reply_len(const store_reply *r);
-const store_reply *reply_at(const store_reply *r, size_t i);
+int store_reply_nil(const store_reply *r);
+size_t store_reply_len(const store_reply *r);
+const store_reply *store_reply_at(const store_reply *r, size_t i);
 /* String value (also for status replies); *n gets its length. NULL if not a string. */
-const char *reply_str(const store_reply *r, size_t *n);
+const char *store_reply_str(const store_reply *r, size_t *n);
 /* Integer value; strings holding integers are parsed; -1 for nil. */
-int64_t reply_int(const store_reply *r);
+int64_t store_reply_int(const store_reply *r);
 
 #endif

@@ -20,14 +20,14 @@ dq_status store_layout_read(dq_store *s, store_layout_info *info)
         dq_status st = store_batch_result(s, (size_t)k, &r, NULL, 0);
         if (st != DQ_OK)
             return st;
-        int layout = (int)reply_int(reply_at(r, LAYOUT_REPLY_STORED));
-        info->known = (int)reply_int(reply_at(r, LAYOUT_REPLY_KNOWN));
+        int layout = (int)store_reply_int(store_reply_at(r, LAYOUT_REPLY_STORED));
+        info->known = (int)store_reply_int(store_reply_at(r, LAYOUT_REPLY_KNOWN));
         if (layout > 0) {
             if (!info->lowest || layout < info->lowest)
                 info->lowest = layout;
             if (layout > info->highest)
                 info->highest = layout;
-            if (layout == info->known && reply_int(reply_at(r, LAYOUT_REPLY_RECORDED)) == 0)
+            if (layout == info->known && store_reply_int(store_reply_at(r, LAYOUT_REPLY_RECORDED)) == 0)
                 info->unrecorded++;
         }
         store_reply_free(r);
@@ -44,8 +44,8 @@ dq_status store_migrate_step(dq_store *s, int shard, int limit, int *done, char 
     store_reply *r = NULL;
     dq_status st = store_run(s, &r, what, whatlen);
     if (st == DQ_OK) {
-        *done = reply_int(reply_at(r, MIGRATE_REPLY_DONE)) == 1;
-        const char *w = reply_str(reply_at(r, MIGRATE_REPLY_LEFT), NULL);
+        *done = store_reply_int(store_reply_at(r, MIGRATE_REPLY_DONE)) == 1;
+        const char *w = store_reply_str(store_reply_at(r, MIGRATE_REPLY_LEFT), NULL);
         snprintf(what, whatlen, "%s", w ? w : "");
     }
     store_reply_free(r);

@@ -146,7 +146,7 @@ int store_items_partly_done(const store_item *items, size_t n)
 static void read_item(const store_reply *e, store_item *it)
 {
     size_t len;
-    const char *v = reply_str(e, &len);
+    const char *v = store_reply_str(e, &len);
     /* add's upserts answer "replaced" for a job replaced, "ok" created */
     it->replaced = v && len == 8 && memcmp(v, "replaced", 8) == 0;
     if (it->replaced) {
@@ -179,7 +179,7 @@ static dq_status read_split_items(dq_store *s, const by_shard *g, store_item *it
             it->status = st;
             if (st != DQ_OK)
                 continue;
-            read_item(reply_at(r, j - from), it);
+            read_item(store_reply_at(r, j - from), it);
         }
         store_reply_free(r);
         if (worse(st, result) != result) {
@@ -202,11 +202,11 @@ static int read_layout(dq_store *s, long *buckets, long *shards)
     store_reply *r = NULL;
     if (store_run(s, &r, NULL, 0) != DQ_OK)
         return -1;
-    const store_reply *b = reply_at(r, LAYOUT_REPLY_BUCKETS), *n = reply_at(r, LAYOUT_REPLY_SHARDS);
-    int known = !reply_is_nil(b);
+    const store_reply *b = store_reply_at(r, LAYOUT_REPLY_BUCKETS), *n = store_reply_at(r, LAYOUT_REPLY_SHARDS);
+    int known = !store_reply_nil(b);
     if (known) {
-        *buckets = (long)reply_int(b);
-        *shards = reply_is_nil(n) ? 1 : (long)reply_int(n);
+        *buckets = (long)store_reply_int(b);
+        *shards = store_reply_nil(n) ? 1 : (long)store_reply_int(n);
     }
     store_reply_free(r);
     return known;
@@ -256,9 +256,9 @@ static long claim_shards(const dq_config *cfg, int shards)
     long recorded = -1;
     const store_reply *n = NULL;
     if (store_run(s, &r, NULL, 0) == DQ_OK)
-        n = reply_at(r, LAYOUT_CLAIM_REPLY_SHARDS);
-    if (n && !reply_is_nil(n))
-        recorded = (long)reply_int(n);
+        n = store_reply_at(r, LAYOUT_CLAIM_REPLY_SHARDS);
+    if (n && !store_reply_nil(n))
+        recorded = (long)store_reply_int(n);
     store_reply_free(r);
     store_free(s);
     return recorded;
@@ -441,7 +441,7 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
     for (size_t c = 0; c < calls; c++) {
         store_reply *r = NULL;
         if (store_batch_result(s, c, &r, NULL, 0) == DQ_OK)
-            back += reply_int(r);
+            back += store_reply_int(r);
         store_reply_free(r);
     }
     log_warn("%" PRId64 " of %zu reserved jobs ready again at once, uncounted, as %s; any other "
@@ -501,14 +501,14 @@ dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
 
 static void read_popped(const store_reply *e, store_job *j)
 {
-    j->id = reply_str(reply_at(e, POP_JOB_ID), &j->id_len);
-    j->topic = reply_str(reply_at(e, POP_JOB_TOPIC), &j->topic_len);
-    j->body = reply_str(reply_at(e, POP_JOB_BODY), &j->body_len);
-    j->attempts = reply_int(reply_at(e, POP_JOB_ATTEMPTS));
-    j->ttr_ms = reply_int(reply_at(e, POP_JOB_TTR_MS));
-    j->key = reply_str(reply_at(e, POP_JOB_KEY), &j->key_len);
-    j->traceparent = reply_str(reply_at(e, POP_JOB_TRACEPARENT), &j->traceparent_len);
-    j->tracestate = reply_str(reply_at(e, POP_JOB_TRACESTATE), &j->tracestate_len);
+    j->id = store_reply_str(store_reply_at(e, POP_JOB_ID), &j->id_len);
+    j->topic = store_reply_str(store_reply_at(e, POP_JOB_TOPIC), &j->topic_len);
+    j->body = store_reply_str(store_reply_at(e, POP_JOB_BODY), &j->body_len);
+    j->attempts = store_reply_int(store_reply_at(e, POP_JOB_ATTEMPTS));
+    j->ttr_ms = store_reply_int(store_reply_at(e, POP_JOB_TTR_MS));
+    j->key = store_reply_str(store_reply_at(e, POP_JOB_KEY), &j->key_len);
+    j->traceparent = store_reply_str(store_reply_at(e, POP_JOB_TRACEPARENT), &j->traceparent_len);
+    j->tracestate = store_reply_str(store_reply_at(e, POP_JOB_TRACESTATE), &j->tracestate_len);
     j->state = "reserved";
 }
 
@@ -532,14 +532,14 @@ dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *
         it->status = st;
         if (st != DQ_OK)
             continue;
-        read_item(reply_at(reply_at(r, POP_REPLY_FINISHED), i), it);
+        read_item(store_reply_at(store_reply_at(r, POP_REPLY_FINISHED), i), it);
     }
     if (st != DQ_OK)
         return st;
-    note_token_wait(out, reply_int(reply_at(r, POP_REPLY_TOKEN_WAIT_MS)));
-    for (size_t i = POP_REPLY_NFIELDS; i < reply_len(r); i++) {
+    note_token_wait(out, store_reply_int(store_reply_at(r, POP_REPLY_TOKEN_WAIT_MS)));
+    for (size_t i = POP_REPLY_NFIELDS; i < store_reply_len(r); i++) {
         store_job *j = next_job(out);
-        read_popped(reply_at(r, i), j);
+        read_popped(store_reply_at(r, i), j);
         j->shard = shard;
     }
     keep_reply(&out->replies, &out->nreplies, r);
@@ -557,7 +557,7 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
         store_reply *r = NULL;
         dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
         for (size_t t = 0; t < ntopics; t++)
-            counts[(size_t)k * ntopics + t] = st == DQ_OK ? reply_int(reply_at(r, t)) : -1;
+            counts[(size_t)k * ntopics + t] = st == DQ_OK ? store_reply_int(store_reply_at(r, t)) : -1;
         if (st == DQ_OK)
             result = DQ_OK;
         else if (result != DQ_OK)
@@ -645,44 +645,44 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
 /* A job as common.lua's job_view answers it. */
 static void read_job_view(const store_reply *r, store_job *j)
 {
-    j->state = reply_str(reply_at(r, JOB_VIEW_STATE), NULL);
-    j->topic = reply_str(reply_at(r, JOB_VIEW_TOPIC), &j->topic_len);
-    j->body = reply_str(reply_at(r, JOB_VIEW_BODY), &j->body_len);
-    j->due = reply_int(reply_at(r, JOB_VIEW_DUE));
-    j->ttr_ms = reply_int(reply_at(r, JOB_VIEW_TTR_MS));
-    j->attempts = reply_int(reply_at(r, JOB_VIEW_ATTEMPTS));
-    j->retries = reply_int(reply_at(r, JOB_VIEW_RETRIES));
-    j->created = reply_int(reply_at(r, JOB_VIEW_CREATED));
-    j->backoff = reply_str(reply_at(r, JOB_VIEW_BACKOFF), &j->backoff_len);
-    j->url = reply_str(reply_at(r, JOB_VIEW_URL), &j->url_len);
-    j->cb_timeout_ms = reply_int(reply_at(r, JOB_VIEW_TIMEOUT_MS));
-    j->last_at = reply_int(reply_at(r, JOB_VIEW_LAST_AT));
-    j->last_status = reply_int(reply_at(r, JOB_VIEW_LAST_STATUS));
-    j->last_error = reply_str(reply_at(r, JOB_VIEW_LAST_ERROR), &j->last_error_len);
-    j->key = reply_str(reply_at(r, JOB_VIEW_KEY), &j->key_len);
-    j->traceparent = reply_str(reply_at(r, JOB_VIEW_TRACEPARENT), &j->traceparent_len);
-    j->tracestate = reply_str(reply_at(r, JOB_VIEW_TRACESTATE), &j->tracestate_len);
-    j->ended = reply_int(reply_at(r, JOB_VIEW_ENDED));
-    j->first_delivered = reply_int(reply_at(r, JOB_VIEW_FIRST_DELIVERED));
-    const store_reply *log = reply_at(r, JOB_VIEW_DELIVERIES);
-    j->deliveries = reply_len(log) > 0 ? log : NULL;
+    j->state = store_reply_str(store_reply_at(r, JOB_VIEW_STATE), NULL);
+    j->topic = store_reply_str(store_reply_at(r, JOB_VIEW_TOPIC), &j->topic_len);
+    j->body = store_reply_str(store_reply_at(r, JOB_VIEW_BODY), &j->body_len);
+    j->due = store_reply_int(store_reply_at(r, JOB_VIEW_DUE));
+    j->ttr_ms = store_reply_int(store_reply_at(r, JOB_VIEW_TTR_MS));
+    j->attempts = store_reply_int(store_reply_at(r, JOB_VIEW_ATTEMPTS));
+    j->retries = store_reply_int(store_reply_at(r, JOB_VIEW_RETRIES));
+    j->created = store_reply_int(store_reply_at(r, JOB_VIEW_CREATED));
+    j->backoff = store_reply_str(store_reply_at(r, JOB_VIEW_BACKOFF), &j->backoff_len);
+    j->url = store_reply_str(store_reply_at(r, JOB_VIEW_URL), &j->url_len);
+    j->cb_timeout_ms = store_reply_int(store_reply_at(r, JOB_VIEW_TIMEOUT_MS));
+    j->last_at = store_reply_int(store_reply_at(r, JOB_VIEW_LAST_AT));
+    j->last_status = store_reply_int(store_reply_at(r, JOB_VIEW_LAST_STATUS));
+    j->last_error = store_reply_str(store_reply_at(r, JOB_VIEW_LAST_ERROR), &j->last_error_len);
+    j->key = store_reply_str(store_reply_at(r, JOB_VIEW_KEY), &j->key_len);
+    j->traceparent = store_reply_str(store_reply_at(r, JOB_VIEW_TRACEPARENT), &j->traceparent_len);
+    j->tracestate = store_reply_str(store_reply_at(r, JOB_VIEW_TRACESTATE), &j->tracestate_len);
+    j->ended = store_reply_int(store_reply_at(r, JOB_VIEW_ENDED));
+    j->first_delivered = store_reply_int(store_reply_at(r, JOB_VIEW_FIRST_DELIVERED));
+    const store_reply *log = store_reply_at(r, JOB_VIEW_DELIVERIES);
+    j->deliveries = store_reply_len(log) > 0 ? log : NULL;
 }
 
 size_t store_job_ndeliveries(const store_job *j)
 {
-    return reply_len(j->deliveries);
+    return store_reply_len(j->deliveries);
 }
 
 void store_job_delivery(const store_job *j, size_t i, store_delivery *out)
 {
-    const store_reply *e = reply_at(j->deliveries, i);
-    out->at = reply_int(reply_at(e, DELIVERY_AT));
-    out->status = reply_int(reply_at(e, DELIVERY_STATUS));
-    out->ms = reply_int(reply_at(e, DELIVERY_MS));
-    out->error = reply_str(reply_at(e, DELIVERY_ERROR), &out->error_len);
-    out->response = reply_str(reply_at(e, DELIVERY_RESPONSE), &out->response_len);
-    out->decision = reply_str(reply_at(e, DELIVERY_DECISION), NULL);
-    out->retry_at = reply_int(reply_at(e, DELIVERY_RETRY_AT));
+    const store_reply *e = store_reply_at(j->deliveries, i);
+    out->at = store_reply_int(store_reply_at(e, DELIVERY_AT));
+    out->status = store_reply_int(store_reply_at(e, DELIVERY_STATUS));
+    out->ms = store_reply_int(store_reply_at(e, DELIVERY_MS));
+    out->error = store_reply_str(store_reply_at(e, DELIVERY_ERROR), &out->error_len);
+    out->response = store_reply_str(store_reply_at(e, DELIVERY_RESPONSE), &out->response_len);
+    out->decision = store_reply_str(store_reply_at(e, DELIVERY_DECISION), NULL);
+    out->retry_at = store_reply_int(store_reply_at(e, DELIVERY_RETRY_AT));
 }
 
 int store_job_is_record(const store_job *j)
@@ -704,8 +704,8 @@ static int job_pos_cmp(const void *a, const void *b)
  * (last_score, last_id), beyond which it saw nothing. */
 static int shard_walk_end(const store_reply *r, store_job *end)
 {
-    end->id = reply_str(reply_at(r, JOBS_REPLY_LAST_ID), &end->id_len);
-    end->pos = reply_int(reply_at(r, JOBS_REPLY_LAST_SCORE));
+    end->id = store_reply_str(store_reply_at(r, JOBS_REPLY_LAST_ID), &end->id_len);
+    end->pos = store_reply_int(store_reply_at(r, JOBS_REPLY_LAST_SCORE));
     return end->id != NULL;
 }
 
@@ -749,16 +749,16 @@ dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, con
             return st; /* a page missing a shard would skip its jobs */
         }
         store_job end;
-        if (reply_int(reply_at(r, JOBS_REPLY_MORE)) == 1 && shard_walk_end(r, &end) &&
+        if (store_reply_int(store_reply_at(r, JOBS_REPLY_MORE)) == 1 && shard_walk_end(r, &end) &&
             (!bounded++ || job_pos_cmp(&end, &bound) < 0))
             bound = end;
-        for (size_t i = JOBS_REPLY_NFIELDS; i + JOBS_ENTRY_NFIELDS <= reply_len(r);
+        for (size_t i = JOBS_REPLY_NFIELDS; i + JOBS_ENTRY_NFIELDS <= store_reply_len(r);
              i += JOBS_ENTRY_NFIELDS) {
             store_job *j = next_job(out);
-            j->id = reply_str(reply_at(r, i + JOBS_ENTRY_ID), &j->id_len);
-            j->pos = reply_int(reply_at(r, i + JOBS_ENTRY_SCORE));
+            j->id = store_reply_str(store_reply_at(r, i + JOBS_ENTRY_ID), &j->id_len);
+            j->pos = store_reply_int(store_reply_at(r, i + JOBS_ENTRY_SCORE));
             j->shard = k;
-            read_job_view(reply_at(r, i + JOBS_ENTRY_VIEW), j);
+            read_job_view(store_reply_at(r, i + JOBS_ENTRY_VIEW), j);
             if (!j->id)
                 out->n--;
         }
@@ -789,9 +789,9 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
-        const char *v = reply_str(reply_at(r, RESCHEDULE_REPLY_STATE), NULL);
+        const char *v = store_reply_str(store_reply_at(r, RESCHEDULE_REPLY_STATE), NULL);
         snprintf(state, STORE_STATE_MAX, "%s", v ? v : "");
-        *due = reply_int(reply_at(r, RESCHEDULE_REPLY_DUE));
+        *due = store_reply_int(store_reply_at(r, RESCHEDULE_REPLY_DUE));
     }
     store_reply_free(r);
     return st;
@@ -800,15 +800,15 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
 /* One job of push_take's reply. */
 static void read_taken(const store_reply *e, store_job *j)
 {
-    j->id = reply_str(reply_at(e, PUSH_TAKE_JOB_ID), &j->id_len);
-    j->topic = reply_str(reply_at(e, PUSH_TAKE_JOB_TOPIC), &j->topic_len);
-    j->body = reply_str(reply_at(e, PUSH_TAKE_JOB_BODY), &j->body_len);
-    j->url = reply_str(reply_at(e, PUSH_TAKE_JOB_URL), &j->url_len);
-    j->key = reply_str(reply_at(e, PUSH_TAKE_JOB_KEY), &j->key_len);
-    j->traceparent = reply_str(reply_at(e, PUSH_TAKE_JOB_TRACEPARENT), &j->traceparent_len);
-    j->tracestate = reply_str(reply_at(e, PUSH_TAKE_JOB_TRACESTATE), &j->tracestate_len);
-    j->attempts = reply_int(reply_at(e, PUSH_TAKE_JOB_ATTEMPT));
-    j->cb_timeout_ms = reply_int(reply_at(e, PUSH_TAKE_JOB_TIMEOUT_MS));
+    j->id = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_ID), &j->id_len);
+    j->topic = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_TOPIC), &j->topic_len);
+    j->body = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_BODY), &j->body_len);
+    j->url = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_URL), &j->url_len);
+    j->key = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_KEY), &j->key_len);
+    j->traceparent = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_TRACEPARENT), &j->traceparent_len);
+    j->tracestate = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_TRACESTATE), &j->tracestate_len);
+    j->attempts = store_reply_int(store_reply_at(e, PUSH_TAKE_JOB_ATTEMPT));
+    j->cb_timeout_ms = store_reply_int(store_reply_at(e, PUSH_TAKE_JOB_TIMEOUT_MS));
     j->state = "reserved";
 }
 
@@ -837,12 +837,12 @@ void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *o
         if (!r)
             continue;
         keep_reply(&out->replies, &out->nreplies, r);
-        int64_t w = reply_int(reply_at(r, PUSH_TAKE_REPLY_TOKEN_WAIT_MS));
+        int64_t w = store_reply_int(store_reply_at(r, PUSH_TAKE_REPLY_TOKEN_WAIT_MS));
         token_wait[k] = w > 0 ? w : 0;
         note_token_wait(out, w);
-        for (size_t i = PUSH_TAKE_REPLY_NFIELDS; i < reply_len(r); i++) {
+        for (size_t i = PUSH_TAKE_REPLY_NFIELDS; i < store_reply_len(r); i++) {
             store_job *j = next_job(out);
-            read_taken(reply_at(r, i), j);
+            read_taken(store_reply_at(r, i), j);
             j->shard = k;
         }
     }
@@ -867,7 +867,7 @@ void store_push_done(dq_store *s, store_push_outcome *o, size_t n)
     for (size_t i = 0; i < n; i++) {
         store_reply *r = NULL;
         o[i].result = store_batch_result(s, i, &r, NULL, 0);
-        const char *st = reply_str(r, NULL);
+        const char *st = store_reply_str(r, NULL);
         snprintf(o[i].state, sizeof o[i].state, "%s", o[i].result == DQ_OK && st ? st : "");
         store_reply_free(r);
     }
@@ -882,7 +882,7 @@ dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *d
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK)
-        *deadline = reply_int(r);
+        *deadline = store_reply_int(r);
     store_reply_free(r);
     return st;
 }
@@ -897,7 +897,7 @@ dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t 
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
-        const char *v = reply_str(r, NULL);
+        const char *v = store_reply_str(r, NULL);
         snprintf(state, STORE_STATE_MAX, "%s", v ? v : "");
     }
     store_reply_free(r);
@@ -930,7 +930,7 @@ dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
         char detail[sizeof err->detail];
         dq_status st = store_run(s, &r, detail, sizeof detail);
         if (st == DQ_OK)
-            *kicked += reply_int(r);
+            *kicked += store_reply_int(r);
         spread_note(sp, k, st, detail, &result, err);
         store_reply_free(r);
     }
@@ -946,13 +946,13 @@ dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
 /* Adds a flat {field, value, ...} reply into v. */
 static void add_fields(int64_t v[STORE_NSTATS], const store_reply *fields)
 {
-    for (size_t i = 0; i + 1 < reply_len(fields); i += 2) {
-        const char *f = reply_str(reply_at(fields, i), NULL);
+    for (size_t i = 0; i + 1 < store_reply_len(fields); i += 2) {
+        const char *f = store_reply_str(store_reply_at(fields, i), NULL);
         if (f && f[0] == 'p' && strcmp(f, "paused") == 0)
             continue; /* topic_extras() */
         for (int k = 0; f && k < STORE_NSTATS; k++) {
             if (strcmp(f, store_stat_names[k]) == 0) {
-                v[k] += reply_int(reply_at(fields, i + 1));
+                v[k] += store_reply_int(store_reply_at(fields, i + 1));
                 break;
             }
         }
@@ -964,9 +964,9 @@ static void add_fields(int64_t v[STORE_NSTATS], const store_reply *fields)
  * largest of the shards'). */
 static void topic_extras(store_topic_stats *t, const store_reply *fields)
 {
-    for (size_t i = 0; i + 1 < reply_len(fields); i += 2) {
-        const char *f = reply_str(reply_at(fields, i), NULL);
-        int64_t v = reply_int(reply_at(fields, i + 1));
+    for (size_t i = 0; i + 1 < store_reply_len(fields); i += 2) {
+        const char *f = store_reply_str(store_reply_at(fields, i), NULL);
+        int64_t v = store_reply_int(store_reply_at(fields, i + 1));
         if (!f)
             continue;
         if (strcmp(f, "paused") == 0) {
@@ -1044,16 +1044,16 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
             store_stats_free(out);
             return st; /* figures missing a shard would be wrong, not partial */
         }
-        add_fields(out->totals, reply_at(r, STATS_REPLY_TOTALS));
-        more |= !reply_is_nil(reply_at(r, STATS_REPLY_NEXT_CURSOR));
-        int64_t known = reply_int(reply_at(r, STATS_REPLY_TOPICS));
+        add_fields(out->totals, store_reply_at(r, STATS_REPLY_TOTALS));
+        more |= !store_reply_nil(store_reply_at(r, STATS_REPLY_NEXT_CURSOR));
+        int64_t known = store_reply_int(store_reply_at(r, STATS_REPLY_TOPICS));
         if (known > out->topics_known)
             out->topics_known = known;
         for (size_t i = STATS_REPLY_NFIELDS;
-             i + STATS_ENTRY_NFIELDS <= reply_len(r) && out->n < cap; i += STATS_ENTRY_NFIELDS) {
+             i + STATS_ENTRY_NFIELDS <= store_reply_len(r) && out->n < cap; i += STATS_ENTRY_NFIELDS) {
             store_topic_stats *t = &out->topics[out->n];
-            const store_reply *fields = reply_at(r, i + STATS_ENTRY_FIELDS);
-            t->name = reply_str(reply_at(r, i + STATS_ENTRY_TOPIC), &t->name_len);
+            const store_reply *fields = store_reply_at(r, i + STATS_ENTRY_FIELDS);
+            t->name = store_reply_str(store_reply_at(r, i + STATS_ENTRY_TOPIC), &t->name_len);
             if (t->name) {
                 add_fields(t->v, fields);
                 t->ready_age_ms = -1;
@@ -1127,7 +1127,7 @@ dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec 
         spread_note(sp, k, st, detail, &result, err);
         if (st == DQ_OK && !read++) {
             for (int i = 0; i < DQ_POLICY_NFIELDS; i++)
-                out->value[i] = reply_int(reply_at(r, (size_t)policy_reply[i]));
+                out->value[i] = store_reply_int(store_reply_at(r, (size_t)policy_reply[i]));
         }
         store_reply_free(r);
     }
@@ -1163,19 +1163,19 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
             store_policies_free(out);
             return st; /* a use missing a shard would be wrong, not partial */
         }
-        more |= !reply_is_nil(reply_at(r, POLICIES_REPLY_NEXT_CURSOR));
-        for (size_t i = POLICIES_REPLY_NFIELDS; i + POLICIES_ENTRY_NFIELDS <= reply_len(r) && out->n < cap;
+        more |= !store_reply_nil(store_reply_at(r, POLICIES_REPLY_NEXT_CURSOR));
+        for (size_t i = POLICIES_REPLY_NFIELDS; i + POLICIES_ENTRY_NFIELDS <= store_reply_len(r) && out->n < cap;
              i += POLICIES_ENTRY_NFIELDS) {
             store_policy *p = &out->policies[out->n];
-            p->topic = reply_str(reply_at(r, i + POLICIES_ENTRY_TOPIC), &p->topic_len);
+            p->topic = store_reply_str(store_reply_at(r, i + POLICIES_ENTRY_TOPIC), &p->topic_len);
             if (!p->topic)
                 continue;
             for (int f = 0; f < DQ_POLICY_NFIELDS; f++)
-                p->value[f] = reply_int(reply_at(r, i + (size_t)policy_entry[f]));
-            p->reserved = reply_int(reply_at(r, i + POLICIES_ENTRY_RESERVED));
-            p->throttled = reply_int(reply_at(r, i + POLICIES_ENTRY_THROTTLED));
-            p->keys_waiting = reply_int(reply_at(r, i + POLICIES_ENTRY_KEYS_WAITING));
-            p->tokens = reply_int(reply_at(r, i + POLICIES_ENTRY_TOKENS));
+                p->value[f] = store_reply_int(store_reply_at(r, i + (size_t)policy_entry[f]));
+            p->reserved = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_RESERVED));
+            p->throttled = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_THROTTLED));
+            p->keys_waiting = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_KEYS_WAITING));
+            p->tokens = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_TOKENS));
             out->n++;
         }
     }
@@ -1282,7 +1282,7 @@ static int pause_done(int shard, const store_reply *r, void *op)
 {
     (void)shard;
     (void)op;
-    return reply_int(r) > 0;
+    return store_reply_int(r) > 0;
 }
 
 dq_status store_pause(dq_store *s, const char *topic, int pause, store_spread *sp,
@@ -1341,13 +1341,13 @@ static int purge_done(int shard, const store_reply *r, void *op)
 {
     const purge_op *p = op;
     purge_walk *w = &p->w[shard];
-    int more = reply_int(reply_at(r, PURGE_REPLY_MORE)) == 1;
-    w->since = reply_int(reply_at(r, PURGE_REPLY_SINCE));
-    const char *score = reply_str(reply_at(r, PURGE_REPLY_AFTER_SCORE), NULL);
-    const char *id = reply_str(reply_at(r, PURGE_REPLY_AFTER_ID), NULL);
+    int more = store_reply_int(store_reply_at(r, PURGE_REPLY_MORE)) == 1;
+    w->since = store_reply_int(store_reply_at(r, PURGE_REPLY_SINCE));
+    const char *score = store_reply_str(store_reply_at(r, PURGE_REPLY_AFTER_SCORE), NULL);
+    const char *id = store_reply_str(store_reply_at(r, PURGE_REPLY_AFTER_ID), NULL);
     snprintf(w->score, sizeof w->score, "%s", score ? score : "");
     snprintf(w->id, sizeof w->id, "%s", id ? id : "");
-    *p->purged += reply_int(reply_at(r, PURGE_REPLY_PURGED));
+    *p->purged += store_reply_int(store_reply_at(r, PURGE_REPLY_PURGED));
     return more;
 }
 
@@ -1410,28 +1410,28 @@ dq_status store_lag_read(dq_store *s, store_lag *out, store_error *err)
             store_lag_free(out);
             return st;
         }
-        int64_t now = reply_int(reply_at(r, LAG_REPLY_NOW));
-        int64_t due = reply_int(reply_at(r, LAG_REPLY_OVERDUE));
-        int64_t since = reply_int(reply_at(r, LAG_REPLY_PUSH_SINCE));
-        int64_t paused = reply_int(reply_at(r, LAG_REPLY_PAUSED));
+        int64_t now = store_reply_int(store_reply_at(r, LAG_REPLY_NOW));
+        int64_t due = store_reply_int(store_reply_at(r, LAG_REPLY_OVERDUE));
+        int64_t since = store_reply_int(store_reply_at(r, LAG_REPLY_PUSH_SINCE));
+        int64_t paused = store_reply_int(store_reply_at(r, LAG_REPLY_PAUSED));
         if (due >= 0 && now - due > out->overdue_ms)
             out->overdue_ms = now - due;
         if (since >= 0 && now - since > out->push_age_ms)
             out->push_age_ms = now - since > 0 ? now - since : 0;
         if (paused > out->paused_topics)
             out->paused_topics = paused;
-        const store_reply *t = reply_at(r, LAG_REPLY_TIMERS);
-        size_t nt = reply_len(t) / LAG_TIMER_NFIELDS;
+        const store_reply *t = store_reply_at(r, LAG_REPLY_TIMERS);
+        size_t nt = store_reply_len(t) / LAG_TIMER_NFIELDS;
         out->timers = util_xrealloc(out->timers, (out->ntimers + nt + 1) * sizeof *out->timers);
         for (size_t i = 0; i < nt; i++) {
             store_timer_lag *l = &out->timers[out->ntimers];
             size_t at = LAG_TIMER_NFIELDS * i;
-            l->timer = reply_str(reply_at(t, at + LAG_TIMER_TOKEN), NULL);
+            l->timer = store_reply_str(store_reply_at(t, at + LAG_TIMER_TOKEN), NULL);
             if (!l->timer)
                 continue;
             l->shard = k;
-            l->late_ms = reply_int(reply_at(t, at + LAG_TIMER_LATE_MS));
-            l->age_ms = now - reply_int(reply_at(t, at + LAG_TIMER_AT_MS));
+            l->late_ms = store_reply_int(store_reply_at(t, at + LAG_TIMER_LATE_MS));
+            l->age_ms = now - store_reply_int(store_reply_at(t, at + LAG_TIMER_AT_MS));
             out->ntimers++;
         }
     }
@@ -1470,7 +1470,7 @@ static store_schedule *next_schedule(store_schedules *l)
 static const char *cron_or_null(const store_reply *r)
 {
     size_t n = 0;
-    const char *v = reply_str(r, &n);
+    const char *v = store_reply_str(r, &n);
     return v && n ? v : NULL;
 }
 
@@ -1501,11 +1501,11 @@ dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_s
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
-        const char *v = reply_str(reply_at(r, SCHEDULE_REPLY_RESULT), NULL);
+        const char *v = store_reply_str(store_reply_at(r, SCHEDULE_REPLY_RESULT), NULL);
         out->replaced = v && strcmp(v, "replaced") == 0;
         out->retry = v && strcmp(v, "retry") == 0;
-        out->now_ms = reply_int(reply_at(r, SCHEDULE_REPLY_NOW_MS));
-        out->last_ms = reply_int(reply_at(r, SCHEDULE_REPLY_LAST_MS));
+        out->now_ms = store_reply_int(store_reply_at(r, SCHEDULE_REPLY_NOW_MS));
+        out->last_ms = store_reply_int(store_reply_at(r, SCHEDULE_REPLY_LAST_MS));
     }
     store_reply_free(r);
     return st;
@@ -1540,30 +1540,30 @@ static const schedule_def_at sched_due_def_at = {
 
 static void read_schedule_def(const store_reply *f, const schedule_def_at *at, store_schedule *sc)
 {
-    sc->cron = cron_or_null(reply_at(f, (size_t)at->cron));
-    sc->every_s = reply_int(reply_at(f, (size_t)at->every_s));
-    sc->tz = reply_str(reply_at(f, (size_t)at->tz), NULL);
-    sc->start_s = reply_int(reply_at(f, (size_t)at->start_s));
-    sc->end_s = reply_int(reply_at(f, (size_t)at->end_s));
-    sc->anchor_s = reply_int(reply_at(f, (size_t)at->anchor_s));
-    sc->next_ms = reply_int(reply_at(f, (size_t)at->next_ms));
+    sc->cron = cron_or_null(store_reply_at(f, (size_t)at->cron));
+    sc->every_s = store_reply_int(store_reply_at(f, (size_t)at->every_s));
+    sc->tz = store_reply_str(store_reply_at(f, (size_t)at->tz), NULL);
+    sc->start_s = store_reply_int(store_reply_at(f, (size_t)at->start_s));
+    sc->end_s = store_reply_int(store_reply_at(f, (size_t)at->end_s));
+    sc->anchor_s = store_reply_int(store_reply_at(f, (size_t)at->anchor_s));
+    sc->next_ms = store_reply_int(store_reply_at(f, (size_t)at->next_ms));
 }
 
 /* schedules.lua's entries. */
 static void read_schedules(const store_reply *r, store_schedules *out)
 {
-    for (size_t i = 0; i + SCHEDULES_ENTRY_NFIELDS <= reply_len(r); i += SCHEDULES_ENTRY_NFIELDS) {
-        const store_reply *f = reply_at(r, i + SCHEDULES_ENTRY_SCHEDULE);
+    for (size_t i = 0; i + SCHEDULES_ENTRY_NFIELDS <= store_reply_len(r); i += SCHEDULES_ENTRY_NFIELDS) {
+        const store_reply *f = store_reply_at(r, i + SCHEDULES_ENTRY_SCHEDULE);
         store_schedule *sc = next_schedule(out);
-        sc->id = reply_str(reply_at(r, i + SCHEDULES_ENTRY_ID), &sc->id_len);
-        sc->topic = reply_str(reply_at(f, SCHEDULES_SCHEDULE_TOPIC), &sc->topic_len);
+        sc->id = store_reply_str(store_reply_at(r, i + SCHEDULES_ENTRY_ID), &sc->id_len);
+        sc->topic = store_reply_str(store_reply_at(f, SCHEDULES_SCHEDULE_TOPIC), &sc->topic_len);
         read_schedule_def(f, &schedules_def_at, sc);
-        sc->last_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_LAST_MS));
-        sc->missed = reply_int(reply_at(f, SCHEDULES_SCHEDULE_MISSED));
-        sc->ttr_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_TTR_MS));
-        sc->retries = reply_int(reply_at(f, SCHEDULES_SCHEDULE_RETRIES));
-        sc->created_ms = reply_int(reply_at(f, SCHEDULES_SCHEDULE_CREATED_MS));
-        sc->body = reply_str(reply_at(f, SCHEDULES_SCHEDULE_BODY), &sc->body_len);
+        sc->last_ms = store_reply_int(store_reply_at(f, SCHEDULES_SCHEDULE_LAST_MS));
+        sc->missed = store_reply_int(store_reply_at(f, SCHEDULES_SCHEDULE_MISSED));
+        sc->ttr_ms = store_reply_int(store_reply_at(f, SCHEDULES_SCHEDULE_TTR_MS));
+        sc->retries = store_reply_int(store_reply_at(f, SCHEDULES_SCHEDULE_RETRIES));
+        sc->created_ms = store_reply_int(store_reply_at(f, SCHEDULES_SCHEDULE_CREATED_MS));
+        sc->body = store_reply_str(store_reply_at(f, SCHEDULES_SCHEDULE_BODY), &sc->body_len);
     }
 }
 
@@ -1620,15 +1620,15 @@ dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
     if (st != DQ_OK)
         return st;
     keep_reply(&out->replies, &out->nreplies, r);
-    *redis_now = reply_int(reply_at(r, SCHED_DUE_REPLY_NOW));
-    *earliest = reply_int(reply_at(r, SCHED_DUE_REPLY_EARLIEST));
-    for (size_t i = SCHED_DUE_REPLY_NFIELDS; i + SCHED_DUE_DUE_NFIELDS <= reply_len(r);
+    *redis_now = store_reply_int(store_reply_at(r, SCHED_DUE_REPLY_NOW));
+    *earliest = store_reply_int(store_reply_at(r, SCHED_DUE_REPLY_EARLIEST));
+    for (size_t i = SCHED_DUE_REPLY_NFIELDS; i + SCHED_DUE_DUE_NFIELDS <= store_reply_len(r);
          i += SCHED_DUE_DUE_NFIELDS) {
-        const store_reply *f = reply_at(r, i + SCHED_DUE_DUE_SCHEDULE);
+        const store_reply *f = store_reply_at(r, i + SCHED_DUE_DUE_SCHEDULE);
         store_schedule *sc = next_schedule(out);
-        sc->id = reply_str(reply_at(r, i + SCHED_DUE_DUE_ID), &sc->id_len);
+        sc->id = store_reply_str(store_reply_at(r, i + SCHED_DUE_DUE_ID), &sc->id_len);
         read_schedule_def(f, &sched_due_def_at, sc);
-        sc->version = reply_int(reply_at(f, SCHED_DUE_SCHEDULE_VERSION));
+        sc->version = store_reply_int(store_reply_at(f, SCHED_DUE_SCHEDULE_VERSION));
         sc->last_ms = -1;
         if (!sc->id || !sc->tz) /* removed between the two reads: none */
             out->n--;
@@ -1658,7 +1658,7 @@ void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n)
     for (size_t i = 0; i < n; i++) {
         store_reply *r = NULL;
         calls[i].status = store_batch_result(s, i, &r, NULL, 0);
-        const char *v = calls[i].status == DQ_OK ? reply_str(r, NULL) : NULL;
+        const char *v = calls[i].status == DQ_OK ? store_reply_str(r, NULL) : NULL;
         calls[i].fired = v && strcmp(v, "fired") == 0;
         store_reply_free(r);
     }
@@ -1690,9 +1690,9 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
         if (c->status != DQ_OK && !failed++)
             store_batch_result(s, i, NULL, first_err->detail, sizeof first_err->detail);
         if (c->status == DQ_OK) {
-            c->moved = reply_int(reply_at(r, MOVE_REPLY_MOVED));
-            c->earliest = reply_int(reply_at(r, MOVE_REPLY_EARLIEST));
-            c->redis_now = reply_int(reply_at(r, MOVE_REPLY_NOW));
+            c->moved = store_reply_int(store_reply_at(r, MOVE_REPLY_MOVED));
+            c->earliest = store_reply_int(store_reply_at(r, MOVE_REPLY_EARLIEST));
+            c->redis_now = store_reply_int(store_reply_at(r, MOVE_REPLY_NOW));
         }
         store_reply_free(r);
     }
@@ -1724,8 +1724,8 @@ dq_status store_lock_maintain(dq_store *s, const char *token, int lease_ms, int 
         char detail[sizeof err->detail];
         dq_status st = store_batch_result(s, (size_t)k, &r, detail, sizeof detail);
         ok[k] = st == DQ_OK;
-        for (size_t i = 0; i < reply_len(r); i++) {
-            int64_t b = reply_int(reply_at(r, i));
+        for (size_t i = 0; i < store_reply_len(r); i++) {
+            int64_t b = store_reply_int(store_reply_at(r, i));
             if (b >= 0 && b < buckets)
                 mine[b] = 1;
         }
@@ -1750,7 +1750,7 @@ dq_status store_lock_release(dq_store *s, const char *token, int lease_ms, int b
         store_reply *r = NULL;
         dq_status st = store_batch_result(s, (size_t)k, &r, NULL, 0);
         if (st == DQ_OK)
-            *released += reply_int(r);
+            *released += store_reply_int(r);
         else
             result = st;
         store_reply_free(r);
@@ -1769,7 +1769,7 @@ dq_status store_sweep(dq_store *s, int shard, int64_t retention_ms, int limit,
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, &err);
     if (st == DQ_OK)
-        *forgotten = reply_int(r);
+        *forgotten = store_reply_int(r);
     store_reply_free(r);
     return st;
 }
