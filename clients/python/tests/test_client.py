@@ -591,7 +591,7 @@ class Commands(Base):
             c.finish(a)
         self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
         st = c.stats(t)
-        self.assertEqual(set(st), {"topics", "total"})
+        self.assertEqual(set(st), {"topics", "total", "unconfirmed_writes"})
         self.assertEqual((st["topics"][t]["finished"], st["topics"][t]["deleted"]), (1, 1))
 
     def test_stats_health_metrics(self):
