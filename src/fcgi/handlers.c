@@ -679,7 +679,6 @@ static int schedule_upcoming(const store_schedule *sc, int n, int64_t *fires)
     return found;
 }
 
-
 static dq_response handle_schedules(call_ctx *c)
 {
     const dq_request *req = c->req;
@@ -822,7 +821,6 @@ static dq_response handle_policies(call_ctx *c)
 /* stats / metrics / health                                                  */
 /* ------------------------------------------------------------------------ */
 
-
 static dq_response handle_stats(call_ctx *c)
 {
     const dq_request *req = c->req;
@@ -895,7 +893,6 @@ static dq_response handle_metrics(call_ctx *c)
     metrics_render_requests(c->out);
     return (dq_response){DQ_OK, 1, 0, 0};
 }
-
 
 /* With redis_wait_replicas: the shards whose master has fewer replicas
  * ("short_of_replicas": [{"shard","replicas"}], replicas -1 when its

@@ -27,7 +27,8 @@ dq_status store_layout_read(dq_store *s, store_layout_info *info)
                 info->lowest = layout;
             if (layout > info->highest)
                 info->highest = layout;
-            if (layout == info->known && store_reply_int(store_reply_at(r, LAYOUT_REPLY_RECORDED)) == 0)
+            if (layout == info->known &&
+                store_reply_int(store_reply_at(r, LAYOUT_REPLY_RECORDED)) == 0)
                 info->unrecorded++;
         }
         store_reply_free(r);

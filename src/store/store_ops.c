@@ -202,7 +202,8 @@ static int read_layout(dq_store *s, long *buckets, long *shards)
     store_reply *r = NULL;
     if (store_run(s, &r, NULL, 0) != DQ_OK)
         return -1;
-    const store_reply *b = store_reply_at(r, LAYOUT_REPLY_BUCKETS), *n = store_reply_at(r, LAYOUT_REPLY_SHARDS);
+    const store_reply *b = store_reply_at(r, LAYOUT_REPLY_BUCKETS),
+                      *n = store_reply_at(r, LAYOUT_REPLY_SHARDS);
     int known = !store_reply_nil(b);
     if (known) {
         *buckets = (long)store_reply_int(b);
@@ -557,7 +558,8 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
         store_reply *r = NULL;
         dq_status st = store_batch_result(s, (size_t)k, &r, err->detail, sizeof err->detail);
         for (size_t t = 0; t < ntopics; t++)
-            counts[(size_t)k * ntopics + t] = st == DQ_OK ? store_reply_int(store_reply_at(r, t)) : -1;
+            counts[(size_t)k * ntopics + t] = st == DQ_OK ? store_reply_int(store_reply_at(r, t))
+                                                          : -1;
         if (st == DQ_OK)
             result = DQ_OK;
         else if (result != DQ_OK)
@@ -805,8 +807,10 @@ static void read_taken(const store_reply *e, store_job *j)
     j->body = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_BODY), &j->body_len);
     j->url = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_URL), &j->url_len);
     j->key = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_KEY), &j->key_len);
-    j->traceparent = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_TRACEPARENT), &j->traceparent_len);
-    j->tracestate = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_TRACESTATE), &j->tracestate_len);
+    j->traceparent = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_TRACEPARENT),
+                                     &j->traceparent_len);
+    j->tracestate = store_reply_str(store_reply_at(e, PUSH_TAKE_JOB_TRACESTATE),
+                                    &j->tracestate_len);
     j->attempts = store_reply_int(store_reply_at(e, PUSH_TAKE_JOB_ATTEMPT));
     j->cb_timeout_ms = store_reply_int(store_reply_at(e, PUSH_TAKE_JOB_TIMEOUT_MS));
     j->state = "reserved";
@@ -1050,7 +1054,8 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
         if (known > out->topics_known)
             out->topics_known = known;
         for (size_t i = STATS_REPLY_NFIELDS;
-             i + STATS_ENTRY_NFIELDS <= store_reply_len(r) && out->n < cap; i += STATS_ENTRY_NFIELDS) {
+             i + STATS_ENTRY_NFIELDS <= store_reply_len(r) && out->n < cap;
+             i += STATS_ENTRY_NFIELDS) {
             store_topic_stats *t = &out->topics[out->n];
             const store_reply *fields = store_reply_at(r, i + STATS_ENTRY_FIELDS);
             t->name = store_reply_str(store_reply_at(r, i + STATS_ENTRY_TOPIC), &t->name_len);
@@ -1164,7 +1169,8 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
             return st; /* a use missing a shard would be wrong, not partial */
         }
         more |= !store_reply_nil(store_reply_at(r, POLICIES_REPLY_NEXT_CURSOR));
-        for (size_t i = POLICIES_REPLY_NFIELDS; i + POLICIES_ENTRY_NFIELDS <= store_reply_len(r) && out->n < cap;
+        for (size_t i = POLICIES_REPLY_NFIELDS;
+             i + POLICIES_ENTRY_NFIELDS <= store_reply_len(r) && out->n < cap;
              i += POLICIES_ENTRY_NFIELDS) {
             store_policy *p = &out->policies[out->n];
             p->topic = store_reply_str(store_reply_at(r, i + POLICIES_ENTRY_TOPIC), &p->topic_len);
@@ -1552,7 +1558,8 @@ static void read_schedule_def(const store_reply *f, const schedule_def_at *at, s
 /* schedules.lua's entries. */
 static void read_schedules(const store_reply *r, store_schedules *out)
 {
-    for (size_t i = 0; i + SCHEDULES_ENTRY_NFIELDS <= store_reply_len(r); i += SCHEDULES_ENTRY_NFIELDS) {
+    for (size_t i = 0; i + SCHEDULES_ENTRY_NFIELDS <= store_reply_len(r);
+         i += SCHEDULES_ENTRY_NFIELDS) {
         const store_reply *f = store_reply_at(r, i + SCHEDULES_ENTRY_SCHEDULE);
         store_schedule *sc = next_schedule(out);
         sc->id = store_reply_str(store_reply_at(r, i + SCHEDULES_ENTRY_ID), &sc->id_len);
