@@ -39,7 +39,7 @@ SECRET = "whsec_" + base64.b64encode(b"the java client tests' secret!!!").decode
 BUILD_TIMEOUT = 180
 TESTS_TIMEOUT = 300
 # DQTEST_JAVA_TESTS="ClientTest.testUpsert WorkerTest" runs only those.
-TEST_CLASSES = os.environ.get("DQTEST_JAVA_TESTS", "JsonTest WebhookVerifierTest ClientTest WorkerTest PushReceiverTest").split()
+TEST_CLASSES = os.environ.get("DQTEST_JAVA_TESTS", "JsonTest WebhookVerifierTest ClientTest WorkerTest PushReceiverTest DelayQueueTest").split()
 
 
 def log(msg):
