@@ -18,7 +18,10 @@ DELAYQ_PACKAGES=(build-essential autoconf automake libtool pkg-config
 # no skip.
 # shellcheck disable=SC2034
 DELAYQ_TEST_PACKAGES=(php-cli php-curl phpunit composer
-    php-laravel-framework php-symfony-messenger php-sqlite3 openjdk-17-jdk-headless nodejs chromium
+    php-laravel-framework php-symfony-messenger php-sqlite3 openjdk-17-jdk-headless
+    maven libmaven-resources-plugin-java libmaven-compiler-plugin-java libsurefire-java
+    libmaven-jar-plugin-java libmaven-source-plugin-java libmaven-javadoc-plugin-java
+    libmaven-install-plugin-java nodejs chromium
     man-db iproute2 iptables)
 
 # The browser test's npm packages, from tests/ui/package-lock.json

@@ -42,6 +42,18 @@ TESTS_TIMEOUT = 300
 TEST_CLASSES = os.environ.get("DQTEST_JAVA_TESTS", "JsonTest WebhookVerifierTest ClientTest WorkerTest PushReceiverTest DelayQueueTest").split()
 
 
+# What clients/java/pom.xml builds with, from Debian's repository (the
+# versions it names).
+MAVEN_REPO = "/usr/share/maven-repo"
+MAVEN_PLUGINS = [("maven-resources-plugin/3.3.0", "libmaven-resources-plugin-java"),
+                 ("maven-compiler-plugin/3.10.1", "libmaven-compiler-plugin-java"),
+                 ("maven-surefire-plugin/2.22.3", "libsurefire-java"),
+                 ("maven-jar-plugin/3.3.0", "libmaven-jar-plugin-java"),
+                 ("maven-source-plugin/3.2.1", "libmaven-source-plugin-java"),
+                 ("maven-javadoc-plugin/3.4.1", "libmaven-javadoc-plugin-java"),
+                 ("maven-install-plugin/3.1.0", "libmaven-install-plugin-java")]
+
+
 def log(msg):
     print("test_java_client: %s" % msg, flush=True)
 
@@ -56,6 +68,10 @@ def check_tools():
     for tool in ("javac", "jar", "java"):
         needs.program(tool, "openjdk-17-jdk-headless")
     needs.program("make", "make")
+    needs.program("mvn", "maven")
+    for plugin, package in MAVEN_PLUGINS:
+        needs.path(os.path.join(MAVEN_REPO, "org/apache/maven/plugins", plugin), package,
+                   "Maven's %s" % plugin.split("/")[0])
     needs.settle()
     r = subprocess.run(["javac", "-version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = r.stdout.decode("utf-8", "replace").strip()
@@ -85,6 +101,33 @@ def build(build_dir):
     if "Automatic-Module-Name: io.delayq.client" not in manifest.splitlines():
         fail("the jar's manifest names no module: %r" % manifest)
     return ":".join(os.path.join(build_dir, p) for p in ("delayq.jar", "examples", "tests"))
+
+
+def maven_install(tmp):
+    """The Maven build, offline, as the client's README gives it: the jar
+    (naming its module), its sources and javadoc jars, installed as
+    io.delayq:delayq-client into a local repository."""
+    java_dir = os.path.join(SRC_DIR, "clients", "java")
+    out, repo = os.path.join(tmp, "maven"), os.path.join(tmp, "m2")
+    argv = ["mvn", "-q", "-B", "-Dstyle.color=never", "-s", os.path.join(java_dir, "maven-settings.xml"),
+            "-Dmaven.repo.local=" + repo, "-Ddelayq.build=" + out, "-f",
+            os.path.join(java_dir, "pom.xml"), "install"]
+    log("maven: %s" % " ".join(argv))
+    t0 = time.monotonic()
+    r = subprocess.run(argv, timeout=BUILD_TIMEOUT)
+    if r.returncode != 0:
+        fail("mvn install failed (exit %d)" % r.returncode)
+    installed = os.path.join(repo, "io", "delayq", "delayq-client", "0.1.0")
+    for kind in ("", "-sources", "-javadoc"):
+        if not os.path.exists(os.path.join(installed, "delayq-client-0.1.0%s.jar" % kind)):
+            fail("mvn install did not install delayq-client-0.1.0%s.jar" % kind)
+    with zipfile.ZipFile(os.path.join(installed, "delayq-client-0.1.0.jar")) as jar:
+        if "Automatic-Module-Name: io.delayq.client" not in jar.read(
+                "META-INF/MANIFEST.MF").decode().splitlines():
+            fail("the Maven jar's manifest names no module")
+        if "io/delayq/DelayQueue.class" not in jar.namelist():
+            fail("the Maven jar lacks the client's classes")
+    log("maven: installed in %.1f s" % (time.monotonic() - t0))
 
 
 def java(classpath, args, env, label, timeout=TESTS_TIMEOUT):
@@ -178,6 +221,7 @@ def main():
     failures = []
     try:
         classpath = build(os.path.join(tmp, "build"))
+        maven_install(tmp)
         with dqtest.Deployment(workers=1, threads=8, fcgi_flags={"auth_file": tokens}, n_pushers=1,
                                push_allow="*,loopback", push_grace_ms=1000,
                                push_flags={"push_secret": SECRET}) as c:
