@@ -595,8 +595,9 @@ def main():
                     help="how long to shrink a failing sequence (0: not at all)")
     ap.add_argument("--replay", help="a saved sequence to run, verbosely")
     a = ap.parse_args()
-    from dqtest import Deployment, require_build
+    from dqtest import Deployment, require_build, stop_on_sigterm
     require_build()
+    stop_on_sigterm()  # a SIGTERM (putback.py's, a driver's timeout) stops the deployment
     kw = {}
     if a.shards:
         kw["shards"] = a.shards
