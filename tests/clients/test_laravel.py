@@ -13,7 +13,8 @@ a job (touches stop, delayq delivers it again after its TTR, the last try
 fails it), a job running longer than its TTR kept by touch (and delivered
 again without touch), bulk as one batch add, size, a bad connection
 setting as a clear error, ttr as a duration ('1m'), delayq:policy setting
-each queue's policy from the connection.
+each queue's policy from the connection; the starter app of examples/laravel run as
+its README says.
 
 php-cli with curl, pcntl and sqlite3, and php-laravel-framework are
 required: without them this test fails, it does not skip.
@@ -23,6 +24,7 @@ Run: DELAYQ_SRC_DIR=$PWD DELAYQ_BUILD_DIR=$PWD PYTHONPATH=tests:clients/python \
 """
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -107,6 +109,25 @@ class LaravelQueue(PhpFrameworkTestCase):
         return [r for r in read_log(self.log, name) if r["event"] == event]
 
     # ------------------------------------------------------------ tests
+
+    def test_the_starter_app_runs_as_its_readme_says(self):
+        """examples/laravel, copied elsewhere as its README says: migrate,
+        place an order, and queue:work closes it once its delay is up."""
+        app = os.path.join(self.tmp, "starter")
+        shutil.copytree(os.path.join(SRC_DIR, "examples", "laravel"), app)
+        env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("APP_", "DB_")))
+        env.update(DELAYQ_PHP_CLIENT=os.path.join(SRC_DIR, "clients", "php", "autoload.php"),
+                   DELAYQ_URL=self.env["DELAYQ_URL"], DELAYQ_TOKEN=TOKEN)
+        artisan = [self.php, os.path.join(app, "artisan")]
+        for args in (["migrate", "--force"], ["order:place", "42", "--close-after=1"]):
+            st, out, _ = self.run_php(artisan + args, env, 60)
+            self.assertEqual(st, 0, out)
+        self.assertIn("order 42 placed", out)
+        st, out, took = self.run_php(artisan + ["queue:work", "--once"], env, 60)
+        self.assertEqual(st, 0, out)
+        with open(os.path.join(app, "storage", "logs", "orders.log")) as f:
+            self.assertEqual(f.read(), "closed order 42\n")
+        print("starter: queue:work --once closed the order in %.1f s" % took)
 
     def test_push_then_work_stops_when_empty(self):
         q = unique("lv-push")
