@@ -24,6 +24,8 @@ if ($storage === false || $storage === '') {
     exit(2);
 }
 $app->useStoragePath($storage);
+// The failed_jobs migration is the starter app's (examples/laravel).
+$app->useDatabasePath(__DIR__ . '/../../../../examples/laravel/database');
 
 $app->singleton(Illuminate\Contracts\Console\Kernel::class, App\Console\Kernel::class);
 $app->singleton(Illuminate\Contracts\Debug\ExceptionHandler::class, App\Exceptions\Handler::class);

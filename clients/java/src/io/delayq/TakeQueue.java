@@ -73,23 +73,12 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
     /** Waits up to timeout for a due value; null when none came. */
     @Override
     public T poll(long timeout, TimeUnit unit) throws InterruptedException {
-        long deadline = System.nanoTime() + unit.toNanos(timeout);
-        for (;;) {
-            if (Thread.interrupted()) {
-                throw new InterruptedException();
-            }
-            double left = Math.max(0, (deadline - System.nanoTime()) / 1e9);
-            Job job = client.pop(topic, Math.min(left, LONG_POLL_SECONDS));
-            if (job != null) {
-                T value = readOrBury(job);
-                if (value != null) {
-                    client.finish(job.id());
-                    return value;
-                }
-            } else if (left <= 0) {
-                return null;
-            }
+        Taken<T> taken = next(System.nanoTime() + unit.toNanos(timeout));
+        if (taken == null) {
+            return null;
         }
+        client.finish(taken.job().id());
+        return taken.value();
     }
 
     /** A due value now, or null. */
@@ -138,7 +127,26 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
      * Returns false when no value came in time.
      */
     public boolean poll(long timeout, TimeUnit unit, Handler<? super T> handler) throws Exception {
-        long deadline = System.nanoTime() + unit.toNanos(timeout);
+        Taken<T> taken = next(System.nanoTime() + unit.toNanos(timeout));
+        if (taken == null) {
+            return false;
+        }
+        try {
+            handler.handle(taken.value());
+        } catch (Exception | Error e) {
+            client.release(taken.job().id(), retryDelay);
+            throw e;
+        }
+        client.finish(taken.job().id());
+        return true;
+    }
+
+    /** A job reserved, and the value its body stands for. */
+    private record Taken<T>(Job job, T value) {
+    }
+
+    /** The next due job whose body the codec reads, reserved; null at the deadline (System.nanoTime()). */
+    private Taken<T> next(long deadline) throws InterruptedException {
         for (;;) {
             if (Thread.interrupted()) {
                 throw new InterruptedException();
@@ -147,22 +155,14 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
             Job job = client.pop(topic, Math.min(left, LONG_POLL_SECONDS));
             if (job == null) {
                 if (left <= 0) {
-                    return false;
+                    return null;
                 }
                 continue;
             }
             T value = readOrBury(job);
-            if (value == null) {
-                continue;
+            if (value != null) {
+                return new Taken<>(job, value);
             }
-            try {
-                handler.handle(value);
-            } catch (Exception | Error e) {
-                client.release(job.id(), retryDelay);
-                throw e;
-            }
-            client.finish(job.id());
-            return true;
         }
     }
 
