@@ -1016,15 +1016,18 @@ static void trim_reader(redisContext *c)
 
 /* The writes node i applied up to call `last` (those read so far) lack
  * the replicas' confirmation: a failover now could lose them. Deliveries
- * are answered all the same (counted); for the others the callers must
- * treat them as unknown outcomes. */
-static void unconfirmed_writes(dq_store *s, int i, size_t last, const char *why)
+ * are answered all the same (counted) unless `failing_over`: then the
+ * node is being replaced, and a job it reserved is ready on the new
+ * primary, so a pop answered now would be delivered twice within its
+ * TTR. The callers must treat the others as unknown outcomes. */
+static void unconfirmed_writes(dq_store *s, int i, size_t last, int failing_over,
+                               const char *why)
 {
     for (size_t k = 0; k <= last; k++) {
         store_pending *c = &s->calls[k];
         if (c->node != i || !is_write(c) || !c->done || c->status != DQ_OK)
             continue;
-        if (is_delivery(c))
+        if (is_delivery(c) && !failing_over)
             replicas_count_unconfirmed(1);
         else
             finish_call(c, DQ_TIMEOUT, "%s", why);
@@ -1051,7 +1054,7 @@ static long long read_wait(dq_store *s, int i)
 static void lose_node(dq_store *s, int i, size_t k)
 {
     if ((long)k <= s->nodes[i].wait_after) /* its WAIT was not read yet */
-        unconfirmed_writes(s, i, k, "no answer from Redis");
+        unconfirmed_writes(s, i, k, 0, "no answer from Redis");
     node_lost(s, i);
     fail_node_calls(s, i);
 }
@@ -1095,16 +1098,17 @@ static void read_round(dq_store *s)
         if (s->nodes[i].wait_after != (long)k)
             continue;
         long long confirmed = read_wait(s, i);
+        int failing_over = s->mode == MODE_SENTINEL && !sentinel_confirms(s->failover_mark);
         if (confirmed < 0) {
             lose_node(s, i, k);
         } else if (confirmed < waits) {
             char why[128];
             snprintf(why, sizeof why, "%lld of %d replicas confirmed the write in %d ms",
                      confirmed, waits, s->cfg->redis_wait_timeout_ms);
-            unconfirmed_writes(s, i, k, why);
-        } else if (s->mode == MODE_SENTINEL && !sentinel_confirms(s->failover_mark)) {
-            unconfirmed_writes(s, i, k, "the sentinels were failing the primary over: the "
-                                        "replicas that confirmed the write may be re-synced");
+            unconfirmed_writes(s, i, k, failing_over, why);
+        } else if (failing_over) {
+            unconfirmed_writes(s, i, k, 1, "the sentinels were failing the primary over: the "
+                                           "replicas that confirmed the write may be re-synced");
         }
     }
 }

@@ -254,8 +254,11 @@ class PushTest(DeploymentTestCase):
         try:
             t = unique("p")
             self.assertOk(*self.c.req("policy", topic=t, keep=60))  # for the attempts' record
-            self.add(topic=t, body=1, url=rx.url("/warm"))
-            rx.wait_for(lambda qs: len(qs) == 1, 10 * SLOW)
+            warm = self.add(topic=t, body=1, url=rx.url("/warm"))
+            # Finished: its answer was read and the connection is idle again
+            # (the receiver notes a request before it answers: a callback
+            # added then could go out on a second, fresh connection).
+            self.wait_state(warm, "finished")
             jid = self.add(topic=t, body=2, callback={"url": rx.url("/hangup"), "timeout": 2},
                            backoff=[1], retries=1)
             qs = rx.wait_for(lambda qs: len(qs) >= 3, 10 * SLOW)[1:]
