@@ -773,9 +773,14 @@ static int is_delivery(const store_pending *c)
     }
 }
 
-/* The replicas online in an INFO replication text. */
+/* The replicas online in an INFO replication text; -1 (not known) from a
+ * node that is no longer a master: this process's map is stale (a master
+ * that woke up demoted), and a write sent there gets the MOVED that
+ * corrects it, where a refusal for want of replicas would keep it. */
 static int replicas_online(const char *info)
 {
+    if (!strstr(info, "role:master"))
+        return -1;
     int n = 0;
     for (const char *p = info; (p = strstr(p, "state=online")) != NULL; p++)
         n++;

@@ -10,6 +10,15 @@ Redis faults (each held past the time a failover takes):
                 node joins as the promoted one's replica; the promoted one
                 is killed the same way (the second failover) and another
                 fresh node joins
+  kill_orphan   a master (primary) with one replica lost for good, and no
+                node joins while it is watched: the promoted replica serves
+                alone (behind Sentinel a replica is lost first, so the
+                primary has one). Its shards' adds must be refused at once
+                (503, "shard N has no replica"), which counts as serving;
+                every job acknowledged before the kill must be delivered
+                within 15 s of the promotion (or of its due time). Then
+                fresh nodes join, as an operator would add them, and the
+                run goes on
   freeze        SIGSTOP of a master past the node timeout until its replica
                 is promoted, then SIGCONT: it wakes up stale
   cut_delayq    a partition between delayq and one master, 10 s, healed
@@ -51,6 +60,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,6 +75,8 @@ import redis_faults  # noqa: E402
 from redis_faults import ClusterFaults, SentinelFaults  # noqa: E402
 
 SERVE_WITHIN = 15.0      # every process serves again within this of a fault's start
+DELIVER_WITHIN = 15.0    # kill_orphan: every acknowledged job delivered within this of the promotion
+NO_REPLICA = "no replica"  # a probe's add refused at once on a shard short of replicas
 # ... or, after a master/replica partition, within this of the replica's
 # link being up again: until then no write can be confirmed (WAIT), and how
 # soon Redis' replication resumes after a heal is TCP's back-off, not delayq.
@@ -87,9 +99,9 @@ PROFILES = {
                  rate=50.0, drain=120.0),
 }
 KINDS = {
-    "cluster": ["kill_forever", "freeze", "cut_delayq", "cut_replica", "slow", "reshard",
-                "remove_node"],
-    "sentinel": ["kill_forever", "freeze", "cut_delayq", "cut_replica", "slow"],
+    "cluster": ["kill_forever", "kill_orphan", "freeze", "cut_delayq", "cut_replica", "slow",
+                "reshard", "remove_node"],
+    "sentinel": ["kill_forever", "kill_orphan", "freeze", "cut_delayq", "cut_replica", "slow"],
 }
 PROC_KINDS = ["worker_kill9", "master_kill9", "timer_kill9_of_two", "pusher_kill9"]
 
@@ -168,12 +180,20 @@ class Observer:
         ids = {}  # shard -> next id number
         n = 0
 
+        refused = threading.Event()  # this add was refused for want of a replica
+        # the add's stop: the run's end, or a refusal (the probe goes on to
+        # the next shard)
+        give_up = types.SimpleNamespace(is_set=lambda: self.stop.is_set() or refused.is_set())
+
         def post(cmd, fields):
             try:
-                st, _ = fcgi_client.request(self.d.sock(i), "POST", "/" + cmd,
-                                            json.dumps(fields).encode(), timeout=10)
+                st, body = fcgi_client.request(self.d.sock(i), "POST", "/" + cmd,
+                                               json.dumps(fields).encode(), timeout=10)
             except OSError:
-                st = 0
+                st, body = 0, b""
+            if st == 503 and b"has no replica" in body:
+                st = NO_REPLICA
+                refused.set()
             with self.lock:
                 self.probes.append((time.monotonic(), i, self.d.shard_of(fields["id"]), st))
             return st, {}
@@ -191,7 +211,8 @@ class Observer:
             if (n // self.d.shards) % 2:  # every other round: callback jobs for every shard
                 fields["callback"] = {"url": self.load.callback_url,
                                       "timeout": self.load.callback_timeout}
-            self.load.add(post, fields, stop=self.stop)
+            refused.clear()
+            self.load.add(post, fields, stop=give_up)
             time.sleep(0.1)
 
     # ---- timers' heartbeats
@@ -260,7 +281,8 @@ class Observer:
     def recovery(self, ev, t_end):
         """{process: seconds from ev's start until it served again, or None}
         and notes. fcgi: the first add answered 200 after the last one that
-        was not (an add for every shard in turn); timer: its first
+        was not (an add for every shard in turn; after kill_orphan a refusal
+        for want of a replica is an answer too); timer: its first
         heartbeat after the start on every shard the fault hit; pusher: its
         first callback after the start of a job of those shards."""
         t0, shards = ev["t0"], ev["shards"] or list(range(self.d.shards))
@@ -272,10 +294,11 @@ class Observer:
             probes = [p for p in self.probes if t0 <= p[0] <= t_end]
             callbacks = [c for c in self.callbacks if t0 <= c[0] <= t_end]
             heartbeats = {k: sorted(v) for k, v in self.heartbeats.items()}
+        served = (200, NO_REPLICA) if ev.get("orphan") else (200,)
         for i in range(self.d.n_fcgi):
             mine = [(t, st) for t, inst, _, st in probes if inst == i]
-            bad = [t for t, st in mine if st != 200]
-            good = [t for t, st in mine if st == 200 and (not bad or t > bad[-1])]
+            bad = [t for t, st in mine if st not in served]
+            good = [t for t, st in mine if st in served and (not bad or t > bad[-1])]
             out["fcgi%d" % (i + 1)] = (good[0] - t0) if good else None
         for tok in ev["timers"]:
             firsts = []
@@ -323,6 +346,7 @@ class Nemesis:
         self.events = []   # the Redis faults: dicts (t0, what, shards, recovery, ...)
         self.old_workers = []
         self.closed = False
+        self.n_due = 0     # due_callbacks' calls, for unique ids
         self.t_start = time.monotonic()
 
     def rel(self, t=None):
@@ -478,6 +502,14 @@ class Nemesis:
             self.log(f.replace_lost(second["shard"])["what"])
             evs.append(self.observe(second))
             return evs
+        if kind == "kill_orphan":
+            self.due_callbacks([6.0 + 0.25 * k for k in range(17)])  # after the promotion
+            ev = dict(f.orphan(), orphan=True)
+            self.log(ev["what"])
+            ev = self.observe(ev)
+            for _ in range(2 if self.args.redis == "sentinel" else 1):  # as before the fault
+                self.log(f.replace_lost(ev["shard"])["what"])
+            return [ev]
         if kind == "freeze":
             ev = f.freeze()
         elif kind == "slow":
@@ -492,6 +524,27 @@ class Nemesis:
             raise AssertionError(kind)
         self.log(ev["what"])
         return [self.observe(ev)]
+
+    def due_callbacks(self, delays):
+        """Callback jobs on every shard, due these many seconds from now:
+        once a fault leaves a shard refusing adds, the pushers still have
+        work of it to show that they serve."""
+        self.n_due += 1
+        for shard in range(self.d.shards):
+            base = "%s-due%d" % (self.load.topic, self.n_due)
+            for jid, delay in zip(self.d.one_shard_ids(base, len(delays), shard), delays):
+                fields = {"topic": self.load.topic, "id": jid, "body": jid, "ttr": self.load.ttr,
+                          "delay": delay, "callback": {"url": self.load.callback_url,
+                                                       "timeout": self.load.callback_timeout}}
+                self.load.add(self.post_to_fcgi, fields)
+
+    def post_to_fcgi(self, cmd, fields):
+        try:
+            st, _ = fcgi_client.request(self.d.sock(0), "POST", "/" + cmd,
+                                        json.dumps(fields).encode(), timeout=10)
+        except OSError:
+            st = 0
+        return st, {}
 
     def observe(self, ev):
         """Until every delayq process served again after ev, or the
@@ -650,6 +703,32 @@ class Nemesis:
             print("jobs finished, then created again by a late attempt of an add answered "
                   "with an unknown outcome: %s" % late_adds)
 
+    def late_after_orphan(self, ev):
+        """Jobs of the orphaned shards acknowledged before the kill and not
+        yet delivered then: each must be delivered within DELIVER_WITHIN of
+        the promotion, or of its due time if later."""
+        L, t0 = self.load, ev["t0"]
+        promoted = t0 + ev["promoted"]
+        waiting, late = 0, []
+        with L.lock:
+            for j, acked in L.acked.items():
+                if acked >= t0 or self.d.shard_of(j) not in ev["shards"] or j in L.uncertain:
+                    continue
+                ds = sorted(d[0] for d in L.deliveries.get(j, []))
+                if ds and ds[0] < t0:
+                    continue
+                waiting += 1
+                bound = max(promoted, L.due.get(j, acked)) + DELIVER_WITHIN
+                if not ds or ds[0] > bound:
+                    late.append((j, round(self.rel(ds[0]), 2) if ds else None,
+                                 round(self.rel(bound), 2)))
+        print("%s: %d jobs acknowledged before it and not yet delivered; %d delivered later "
+              "than %.0f s after the promotion (or their due time)" % (
+                  ev["what"], waiting, len(late), DELIVER_WITHIN))
+        for j, at, bound in late[:10]:
+            self.v.add("late_delivery", "%s (delivered at %s, due by %s)" % (
+                j, "+%.1f s" % at if at is not None else "never", "+%.1f s" % bound))
+
     def where(self, jid):
         """What the node serving jid's shard holds for it (no body)."""
         try:
@@ -692,6 +771,9 @@ class Nemesis:
         for j, t, ds in back[:10]:
             self.v.add("resurrected", "%s delivered after its finish at +%.1f s: %s" % (
                 j, self.rel(t), ds))
+        for ev in self.events:
+            if ev.get("orphan"):
+                self.late_after_orphan(ev)
         inv = self.invariant_check("the drain")
         if inv is not None and inv["jobs"]:
             self.left_behind(inv)

@@ -85,6 +85,11 @@ class ClusterFaults:
                         "after %.1f s" % (shard, victim.port, "" if restart else ", never restarted",
                                           took)}
 
+    def orphan(self):
+        """kill -9 of a master, never restarted, and no node joins: its
+        promoted replica serves alone (each master has one replica)."""
+        return self.kill()
+
     def replace_lost(self, shard):
         """A fresh node joins as a replica of shard's master (which lost its
         replica to a promotion)."""
@@ -208,6 +213,19 @@ class SentinelFaults:
         return {"t0": t0, "shards": self.all_shards(), "promoted": took, "victim": victim,
                 "shard": 0, "what": "kill -9 of the primary (port %d)%s: a replica promoted after %.1f s" % (
                     victim.port, "" if restart else ", never restarted", took)}
+
+    def orphan(self):
+        """A primary with one replica lost for good: kill -9 of a replica
+        first (the primary still has the one redis_wait_replicas asks
+        for), then of the primary; the last replica is promoted and serves
+        alone. Neither is restarted, and no server joins."""
+        gone = self.rng.choice([s for s in self.group.servers
+                                if s.running() and s is not self.group.primary()])
+        gone.kill9()
+        ev = self.kill()
+        ev["what"] = "kill -9 of a replica (port %d), then of %s" % (
+            gone.port, ev["what"][len("kill -9 of "):])
+        return ev
 
     def replace_lost(self, shard=None):
         t0 = time.monotonic()

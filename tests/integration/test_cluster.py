@@ -661,6 +661,35 @@ def unconfirmed_writes(d):
     return int(re.search(r"^delayq_unconfirmed_writes_total (\d+)$", m, re.M).group(1))
 
 
+class DemotedMasterIsNotShort(ClusterTestCase):
+    """With redis_wait_replicas = 1, a master that became a replica (here a
+    CLUSTER FAILOVER by hand: no connection breaks, so delayq's slot map is
+    still the old one) has no replicas of its own. That says nothing about
+    the shard: an add there is sent, gets MOVED and is confirmed on the new
+    master, instead of being refused as if the shard had lost its replica."""
+
+    DEPLOYMENT_KW = dict(ClusterTestCase.DEPLOYMENT_KW, workers=1, threads=1,
+                         redis_wait_replicas=1, redis_wait_timeout_ms=2000)
+
+    def test_an_add_after_a_manual_failover_is_confirmed(self):
+        d, t = self.c, unique("demoted")
+        ids = iter(d.one_shard_ids(t, 10, shard=0))
+        self.assertOk(*d.req("add", topic=t, id=next(ids), body=1))  # replicas counted
+        old = self.shard_master(0)
+        new = self.cluster.replicas_of(old)[0]
+        self.assertEqual(text(self.cluster.client(new.port)("CLUSTER", "FAILOVER")), "OK")
+        deadline = time.monotonic() + 30 * SLOW
+        while text(self.cluster.client(old.port)("ROLE")[0]) != "slave":
+            self.assertLess(time.monotonic(), deadline, "the failover did not happen")
+            time.sleep(0.1)
+        self.cluster.wait_ok(30 * SLOW)
+        time.sleep(1.5)  # the replicas' count is older than a second: counted again
+        st, r = d.req("add", topic=t, id=next(ids), body=2)
+        self.assertOk(st, r)
+        st, h = d.get("/health")
+        self.assertEqual(h.get("short_of_replicas", []), [], h)
+
+
 class UnconfirmedDeliveries(ClusterTestCase):
     """With redis_wait_replicas = 1 and a master's replica frozen (online to
     its master, acknowledging nothing), pops and the pusher's takes there
@@ -828,6 +857,10 @@ class MasterLostWithWait(ClusterTestCase):
             self.assertOk(*d.req("add", topic=t + "-hook", id=j, delay=3, body=j, url=rcv.url()))
         cancelled = d.one_shard_ids(t + "-cancel", 1, shard=lost_shards[0])[0]
         self.assertOk(*d.req("add", topic=t + "-cancel", id=cancelled, delay=3600, body=1))
+        # left ready for the second failure, below
+        seconds = d.one_shard_ids(t + "-2nd", 30, shard=lost_shards[0])
+        self.assertOk(*d.req("add", jobs=[{"topic": t + "-2nd", "id": j, "body": j, "ttr": 60}
+                                          for j in seconds]))
         acked = set(ready) | set(delayed)
         probes = iter(d.one_shard_ids(t + "-p", 400, shard=other))
         before = self.add_latencies(t + "-p", [next(probes) for _ in range(100)])
@@ -911,6 +944,44 @@ class MasterLostWithWait(ClusterTestCase):
         for log in d.timer_logs:  # moves fail while the master is unreachable, not after
             with open(log) as f:
                 self.assertNotIn("replicas confirmed", f.read(), log)
+        self.second_failure(self.shard_master(lost_shards[0]), t + "-2nd", seconds)
+
+    def second_failure(self, alone, topic, ids):
+        """The master serving alone crashes (kill -9) and is started again
+        from its AOF (appendfsync always), as a machine that reboots: what
+        it undoes of the deliveries answered unconfirmed since it serves
+        alone is counted, and is never more than what was counted."""
+        d = self.c
+        before = unconfirmed_writes(d)
+        taken = []
+        for _ in range(10):  # reservations, one write each
+            st, r = d.req("pop", topic=topic)
+            self.assertOk(st, r)
+            taken.append(r["id"])
+        for j in taken[:5]:  # and finishes
+            self.assertOk(*d.req("finish", id=j))
+        counted = unconfirmed_writes(d) - before
+        self.cluster.kill9(alone)
+        self.cluster.restart(alone)
+        self.cluster.wait_ok(60 * SLOW)
+        states = {}
+        deadline = time.monotonic() + 30 * SLOW
+        for j in ids:
+            while True:
+                st, r = d.req("get", id=j)
+                if st in (200, 404) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            states[j] = r.get("state") if st == 200 else st
+        undone = ([j for j in taken[:5] if states[j] != 404] +
+                  [j for j in taken[5:] if states[j] != "reserved"])
+        lost = [j for j in ids if j not in taken[:5] and states[j] == 404]
+        print("second failure: the master serving alone killed and started again from its "
+              "AOF: %d deliveries (%d writes) answered unconfirmed before it, %d undone, "
+              "%d jobs lost" % (len(taken) + 5, counted, len(undone), len(lost)))
+        self.assertEqual(lost, [])
+        self.assertEqual(counted, len(taken) + 5, "each write counted")
+        self.assertLessEqual(len(undone), counted)
 
 
 class SpareReplicaHeals(ClusterTestCase):
