@@ -175,7 +175,7 @@ class InstallTest(unittest.TestCase):
             self.assertEqual((r.returncode, r.stderr), (0, b""), page)
 
     def test_docs(self):
-        for name in ("INSTALL.md", "PROTOCOL.md", "OPERATIONS.md"):
+        for name in ("INSTALL.md", "PROTOCOL.md", "OPERATIONS.md", "history/OPERATIONS-incidents.md"):
             self.assertTrue(os.path.isfile(self.p("docdir", name)), name)
 
     def test_installed_binaries_serve_the_installed_cli(self):
