@@ -514,14 +514,6 @@ local function make_ready(id, j, seq)
     enqueue_ready(id, j.t, seq, j.push)
 end
 
--- Sets job j aside; pop never sees it, kick brings it back.
-local function bury(id, j, seq)
-    j.s, j.d = 'buried', -1
-    store_job(id, j)
-    zadd(buried_key(j.t), num(seq), id)
-    count(j.t, 'buries', 1)
-end
-
 -- Per-key limits (key_concurrency, key_rate; docs/DESIGN.md, "Per-key
 -- limits"). Only a topic whose policy has one (or whose lanes are still
 -- being drained after it was changed or removed) has these keys:
@@ -1424,6 +1416,118 @@ local function remove_ids(argv, kind, from, to)
     return out
 end
 
+-- ==========================================================================
+-- The job's life cycle (docs/DESIGN.md, "The job's life cycle"), declared
+-- once. A job is in one of LIFECYCLE.states (its head's s); an edge moves
+-- it from one of its `from` states to `to`, and runs the edge's hooks in
+-- order: each is the bookkeeping of one feature (counters, deliveries, due
+-- sets, queues, a key's room) that hangs on that edge. transition() is the
+-- only code that changes a job's state for the edges declared here:
+-- scripts/check-lifecycle fails the build on a write of the state anywhere
+-- else, but for the writes its allowlist still names (edges not declared
+-- yet).
+-- `make lifecycle-chart` draws DESIGN's chart from this table: keep one
+-- edge a line.
+-- ==========================================================================
+local LIFECYCLE = {
+    states = {'delay', 'ready', 'reserved', 'buried'},
+    edges = {
+        {name = 'reserve', from = {'ready'}, to = 'reserved', hooks = {'count_delivery', 'store', 'unindex_push', 'enter_due_set', 'count_move', 'count_popped'}},
+        {name = 'touch', from = {'reserved'}, to = 'reserved', hooks = {'store', 'enter_due_set'}},
+        {name = 'give_back', from = {'reserved'}, to = 'ready', hooks = {'leave_due_set', 'key_place', 'uncount_delivery', 'store', 'enqueue', 'count_move', 'uncount_popped'}},
+        {name = 'retry', from = {'reserved'}, to = 'ready', hooks = {'leave_due_set', 'key_place', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
+        {name = 'release', from = {'reserved'}, to = 'delay', hooks = {'leave_due_set', 'end_key_reservation', 'store', 'enter_due_set', 'count_move'}},
+        {name = 'bury', from = {'reserved'}, to = 'buried', hooks = {'leave_due_set', 'end_key_reservation', 'take_seq', 'store', 'enter_buried', 'count_move'}},
+        {name = 'kick', from = {'buried'}, to = 'ready', hooks = {'leave_buried', 'fresh_retries', 'ready_since_now', 'store', 'enqueue', 'count_move', 'count_kicked'}},
+    },
+    -- The hooks, by name. Each is called as hook(id, j, at): j the job,
+    -- already in its new state (j.s, and j.d: at.due while delay or
+    -- reserved, else -1), at the edge's arguments (below) and at.from the
+    -- state it left.
+    --   at.due      delay or reserved: when the timer looks at it again
+    --   at.seq      its place in the queue it joins (else one is taken)
+    --   at.now      the call's time (a delivery's)
+    --   at.batched  due set entries wait for flush() (see due_set_add)
+    --   at.unlisted the caller took it out of the set it leaves already
+    --               (the move, a kick: in one command for all)
+    hooks = {
+        -- the write of its head (and of the rest when j.whole)
+        store = function(id, j) store_job(id, j) end,
+        -- per-state counters (stats)
+        count_move = function(_, j, at) move_count(j.t, at.from, j.s) end,
+        count_popped = function(_, j) count(j.t, 'popped', 1) end,
+        uncount_popped = function(_, j) count(j.t, 'popped', -1) end,
+        count_kicked = function(_, j) count(j.t, 'kicked', 1) end,
+        -- deliveries (attempts) and retries
+        count_delivery = function(_, j, at)
+            j.n = j.n + 1
+            note_delivery(j, at.now)
+        end,
+        uncount_delivery = function(_, j)
+            j.n = j.n - 1
+            if j.n == 0 and j.fd then j.fd, j.whole = nil, true end -- never delivered, after all
+        end,
+        fresh_retries = function(_, j) j.kb = j.n end,
+        -- due sets: the delay sets, the buckets and reserved indexes
+        enter_due_set = function(id, j, at) due_set_add(id, j, j.d, j.s, at.batched) end,
+        leave_due_set = function(id, j, at)
+            if not at.unlisted then due_set_remove(id, j, at.from) end
+        end,
+        -- queues: ready (or P:push), buried
+        ready_since_now = function(_, j) j.rt = clock() end,
+        enqueue = function(id, j, at) enqueue_ready(id, j.t, at.seq, j.push) end,
+        unindex_push = function(id, j)
+            if j.push then redis.call('ZREM', push_index(j.t), id) end
+        end,
+        take_seq = function(_, _, at) at.seq = at.seq or reserve_seq(1) end,
+        enter_buried = function(id, j, at)
+            zadd(buried_key(j.t), num(at.seq), id)
+            count(j.t, 'buries', 1)
+        end,
+        leave_buried = function(id, j, at)
+            if not at.unlisted then redis.call('ZREM', buried_key(j.t), id) end
+        end,
+        -- per-key limits: the key's room (key_reservation_ends)
+        end_key_reservation = function(id, j) key_reservation_ends(id, j.t) end,
+        -- back to ready, it takes the room it frees, at the caller's place,
+        -- else the one it had when taken, else a new one
+        key_place = function(id, j, at)
+            local kept = key_reservation_ends(id, j.t, true)
+            at.seq = at.seq or kept or reserve_seq(1)
+        end,
+    },
+}
+
+-- Moves job j along `edge` (a name in LIFECYCLE.edges) with its arguments
+-- `at` (see the hooks); returns its new state. A job not in one of the
+-- edge's from states is a bug of the caller: an error, before any write.
+local function transition(id, j, edge, at)
+    local edges = LIFECYCLE.edges
+    if not edges.by_name then
+        -- made on the first call: the library's load runs no loops (Redis
+        -- gives it no ipairs); the table never changes after
+        local by_name = {}
+        for _, e in ipairs(edges) do
+            e.leaves = {}
+            for _, s in ipairs(e.from) do e.leaves[s] = true end
+            by_name[e.name] = e
+        end
+        edges.by_name = by_name
+    end
+    local e = edges.by_name[edge]
+    if not e then error('lifecycle: no edge ' .. tostring(edge)) end
+    if not e.leaves[j.s] then error('lifecycle: ' .. edge .. ' from ' .. tostring(j.s)) end
+    at = at or {}
+    at.from = j.s
+    j.s = e.to
+    if e.to == 'delay' or e.to == 'reserved' then j.d = at.due else j.d = -1 end
+    for _, h in ipairs(e.hooks) do LIFECYCLE.hooks[h](id, j, at) end
+    return j.s
+end
+-- ==========================================================================
+-- end of the job's life cycle
+-- ==========================================================================
+
 -- The least wait after a callback's 429 or 503 with Retry-After, whatever
 -- it asks (0, a past date): a busy receiver gets a breather.
 local BUSY_WAIT_MIN_MS = 1000
@@ -1441,18 +1545,15 @@ local function backoff_step(bo, n)
 end
 
 -- After delivery number n of a reserved job failed (its TTR passed, a
--- release without a delay, a failed callback), the job, already out of its
--- bucket and its topic's reserved index (unschedule), is buried when its retries are spent, else ready again: after
--- `wait` ms when given (a callback's Retry-After, at most the last backoff
--- step), else after its backoff step, else at once. j is the job as
--- load_job answered it. Returns the new state.
-local function after_failure(id, j, now, wait)
-    local topic = j.t
+-- release without a delay, a failed callback), the job is buried when its
+-- retries are spent, else ready again: after `wait` ms when given (a
+-- callback's Retry-After, at most the last backoff step), else after its
+-- backoff step, else at once. j is the job as load_job answered it;
+-- unlisted: the caller took it out of its bucket and its topic's reserved
+-- index already (the move). Returns the new state.
+local function after_failure(id, j, now, wait, unlisted)
     if retries_spent(j.n, j.r, j.kb) then
-        key_reservation_ends(id, topic)
-        bury(id, j, reserve_seq(1))
-        move_count(topic, 'reserved', 'buried')
-        return 'buried'
+        return transition(id, j, 'bury', {unlisted = unlisted})
     end
     local delay = 0
     -- steps count from the latest kick, as retries do (kb)
@@ -1464,17 +1565,9 @@ local function after_failure(id, j, now, wait)
     if delay <= 0 then
         -- Under a key limit the job goes back to its place, before its
         -- key's later jobs (a serial key keeps its due order).
-        make_ready(id, j, key_reservation_ends(id, topic, true) or reserve_seq(1))
-        move_count(topic, 'reserved', 'ready')
-        return 'ready'
+        return transition(id, j, 'retry', {unlisted = unlisted})
     end
-    key_reservation_ends(id, topic)
-    local due = now + delay
-    j.s, j.d = 'delay', due
-    store_job(id, j)
-    due_set_add(id, j, due, 'delay')
-    move_count(topic, 'reserved', 'delay')
-    return 'delay'
+    return transition(id, j, 'release', {due = now + delay, unlisted = unlisted})
 end
 
 -- This shard's place: its index and the deployment's shard count, read
