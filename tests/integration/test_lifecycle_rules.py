@@ -63,12 +63,13 @@ class LifecycleRules(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_an_allowlisted_write_that_is_gone_must_leave_the_list(self):
-        self.edit("src/store/lua/reschedule.lua", "j.s, j.d = 'delay', due\n",
-                  "transition(id, j, 'reschedule', {due = due})\n")
+        # settle_state's write, as if the "due" edge were declared
+        self.edit("src/store/lua/common.lua", "    j.s, j.rt, j.d = 'ready', j.d, -1\n",
+                  "    transition(id, j, 'due')\n")
         r = self.run_script("check-lifecycle")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("is gone", r.stderr)
-        self.assertIn("reschedule.lua", r.stderr)
+        self.assertIn("j.s, j.rt, j.d = 'ready', j.d, -1", r.stderr)
 
     def test_the_chart_follows_the_declaration(self):
         self.edit("src/store/lua/common.lua", "hooks = {'store', 'enter_due_set'}}",

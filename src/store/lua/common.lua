@@ -506,14 +506,6 @@ local function enqueue_ready(id, topic, seq, push)
     note_ready(topic)
 end
 
--- Makes job j ready: it says so (with rt, when it became ready, for the
--- oldest-ready-age metric) and it joins its topic's queue.
-local function make_ready(id, j, seq)
-    j.s, j.d, j.rt = 'ready', -1, clock()
-    store_job(id, j)
-    enqueue_ready(id, j.t, seq, j.push)
-end
-
 -- Per-key limits (key_concurrency, key_rate; docs/DESIGN.md, "Per-key
 -- limits"). Only a topic whose policy has one (or whose lanes are still
 -- being drained after it was changed or removed) has these keys:
@@ -1011,9 +1003,11 @@ local function key_turn_passes(topic, key)
 end
 
 -- Takes a job out of its topic's ready or buried set, whichever holds it
--- (or its key's lane); j: as load_job answered it, in its current state.
-local function unlist(id, j)
-    local topic, state, push = j.t, j.s, j.push
+-- (or its key's lane); j: as load_job answered it, in its current state,
+-- or in the state it is leaving when given (state).
+local function unlist(id, j, state)
+    local topic, push = j.t, j.push
+    state = state or j.s
     if state == 'ready' then
         if lane_remove(id, j) then return end
         if push then
@@ -1439,6 +1433,8 @@ local LIFECYCLE = {
         {name = 'release', from = {'reserved'}, to = 'delay', hooks = {'leave_due_set', 'end_key_reservation', 'store', 'enter_due_set', 'count_move'}},
         {name = 'bury', from = {'reserved'}, to = 'buried', hooks = {'leave_due_set', 'end_key_reservation', 'take_seq', 'store', 'enter_buried', 'count_move'}},
         {name = 'kick', from = {'buried'}, to = 'ready', hooks = {'leave_buried', 'fresh_retries', 'ready_since_now', 'store', 'enqueue', 'count_move', 'count_kicked'}},
+        {name = 'reschedule', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'leave_queue', 'fresh_retries', 'record_due', 'store', 'enter_due_set', 'count_move'}},
+        {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'leave_queue', 'fresh_retries', 'record_due', 'take_seq', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
     },
     -- The hooks, by name. Each is called as hook(id, j, at): j the job,
     -- already in its new state (j.s, and j.d: at.due while delay or
@@ -1447,6 +1443,7 @@ local LIFECYCLE = {
     --   at.due      delay or reserved: when the timer looks at it again
     --   at.seq      its place in the queue it joins (else one is taken)
     --   at.now      the call's time (a delivery's)
+    --   at.asked    the due time asked for (a reschedule's, for the record)
     --   at.batched  due set entries wait for flush() (see due_set_add)
     --   at.unlisted the caller took it out of the set it leaves already
     --               (the move, a kick: in one command for all)
@@ -1467,13 +1464,27 @@ local LIFECYCLE = {
             j.n = j.n - 1
             if j.n == 0 and j.fd then j.fd, j.whole = nil, true end -- never delivered, after all
         end,
-        fresh_retries = function(_, j) j.kb = j.n end,
+        -- a buried job comes back with a fresh allowance of retries
+        fresh_retries = function(_, j, at)
+            if at.from == 'buried' then j.kb = j.n end
+        end,
+        -- a kept record's due time (a topic that keeps history)
+        record_due = function(_, j, at)
+            if j.du then j.du, j.whole = at.asked, true end
+        end,
         -- due sets: the delay sets, the buckets and reserved indexes
         enter_due_set = function(id, j, at) due_set_add(id, j, j.d, j.s, at.batched) end,
         leave_due_set = function(id, j, at)
             if not at.unlisted then due_set_remove(id, j, at.from) end
         end,
-        -- queues: ready (or P:push), buried
+        -- queues: ready (or P:push), buried; leave_queue: whichever it is in
+        leave_queue = function(id, j, at)
+            if at.from == 'delay' then
+                due_set_remove(id, j, 'delay')
+            else
+                unlist(id, j, at.from)
+            end
+        end,
         ready_since_now = function(_, j) j.rt = clock() end,
         enqueue = function(id, j, at) enqueue_ready(id, j.t, at.seq, j.push) end,
         unindex_push = function(id, j)
