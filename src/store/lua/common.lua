@@ -1361,55 +1361,6 @@ local function job_view(id)
         ended = -1, first_delivered = j.fd or -1, deliveries = j.push and deliveries_view(id)}, j
 end
 
--- Removes job j (as load_job answered it) whatever its state; kind is the
--- counter it goes to ('finished' or 'deleted'). Its record is kept when
--- its topic keeps history, unless no_record (purge).
-local function remove_job(id, j, kind, no_record)
-    local state, topic = j.s, j.t
-    local keep = not no_record and keep_of(topic) or 0
-    if keep > 0 then
-        -- the record takes fields of the tail a head-only read left out
-        if j.head_only then j = load_job(id) end
-        keep_record(id, j, kind, keep)
-    end
-    if j.push then -- its delivery log stays as long as its record
-        if keep > 0 then
-            redis.call('PEXPIRE', delivery_key(id), num(keep))
-        else
-            redis.call('DEL', delivery_key(id))
-        end
-    end
-    if state == 'delay' or state == 'reserved' then
-        due_set_remove(id, j, state)
-        if state == 'reserved' then key_reservation_ends(id, topic) end
-    else
-        unlist(id, j)
-    end
-    count(topic, state, -1)
-    count(topic, kind, 1)
-    count(topic, 'jobs', -1)
-    delete_job(id, j)
-end
-
--- Removes the jobs named by argv[from..to], each in its own right: one item
--- per id, 'ok' or 'DQ_NOT_FOUND' (no such job, or not the caller's topic:
--- the two answer alike, so a token limited to topics cannot learn which
--- other ids exist). limit_topics() must have run.
-local function remove_ids(argv, kind, from, to)
-    local out = {}
-    for i = from, to do
-        local id = argv[i]
-        local j = load_job(id, true) -- removing needs only the head
-        if not j or not allowed(j.t) then
-            out[#out + 1] = 'DQ_NOT_FOUND'
-        else
-            remove_job(id, j, kind)
-            out[#out + 1] = 'ok'
-        end
-    end
-    return out
-end
-
 -- ==========================================================================
 -- The job's life cycle (docs/DESIGN.md, "The job's life cycle"), declared
 -- once. A job is in one of LIFECYCLE.states (its head's s); an edge moves
@@ -1433,8 +1384,10 @@ local LIFECYCLE = {
         {name = 'release', from = {'reserved'}, to = 'delay', hooks = {'leave_due_set', 'end_key_reservation', 'store', 'enter_due_set', 'count_move'}},
         {name = 'bury', from = {'reserved'}, to = 'buried', hooks = {'leave_due_set', 'end_key_reservation', 'take_seq', 'store', 'enter_buried', 'count_move'}},
         {name = 'kick', from = {'buried'}, to = 'ready', hooks = {'leave_buried', 'fresh_retries', 'ready_since_now', 'store', 'enqueue', 'count_move', 'count_kicked'}},
-        {name = 'reschedule', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'leave_queue', 'fresh_retries', 'record_due', 'store', 'enter_due_set', 'count_move'}},
-        {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'leave_queue', 'fresh_retries', 'record_due', 'take_seq', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
+        {name = 'reschedule', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'leave', 'fresh_retries', 'record_due', 'store', 'enter_due_set', 'count_move'}},
+        {name = 'finish', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
+        {name = 'delete', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
+        {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'leave', 'fresh_retries', 'record_due', 'take_seq', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
     },
     -- The hooks, by name. Each is called as hook(id, j, at): j the job,
     -- already in its new state (j.s, and j.d: at.due while delay or
@@ -1444,6 +1397,8 @@ local LIFECYCLE = {
     --   at.seq      its place in the queue it joins (else one is taken)
     --   at.now      the call's time (a delivery's)
     --   at.asked    the due time asked for (a reschedule's, for the record)
+    --   at.kind     an end's counter and outcome: 'finished' or 'deleted'
+    --   at.keep     how long an end's record is kept (ms; 0: none)
     --   at.batched  due set entries wait for flush() (see due_set_add)
     --   at.unlisted the caller took it out of the set it leaves already
     --               (the move, a kick: in one command for all)
@@ -1477,14 +1432,17 @@ local LIFECYCLE = {
         leave_due_set = function(id, j, at)
             if not at.unlisted then due_set_remove(id, j, at.from) end
         end,
-        -- queues: ready (or P:push), buried; leave_queue: whichever it is in
-        leave_queue = function(id, j, at)
-            if at.from == 'delay' then
-                due_set_remove(id, j, 'delay')
+        -- leave: out of whichever set its old state kept it in (and a
+        -- reservation's key room)
+        leave = function(id, j, at)
+            if at.from == 'delay' or at.from == 'reserved' then
+                due_set_remove(id, j, at.from)
+                if at.from == 'reserved' then key_reservation_ends(id, j.t) end
             else
                 unlist(id, j, at.from)
             end
         end,
+        -- queues: ready (or P:push), buried
         ready_since_now = function(_, j) j.rt = clock() end,
         enqueue = function(id, j, at) enqueue_ready(id, j.t, at.seq, j.push) end,
         unindex_push = function(id, j)
@@ -1498,6 +1456,25 @@ local LIFECYCLE = {
         leave_buried = function(id, j, at)
             if not at.unlisted then redis.call('ZREM', buried_key(j.t), id) end
         end,
+        -- the end: its record kept (a topic that keeps history), its
+        -- callback's delivery log as long as its record, the job deleted
+        keep_record = function(id, j, at)
+            if at.keep > 0 then keep_record(id, j, at.kind, at.keep) end
+        end,
+        keep_delivery_log = function(id, j, at)
+            if not j.push then return end
+            if at.keep > 0 then
+                redis.call('PEXPIRE', delivery_key(id), num(at.keep))
+            else
+                redis.call('DEL', delivery_key(id))
+            end
+        end,
+        count_end = function(_, j, at)
+            count(j.t, at.from, -1)
+            count(j.t, at.kind, 1)
+            count(j.t, 'jobs', -1)
+        end,
+        delete = function(id, j) delete_job(id, j) end,
         -- per-key limits: the key's room (key_reservation_ends)
         end_key_reservation = function(id, j) key_reservation_ends(id, j.t) end,
         -- back to ready, it takes the room it frees, at the caller's place,
@@ -1538,6 +1515,35 @@ end
 -- ==========================================================================
 -- end of the job's life cycle
 -- ==========================================================================
+
+-- Removes job j (as load_job answered it) whatever its state; kind is the
+-- counter it goes to ('finished' or 'deleted'). Its record is kept when
+-- its topic keeps history, unless no_record (purge).
+local function remove_job(id, j, kind, no_record)
+    local keep = not no_record and keep_of(j.t) or 0
+    -- the record takes fields of the tail a head-only read left out
+    if keep > 0 and j.head_only then j = load_job(id) end
+    transition(id, j, kind == 'finished' and 'finish' or 'delete', {kind = kind, keep = keep})
+end
+
+-- Removes the jobs named by argv[from..to], each in its own right: one item
+-- per id, 'ok' or 'DQ_NOT_FOUND' (no such job, or not the caller's topic:
+-- the two answer alike, so a token limited to topics cannot learn which
+-- other ids exist). limit_topics() must have run.
+local function remove_ids(argv, kind, from, to)
+    local out = {}
+    for i = from, to do
+        local id = argv[i]
+        local j = load_job(id, true) -- removing needs only the head
+        if not j or not allowed(j.t) then
+            out[#out + 1] = 'DQ_NOT_FOUND'
+        else
+            remove_job(id, j, kind)
+            out[#out + 1] = 'ok'
+        end
+    end
+    return out
+end
 
 -- The least wait after a callback's 429 or 503 with Retry-After, whatever
 -- it asks (0, a past date): a busy receiver gets a breather.
