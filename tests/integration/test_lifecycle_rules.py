@@ -46,7 +46,7 @@ class LifecycleRules(unittest.TestCase):
     def test_a_direct_write_of_the_state_in_a_converted_file_fails(self):
         # touch goes through transition(); setting the state by hand is
         # what the check is for, whether alone or among other targets
-        for write in ("j.s = 'reserved'", "j.d, j.s = due, 'reserved'"):
+        for write in ("j.s = 'reserved'", "j.d, j.s = due, 'reserved'", "j['s'] = 'reserved'"):
             with self.subTest(write=write):
                 self.fresh_tree()
                 self.edit("src/store/lua/touch.lua", "local due = now_ms() + j.ttr\n",
