@@ -1385,9 +1385,9 @@ local LIFECYCLE = {
         {name = 'bury', from = {'reserved'}, to = 'buried', hooks = {'leave_due_set', 'end_key_reservation', 'take_seq', 'store', 'enter_buried', 'count_move'}},
         {name = 'kick', from = {'buried'}, to = 'ready', hooks = {'leave_buried', 'fresh_retries', 'ready_since_now', 'store', 'enqueue', 'count_move', 'count_kicked'}},
         {name = 'reschedule', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'leave', 'fresh_retries', 'record_due', 'store', 'enter_due_set', 'count_move'}},
+        {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'leave', 'fresh_retries', 'record_due', 'take_seq', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
         {name = 'finish', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
         {name = 'delete', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
-        {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'leave', 'fresh_retries', 'record_due', 'take_seq', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
     },
     -- The hooks, by name. Each is called as hook(id, j, at): j the job,
     -- already in its new state (j.s, and j.d: at.due while delay or
