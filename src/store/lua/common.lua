@@ -1299,30 +1299,6 @@ local function create_job(id, f, now, seq, stored)
     return state
 end
 
--- Upsert: job `id` (old, as load_job answered it, whole), delayed, ready
--- or buried, becomes the job the fields of f describe (see job_of_fields),
--- in the same topic, bucket and shard (both follow from the id). It
--- leaves every set of its old state, so nothing stale stays; its counts
--- move to its new state. What the replace keeps: when it was created, its
--- trace context where f gives none, and a push job's delivery log (the
--- attempts made are history; a job that is no push job any more keeps
--- none, since nothing would remove it). Its attempts start again at 0: it
--- is a new definition, whose retries and backoff count from its own first
--- delivery. Returns its new state ('ready' or 'delay').
-local function replace_job(id, old, f, now, seq)
-    write_zadds()
-    if old.s == 'delay' then
-        due_set_remove(id, old, old.s)
-    else
-        unlist(id, old)
-    end
-    local j = job_of_fields(f, now)
-    j.c, j.legacy = old.c, old.legacy
-    if not f.traceparent and not f.tracestate then j.tp, j.ts = old.tp, old.ts end
-    if old.push and not j.push then redis.call('DEL', delivery_key(id)) end
-    count(old.t, old.s, -1)
-    return place_job(id, j, seq)
-end
 
 -- Drops the kept record of `id` (r, as load_record answered it), its
 -- entry in its topic's history index and its delivery log: for an upsert
@@ -1386,6 +1362,8 @@ local LIFECYCLE = {
         {name = 'kick', from = {'buried'}, to = 'ready', hooks = {'leave_buried', 'fresh_retries', 'ready_since_now', 'store', 'enqueue', 'count_move', 'count_kicked'}},
         {name = 'reschedule', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'leave', 'fresh_retries', 'record_due', 'store', 'enter_due_set', 'count_move'}},
         {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'leave', 'fresh_retries', 'record_due', 'take_seq', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
+        {name = 'replace', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'write_zadds', 'leave', 'renew', 'store', 'enter_due_set', 'count_move'}},
+        {name = 'replace_ready', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'write_zadds', 'leave', 'renew', 'store', 'enqueue', 'count_move'}},
         {name = 'finish', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
         {name = 'delete', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
     },
@@ -1398,6 +1376,7 @@ local LIFECYCLE = {
     --   at.now      the call's time (a delivery's)
     --   at.asked    the due time asked for (a reschedule's, for the record)
     --   at.kind     an end's counter and outcome: 'finished' or 'deleted'
+    --   at.fields   a replace's new definition (see job_of_fields)
     --   at.keep     how long an end's record is kept (ms; 0: none)
     --   at.batched  due set entries wait for flush() (see due_set_add)
     --   at.unlisted the caller took it out of the set it leaves already
@@ -1455,6 +1434,23 @@ local LIFECYCLE = {
         end,
         leave_buried = function(id, j, at)
             if not at.unlisted then redis.call('ZREM', buried_key(j.t), id) end
+        end,
+        -- a replace: the call's batched set entries written first (a batch
+        -- may name an id twice), then the job becomes the one at.fields
+        -- describe, in place (see replace_job)
+        write_zadds = function() write_zadds() end,
+        renew = function(id, j, at)
+            local f = at.fields
+            local new = job_of_fields(f, at.now)
+            new.c, new.legacy = j.c, j.legacy
+            if not f.traceparent and not f.tracestate then new.tp, new.ts = j.tp, j.ts end
+            if j.push and not new.push then redis.call('DEL', delivery_key(id)) end
+            for k in pairs(j) do
+                if k ~= 's' then j[k] = nil end
+            end
+            for k, v in pairs(new) do
+                if k ~= 's' then j[k] = v end
+            end
         end,
         -- the end: its record kept (a topic that keeps history), its
         -- callback's delivery log as long as its record, the job deleted
@@ -1515,6 +1511,21 @@ end
 -- ==========================================================================
 -- end of the job's life cycle
 -- ==========================================================================
+
+-- Upsert: job `id` (old, as load_job answered it, whole), delayed, ready
+-- or buried, becomes the job the fields of f describe (see job_of_fields),
+-- in the same topic, bucket and shard (both follow from the id). It
+-- leaves every set of its old state, so nothing stale stays; its counts
+-- move to its new state. What the replace keeps: when it was created, its
+-- trace context where f gives none, and a push job's delivery log (the
+-- attempts made are history; a job that is no push job any more keeps
+-- none, since nothing would remove it). Its attempts start again at 0: it
+-- is a new definition, whose retries and backoff count from its own first
+-- delivery. Returns its new state ('ready' or 'delay').
+local function replace_job(id, old, f, now, seq)
+    local edge = f.due <= now and 'replace_ready' or 'replace' -- as job_of_fields decides
+    return transition(id, old, edge, {fields = f, now = now, seq = seq, due = f.due, batched = true})
+end
 
 -- Removes job j (as load_job answered it) whatever its state; kind is the
 -- counter it goes to ('finished' or 'deleted'). Its record is kept when
