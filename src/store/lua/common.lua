@@ -1340,9 +1340,10 @@ end
 -- ==========================================================================
 -- The job's life cycle (docs/DESIGN.md, "The job's life cycle"), declared
 -- once. A job is in one of LIFECYCLE.states (its head's s); an edge moves
--- it from one of its `from` states to `to`, and runs the edge's hooks in
--- order: each is the bookkeeping of one feature (counters, deliveries, due
--- sets, queues, a key's room) that hangs on that edge. transition() is the
+-- it from one of its `from` states to `to` (a state, or 'ended': its key
+-- is deleted), and runs the edge's hooks in order: each is the
+-- bookkeeping of one feature (counters, deliveries, due sets, queues, a
+-- key's room, kept records) that hangs on that edge. transition() is the
 -- only code that changes a job's state for the edges declared here:
 -- scripts/check-lifecycle fails the build on a write of the state anywhere
 -- else, but for the writes its allowlist still names (edges not declared
