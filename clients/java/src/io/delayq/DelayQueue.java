@@ -12,6 +12,13 @@ import java.util.concurrent.TimeUnit;
  * {@link TakeQueue#poll(long, TimeUnit, TakeQueue.Handler)} finishes a job
  * only once its handler returned.
  *
+ * <p>The values not yet due are delayed jobs: the blocking queue neither
+ * counts nor clears them (as Redisson's blocking queue does not hold them
+ * yet); {@link #offer} returns the job's id, to {@code get} or
+ * {@code delete} one through the {@link Client}. How {@code take} and
+ * {@code poll} answer an interrupt, and what each Collection method does
+ * against the service: {@link TakeQueue}.
+ *
  * <pre>{@code
  * DelayQueue<String> queue = new DelayQueue<>(new Client(), "SANYOU", ValueCodec.string());
  * queue.offer("close order 42", 5, TimeUnit.SECONDS);
@@ -42,15 +49,23 @@ public final class DelayQueue<T> {
     /**
      * Adds value, due after delay (rounded down to milliseconds); returns
      * the job's id (made by delayq). Throws the client's exceptions, e.g.
-     * {@link UnavailableException} when delayq or Redis cannot take it.
+     * {@link UnavailableException} when delayq or Redis cannot take it. An
+     * interrupt does not cut it short (it stays in the thread's flag).
      */
     public String offer(T value, long delay, TimeUnit unit) {
         double seconds = unit.toMillis(delay) / 1000.0;
-        return client.add(NewJob.of(topic, codec.encode(value)).delay(seconds));
+        NewJob job = NewJob.of(topic, codec.encode(value)).delay(seconds);
+        return TakeQueue.uninterruptibly(() -> client.add(job));
     }
 
     /** The queue of due values, to take them from (one per DelayQueue). */
     public TakeQueue<T> blockingQueue() {
         return taking;
+    }
+
+    /** The topic and the service; sends nothing. */
+    @Override
+    public String toString() {
+        return "DelayQueue(" + topic + " at " + client.url() + ")";
     }
 }

@@ -1,12 +1,19 @@
 package io.delayq;
 
 import java.util.AbstractQueue;
+import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 
 /**
  * The due values of a {@link DelayQueue}, as a {@link BlockingQueue}: a
@@ -16,12 +23,31 @@ import java.util.concurrent.TimeUnit;
  * job only when its handler returned, and gives it back otherwise, so a
  * consumer that fails or dies mid-way loses nothing (at-least-once).
  *
- * <p>What a delay queue in Redis cannot do cheaply it refuses with
- * {@link UnsupportedOperationException}: {@link #peek()}, {@link #iterator()}
- * (and so {@code remove(Object)}, {@code contains}, {@code toArray}): delayq
- * hands a job out only by reserving it. {@link #size()} is the topic's
- * ready jobs (stats), {@link #remainingCapacity()} unbounded, and
- * {@link #offer(Object)} adds a value due now.
+ * <p>Interrupts, as {@link BlockingQueue} says: {@link #take()} and the
+ * polls with a timeout throw {@link InterruptedException} at once when the
+ * thread is interrupted while they wait, or enters them interrupted. The
+ * long-poll then in flight is left to end on its own (cancelling it could
+ * lose a job the service reserved for it in that instant): a job it brings
+ * is handed back (released, ready again at once) for the next take. A job
+ * popped before the interrupt came is delivered: its finish (or its
+ * handler's finish or release) still runs, and the value is returned with
+ * the thread's interrupt flag set. The other service calls here are not cut
+ * short by an interrupt either; the flag stays set for the caller.
+ *
+ * <p>Against the service, what the {@link java.util.Collection} methods do:
+ * {@link #size()} is the topic's ready jobs (one stats request; the values
+ * not yet due are not counted, as they are not in Redisson's blocking
+ * queue yet), {@link #isEmpty()} is {@code size() == 0}, {@link #clear()}
+ * deletes the ready jobs (not the delayed ones, nor those reserved by a
+ * consumer), {@link #remove()} takes one value as {@link #poll()} does
+ * (NoSuchElementException when none is due), {@link #toString()} names the
+ * topic and the service and sends nothing, {@link #remainingCapacity()} is
+ * unbounded, and {@link #offer(Object)}, {@code add} and {@code put} add a
+ * value due now. What a delay queue in Redis cannot do cheaply is refused
+ * with {@link UnsupportedOperationException}: {@link #peek()} (and
+ * {@code element()}), {@link #iterator()} (and so {@code remove(Object)},
+ * {@code removeAll}, {@code retainAll}, {@code removeIf}, {@code contains},
+ * {@code toArray}): delayq hands a job out only by reserving it.
  *
  * <p>A job whose body the codec cannot read (a producer that is not this
  * queue's) is buried, not handed over: {@code delayq kick} brings it back.
@@ -33,6 +59,18 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
     /** The longest one long-poll waits; take() and poll() ask again until their time is up. */
     static final double LONG_POLL_SECONDS = 20;
     private static final int DRAIN_BATCH = 100;
+    private static final System.Logger LOG = System.getLogger("io.delayq.TakeQueue");
+    /**
+     * The threads the service calls run on, so that an interrupt of the
+     * caller neither cancels a request half-way (the Client would close its
+     * connection, the outcome unknown) nor keeps the caller waiting on it.
+     * Daemon threads: an abandoned long-poll does not hold the JVM up.
+     */
+    private static final ExecutorService CALLS = Executors.newCachedThreadPool(run -> {
+        Thread t = new Thread(run, "delayq-take");
+        t.setDaemon(true);
+        return t;
+    });
 
     /** Handles one value; a throw gives its job back to be delivered again. */
     @FunctionalInterface
@@ -77,11 +115,14 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
         if (taken == null) {
             return null;
         }
-        client.finish(taken.job().id());
+        uninterruptibly(() -> {
+            client.finish(taken.job().id());
+            return null;
+        });
         return taken.value();
     }
 
-    /** A due value now, or null. */
+    /** A due value now, or null (null too when the thread is interrupted: it keeps its flag). */
     @Override
     public T poll() {
         try {
@@ -102,18 +143,21 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
     public int drainTo(Collection<? super T> into, int max) {
         int n = 0;
         while (n < max) {
-            List<Job> jobs = client.popMany(List.of(topic), Math.min(max - n, DRAIN_BATCH), 0);
+            int count = Math.min(max - n, DRAIN_BATCH);
+            List<Job> jobs = uninterruptibly(() -> client.popMany(List.of(topic), count, 0));
             if (jobs.isEmpty()) {
                 break;
             }
+            List<String> taken = new ArrayList<>();
             for (Job job : jobs) {
                 T value = readOrBury(job);
                 if (value != null) {
-                    client.finish(job.id());
+                    taken.add(job.id());
                     into.add(value);
-                    n++;
                 }
             }
+            uninterruptibly(() -> client.finishMany(taken));
+            n += taken.size();
         }
         return n;
     }
@@ -131,13 +175,17 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
         if (taken == null) {
             return false;
         }
+        String id = taken.job().id();
         try {
             handler.handle(taken.value());
         } catch (Exception | Error e) {
-            client.release(taken.job().id(), retryDelay);
+            uninterruptibly(() -> client.release(id, retryDelay));
             throw e;
         }
-        client.finish(taken.job().id());
+        uninterruptibly(() -> {
+            client.finish(id);
+            return null;
+        });
         return true;
     }
 
@@ -152,7 +200,7 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
                 throw new InterruptedException();
             }
             double left = Math.max(0, (deadline - System.nanoTime()) / 1e9);
-            Job job = client.pop(topic, Math.min(left, LONG_POLL_SECONDS));
+            Job job = pop(Math.min(left, LONG_POLL_SECONDS));
             if (job == null) {
                 if (left <= 0) {
                     return null;
@@ -166,12 +214,44 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
         }
     }
 
+    /**
+     * One long-poll of up to wait seconds, given up at once when the thread
+     * is interrupted: the request runs on, and a job it brings is handed
+     * back, ready again at once (a release; the job counts one more
+     * delivery, and is buried instead if it has retries and used them up).
+     */
+    private Job pop(double wait) throws InterruptedException {
+        CompletableFuture<Job> popping = CompletableFuture.supplyAsync(() -> client.pop(topic, wait), CALLS);
+        try {
+            return popping.get();
+        } catch (InterruptedException e) {
+            popping.thenAccept(job -> {
+                if (job != null) {
+                    handBack(job);
+                }
+            });
+            throw e;
+        } catch (ExecutionException e) {
+            throw rethrown(e.getCause());
+        }
+    }
+
+    private void handBack(Job job) {
+        try {
+            client.release(job.id(), 0);
+        } catch (DelayqException e) {
+            LOG.log(System.Logger.Level.WARNING, "job " + job.id() + " of " + topic + ", popped for a take that was "
+                    + "interrupted, could not be handed back; it is delivered again after its TTR: " + e);
+        }
+    }
+
     // ------------------------------------------------------------- the rest
 
     /** Adds value due now (as {@code DelayQueue.offer(value, 0, unit)}); always true. */
     @Override
     public boolean offer(T value) {
-        client.add(NewJob.of(topic, codec.encode(value)));
+        Object body = codec.encode(value);
+        uninterruptibly(() -> client.add(NewJob.of(topic, body)));
         return true;
     }
 
@@ -185,13 +265,41 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
         return offer(value);
     }
 
-    /** The topic's ready jobs now (stats): due values not yet taken. */
+    /** The topic's ready jobs now (stats): due values not yet taken; the delayed ones are not counted. */
     @Override
     public int size() {
-        Object topics = client.stats(topic).get("topics");
+        Object topics = uninterruptibly(() -> client.stats(topic)).get("topics");
         Object figures = topics instanceof Map<?, ?> m ? m.get(topic) : null;
         Object ready = figures instanceof Map<?, ?> f ? f.get("ready") : null;
         return ready instanceof Number n ? (int) Math.min(Integer.MAX_VALUE, n.longValue()) : 0;
+    }
+
+    /** No due value now: {@code size() == 0} (one stats request). */
+    @Override
+    public boolean isEmpty() {
+        return size() == 0;
+    }
+
+    /**
+     * Deletes the due values: the topic's ready jobs, whatever their body,
+     * until none is left (as deletes: they count as deleted, not finished).
+     * The values not yet due stay (delete one by the id
+     * {@link DelayQueue#offer} returned), and so do the jobs reserved by a
+     * consumer.
+     */
+    @Override
+    public void clear() {
+        for (;;) {
+            List<Job> jobs = uninterruptibly(() -> client.popMany(List.of(topic), DRAIN_BATCH, 0));
+            if (jobs.isEmpty()) {
+                return;
+            }
+            List<String> ids = new ArrayList<>();
+            for (Job job : jobs) {
+                ids.add(job.id());
+            }
+            uninterruptibly(() -> client.deleteMany(ids));
+        }
     }
 
     @Override
@@ -206,7 +314,13 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
 
     @Override
     public Iterator<T> iterator() {
-        throw unsupported("iterating (and remove, contains, toArray)");
+        throw unsupported("iterating (and remove(Object), contains, toArray)");
+    }
+
+    /** The topic and the service; sends nothing. */
+    @Override
+    public String toString() {
+        return "TakeQueue(" + topic + " at " + client.url() + ")";
     }
 
     private static UnsupportedOperationException unsupported(String what) {
@@ -219,8 +333,34 @@ public final class TakeQueue<T> extends AbstractQueue<T> implements BlockingQueu
         try {
             return codec.decode(job);
         } catch (RuntimeException e) {
-            client.bury(job.id());
+            uninterruptibly(() -> {
+                client.bury(job.id());
+                return null;
+            });
             return null;
         }
+    }
+
+    /**
+     * The call's answer, waited for through interrupts: an interrupt cannot
+     * cancel it half-way, and is kept in the thread's flag.
+     */
+    static <R> R uninterruptibly(Supplier<R> call) {
+        try {
+            return CompletableFuture.supplyAsync(call, CALLS).join();
+        } catch (CompletionException e) {
+            throw rethrown(e.getCause());
+        }
+    }
+
+    /** A service call's failure, as the caller's thread throws it (a DelayqException, say). */
+    private static RuntimeException rethrown(Throwable failure) {
+        if (failure instanceof RuntimeException r) {
+            return r;
+        }
+        if (failure instanceof Error e) {
+            throw e;
+        }
+        return new IllegalStateException(failure);
     }
 }
