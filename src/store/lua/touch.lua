@@ -11,5 +11,7 @@ if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 local conflict = reserved_conflict(j)
 if conflict then return conflict end
 local due = now_ms() + j.ttr
-transition(id, j, 'touch', {due = due})
+j.d = due
+store_job(id, j)
+due_set_add(id, j, due, 'reserved')
 return due
