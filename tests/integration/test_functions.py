@@ -1108,6 +1108,20 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.call("push_done", "h3", 1, "fail", 0, 500, "", 0, ""), b"delay")
         self.assertEqual(self.call("give_back", "h3", 1), 0, "only a reservation still held")
 
+    def test_an_edge_from_a_state_it_does_not_leave_is_an_error(self):
+        """common.lua's transition() refuses a job that is not in one of its
+        edge's from states, before it writes the job: a ready job found in
+        its topic's buried set (a stray entry) is not kicked."""
+        self.add("k1")
+        self.redis("ZADD", P + ":x:q", 1, "k1")
+        before = self.job("k1")
+        r = self.server.resp()
+        err = self.assertDqError("lifecycle: kick from ready", r, "FCALL",
+                                 "dq_%s_kick" % self.version, 1, P, "q", 1)
+        self.assertNotIn("DQ_", err, "a bug, not a client's error")
+        self.assertEqual(self.job("k1"), before)
+        self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [b"k1"])
+
     def test_push_wait_is_bounded_by_the_last_step(self):
         self.add("h2", url="http://example.com/", backoff="[5,2]")
         self.push_take(1, 500)

@@ -10,8 +10,5 @@ local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 local conflict = reserved_conflict(j)
 if conflict then return conflict end
-due_set_remove(id, j, 'reserved')
-key_reservation_ends(id, j.t)
-bury(id, j, reserve_seq(1))
-move_count(j.t, 'reserved', 'buried')
+transition(id, j, 'bury')
 return 'ok'

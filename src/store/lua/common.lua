@@ -506,22 +506,6 @@ local function enqueue_ready(id, topic, seq, push)
     note_ready(topic)
 end
 
--- Makes job j ready: it says so (with rt, when it became ready, for the
--- oldest-ready-age metric) and it joins its topic's queue.
-local function make_ready(id, j, seq)
-    j.s, j.d, j.rt = 'ready', -1, clock()
-    store_job(id, j)
-    enqueue_ready(id, j.t, seq, j.push)
-end
-
--- Sets job j aside; pop never sees it, kick brings it back.
-local function bury(id, j, seq)
-    j.s, j.d = 'buried', -1
-    store_job(id, j)
-    zadd(buried_key(j.t), num(seq), id)
-    count(j.t, 'buries', 1)
-end
-
 -- Per-key limits (key_concurrency, key_rate; docs/DESIGN.md, "Per-key
 -- limits"). Only a topic whose policy has one (or whose lanes are still
 -- being drained after it was changed or removed) has these keys:
@@ -1019,9 +1003,11 @@ local function key_turn_passes(topic, key)
 end
 
 -- Takes a job out of its topic's ready or buried set, whichever holds it
--- (or its key's lane); j: as load_job answered it, in its current state.
-local function unlist(id, j)
-    local topic, state, push = j.t, j.s, j.push
+-- (or its key's lane); j: as load_job answered it, in its current state,
+-- or in the state it is leaving when given (state).
+local function unlist(id, j, state)
+    local topic, push = j.t, j.push
+    state = state or j.s
     if state == 'ready' then
         if lane_remove(id, j) then return end
         if push then
@@ -1313,30 +1299,6 @@ local function create_job(id, f, now, seq, stored)
     return state
 end
 
--- Upsert: job `id` (old, as load_job answered it, whole), delayed, ready
--- or buried, becomes the job the fields of f describe (see job_of_fields),
--- in the same topic, bucket and shard (both follow from the id). It
--- leaves every set of its old state, so nothing stale stays; its counts
--- move to its new state. What the replace keeps: when it was created, its
--- trace context where f gives none, and a push job's delivery log (the
--- attempts made are history; a job that is no push job any more keeps
--- none, since nothing would remove it). Its attempts start again at 0: it
--- is a new definition, whose retries and backoff count from its own first
--- delivery. Returns its new state ('ready' or 'delay').
-local function replace_job(id, old, f, now, seq)
-    write_zadds()
-    if old.s == 'delay' then
-        due_set_remove(id, old, old.s)
-    else
-        unlist(id, old)
-    end
-    local j = job_of_fields(f, now)
-    j.c, j.legacy = old.c, old.legacy
-    if not f.traceparent and not f.tracestate then j.tp, j.ts = old.tp, old.ts end
-    if old.push and not j.push then redis.call('DEL', delivery_key(id)) end
-    count(old.t, old.s, -1)
-    return place_job(id, j, seq)
-end
 
 -- Drops the kept record of `id` (r, as load_record answered it), its
 -- entry in its topic's history index and its delivery log: for an upsert
@@ -1375,34 +1337,205 @@ local function job_view(id)
         ended = -1, first_delivered = j.fd or -1, deliveries = j.push and deliveries_view(id)}, j
 end
 
+-- ==========================================================================
+-- The job's life cycle (docs/DESIGN.md, "The job's life cycle"), declared
+-- once. A job is in one of LIFECYCLE.states (its head's s); an edge moves
+-- it from one of its `from` states to `to` (a state, or 'ended': its key
+-- is deleted), and runs the edge's hooks in order: each is the
+-- bookkeeping of one feature (counters, deliveries, due sets, queues, a
+-- key's room, kept records) that hangs on that edge. transition() is the
+-- only code that changes a job's state for the edges declared here:
+-- scripts/check-lifecycle fails the build on a write of the state anywhere
+-- else, but for the writes its allowlist still names (edges not declared
+-- yet).
+-- `make lifecycle-chart` draws DESIGN's chart from this table: keep one
+-- edge a line.
+-- ==========================================================================
+local LIFECYCLE = {
+    states = {'delay', 'ready', 'reserved', 'buried'},
+    edges = {
+        {name = 'reserve', from = {'ready'}, to = 'reserved', hooks = {'count_delivery', 'store', 'unindex_push', 'enter_due_set', 'count_move', 'count_popped'}},
+        {name = 'touch', from = {'reserved'}, to = 'reserved', hooks = {'store', 'enter_due_set'}},
+        {name = 'give_back', from = {'reserved'}, to = 'ready', hooks = {'leave_due_set', 'key_place', 'uncount_delivery', 'store', 'enqueue', 'count_move', 'uncount_popped'}},
+        {name = 'retry', from = {'reserved'}, to = 'ready', hooks = {'leave_due_set', 'key_place', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
+        {name = 'release', from = {'reserved'}, to = 'delay', hooks = {'leave_due_set', 'end_key_reservation', 'store', 'enter_due_set', 'count_move'}},
+        {name = 'bury', from = {'reserved'}, to = 'buried', hooks = {'leave_due_set', 'end_key_reservation', 'take_seq', 'store', 'enter_buried', 'count_move'}},
+        {name = 'kick', from = {'buried'}, to = 'ready', hooks = {'leave_buried', 'fresh_retries', 'ready_since_now', 'store', 'enqueue', 'count_move', 'count_kicked'}},
+        {name = 'reschedule', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'leave', 'fresh_retries', 'record_due', 'store', 'enter_due_set', 'count_move'}},
+        {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'leave', 'fresh_retries', 'record_due', 'take_seq', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
+        {name = 'replace', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'write_zadds', 'leave', 'renew', 'store', 'enter_due_set', 'count_move'}},
+        {name = 'replace_ready', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'write_zadds', 'leave', 'renew', 'store', 'enqueue', 'count_move'}},
+        {name = 'finish', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
+        {name = 'delete', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
+    },
+    -- The hooks, by name. Each is called as hook(id, j, at): j the job,
+    -- already in its new state (j.s, and j.d: at.due while delay or
+    -- reserved, else -1), at the edge's arguments (below) and at.from the
+    -- state it left.
+    --   at.due      delay or reserved: when the timer looks at it again
+    --   at.seq      its place in the queue it joins (else one is taken)
+    --   at.now      the call's time (a delivery's)
+    --   at.asked    the due time asked for (a reschedule's, for the record)
+    --   at.kind     an end's counter and outcome: 'finished' or 'deleted'
+    --   at.fields   a replace's new definition (see job_of_fields)
+    --   at.keep     how long an end's record is kept (ms; 0: none)
+    --   at.batched  due set entries wait for flush() (see due_set_add)
+    --   at.unlisted the caller took it out of the set it leaves already
+    --               (the move, a kick: in one command for all)
+    hooks = {
+        -- the write of its head (and of the rest when j.whole)
+        store = function(id, j) store_job(id, j) end,
+        -- per-state counters (stats)
+        count_move = function(_, j, at) move_count(j.t, at.from, j.s) end,
+        count_popped = function(_, j) count(j.t, 'popped', 1) end,
+        uncount_popped = function(_, j) count(j.t, 'popped', -1) end,
+        count_kicked = function(_, j) count(j.t, 'kicked', 1) end,
+        -- deliveries (attempts) and retries
+        count_delivery = function(_, j, at)
+            j.n = j.n + 1
+            note_delivery(j, at.now)
+        end,
+        uncount_delivery = function(_, j)
+            j.n = j.n - 1
+            if j.n == 0 and j.fd then j.fd, j.whole = nil, true end -- never delivered, after all
+        end,
+        -- a buried job comes back with a fresh allowance of retries
+        fresh_retries = function(_, j, at)
+            if at.from == 'buried' then j.kb = j.n end
+        end,
+        -- a kept record's due time (a topic that keeps history)
+        record_due = function(_, j, at)
+            if j.du then j.du, j.whole = at.asked, true end
+        end,
+        -- due sets: the delay sets, the buckets and reserved indexes
+        enter_due_set = function(id, j, at) due_set_add(id, j, j.d, j.s, at.batched) end,
+        leave_due_set = function(id, j, at)
+            if not at.unlisted then due_set_remove(id, j, at.from) end
+        end,
+        -- leave: out of whichever set its old state kept it in (and a
+        -- reservation's key room)
+        leave = function(id, j, at)
+            if at.from == 'delay' or at.from == 'reserved' then
+                due_set_remove(id, j, at.from)
+                if at.from == 'reserved' then key_reservation_ends(id, j.t) end
+            else
+                unlist(id, j, at.from)
+            end
+        end,
+        -- queues: ready (or P:push), buried
+        ready_since_now = function(_, j) j.rt = clock() end,
+        enqueue = function(id, j, at) enqueue_ready(id, j.t, at.seq, j.push) end,
+        unindex_push = function(id, j)
+            if j.push then redis.call('ZREM', push_index(j.t), id) end
+        end,
+        take_seq = function(_, _, at) at.seq = at.seq or reserve_seq(1) end,
+        enter_buried = function(id, j, at)
+            zadd(buried_key(j.t), num(at.seq), id)
+            count(j.t, 'buries', 1)
+        end,
+        leave_buried = function(id, j, at)
+            if not at.unlisted then redis.call('ZREM', buried_key(j.t), id) end
+        end,
+        -- a replace: the call's batched set entries written first (a batch
+        -- may name an id twice), then the job becomes the one at.fields
+        -- describe, in place (see replace_job)
+        write_zadds = function() write_zadds() end,
+        renew = function(id, j, at)
+            local f = at.fields
+            local new = job_of_fields(f, at.now)
+            new.c, new.legacy = j.c, j.legacy
+            if not f.traceparent and not f.tracestate then new.tp, new.ts = j.tp, j.ts end
+            if j.push and not new.push then redis.call('DEL', delivery_key(id)) end
+            for k in pairs(j) do
+                if k ~= 's' then j[k] = nil end
+            end
+            for k, v in pairs(new) do
+                if k ~= 's' then j[k] = v end
+            end
+        end,
+        -- the end: its record kept (a topic that keeps history), its
+        -- callback's delivery log as long as its record, the job deleted
+        keep_record = function(id, j, at)
+            if at.keep > 0 then keep_record(id, j, at.kind, at.keep) end
+        end,
+        keep_delivery_log = function(id, j, at)
+            if not j.push then return end
+            if at.keep > 0 then
+                redis.call('PEXPIRE', delivery_key(id), num(at.keep))
+            else
+                redis.call('DEL', delivery_key(id))
+            end
+        end,
+        count_end = function(_, j, at)
+            count(j.t, at.from, -1)
+            count(j.t, at.kind, 1)
+            count(j.t, 'jobs', -1)
+        end,
+        delete = function(id, j) delete_job(id, j) end,
+        -- per-key limits: the key's room (key_reservation_ends)
+        end_key_reservation = function(id, j) key_reservation_ends(id, j.t) end,
+        -- back to ready, it takes the room it frees, at the caller's place,
+        -- else the one it had when taken, else a new one
+        key_place = function(id, j, at)
+            local kept = key_reservation_ends(id, j.t, true)
+            at.seq = at.seq or kept or reserve_seq(1)
+        end,
+    },
+}
+
+-- Moves job j along `edge` (a name in LIFECYCLE.edges) with its arguments
+-- `at` (see the hooks); returns its new state. A job not in one of the
+-- edge's from states is a bug of the caller: an error, before any write.
+local function transition(id, j, edge, at)
+    local edges = LIFECYCLE.edges
+    if not edges.by_name then
+        -- made on the first call: the library's load runs no loops (Redis
+        -- gives it no ipairs); the table never changes after
+        local by_name = {}
+        for _, e in ipairs(edges) do
+            e.leaves = {}
+            for _, s in ipairs(e.from) do e.leaves[s] = true end
+            by_name[e.name] = e
+        end
+        edges.by_name = by_name
+    end
+    local e = edges.by_name[edge]
+    if not e then error('lifecycle: no edge ' .. tostring(edge)) end
+    if not e.leaves[j.s] then error('lifecycle: ' .. edge .. ' from ' .. tostring(j.s)) end
+    at = at or {}
+    at.from = j.s
+    j.s = e.to
+    if e.to == 'delay' or e.to == 'reserved' then j.d = at.due else j.d = -1 end
+    for _, h in ipairs(e.hooks) do LIFECYCLE.hooks[h](id, j, at) end
+    return j.s
+end
+-- ==========================================================================
+-- end of the job's life cycle
+-- ==========================================================================
+
+-- Upsert: job `id` (old, as load_job answered it, whole), delayed, ready
+-- or buried, becomes the job the fields of f describe (see job_of_fields),
+-- in the same topic, bucket and shard (both follow from the id). It
+-- leaves every set of its old state, so nothing stale stays; its counts
+-- move to its new state. What the replace keeps: when it was created, its
+-- trace context where f gives none, and a push job's delivery log (the
+-- attempts made are history; a job that is no push job any more keeps
+-- none, since nothing would remove it). Its attempts start again at 0: it
+-- is a new definition, whose retries and backoff count from its own first
+-- delivery. Returns its new state ('ready' or 'delay').
+local function replace_job(id, old, f, now, seq)
+    local edge = f.due <= now and 'replace_ready' or 'replace' -- as job_of_fields decides
+    return transition(id, old, edge, {fields = f, now = now, seq = seq, due = f.due, batched = true})
+end
+
 -- Removes job j (as load_job answered it) whatever its state; kind is the
 -- counter it goes to ('finished' or 'deleted'). Its record is kept when
 -- its topic keeps history, unless no_record (purge).
 local function remove_job(id, j, kind, no_record)
-    local state, topic = j.s, j.t
-    local keep = not no_record and keep_of(topic) or 0
-    if keep > 0 then
-        -- the record takes fields of the tail a head-only read left out
-        if j.head_only then j = load_job(id) end
-        keep_record(id, j, kind, keep)
-    end
-    if j.push then -- its delivery log stays as long as its record
-        if keep > 0 then
-            redis.call('PEXPIRE', delivery_key(id), num(keep))
-        else
-            redis.call('DEL', delivery_key(id))
-        end
-    end
-    if state == 'delay' or state == 'reserved' then
-        due_set_remove(id, j, state)
-        if state == 'reserved' then key_reservation_ends(id, topic) end
-    else
-        unlist(id, j)
-    end
-    count(topic, state, -1)
-    count(topic, kind, 1)
-    count(topic, 'jobs', -1)
-    delete_job(id, j)
+    local keep = not no_record and keep_of(j.t) or 0
+    -- the record takes fields of the tail a head-only read left out
+    if keep > 0 and j.head_only then j = load_job(id) end
+    transition(id, j, kind == 'finished' and 'finish' or 'delete', {kind = kind, keep = keep})
 end
 
 -- Removes the jobs named by argv[from..to], each in its own right: one item
@@ -1441,18 +1574,15 @@ local function backoff_step(bo, n)
 end
 
 -- After delivery number n of a reserved job failed (its TTR passed, a
--- release without a delay, a failed callback), the job, already out of its
--- bucket and its topic's reserved index (unschedule), is buried when its retries are spent, else ready again: after
--- `wait` ms when given (a callback's Retry-After, at most the last backoff
--- step), else after its backoff step, else at once. j is the job as
--- load_job answered it. Returns the new state.
-local function after_failure(id, j, now, wait)
-    local topic = j.t
+-- release without a delay, a failed callback), the job is buried when its
+-- retries are spent, else ready again: after `wait` ms when given (a
+-- callback's Retry-After, at most the last backoff step), else after its
+-- backoff step, else at once. j is the job as load_job answered it;
+-- unlisted: the caller took it out of its bucket and its topic's reserved
+-- index already (the move). Returns the new state.
+local function after_failure(id, j, now, wait, unlisted)
     if retries_spent(j.n, j.r, j.kb) then
-        key_reservation_ends(id, topic)
-        bury(id, j, reserve_seq(1))
-        move_count(topic, 'reserved', 'buried')
-        return 'buried'
+        return transition(id, j, 'bury', {unlisted = unlisted})
     end
     local delay = 0
     -- steps count from the latest kick, as retries do (kb)
@@ -1464,17 +1594,9 @@ local function after_failure(id, j, now, wait)
     if delay <= 0 then
         -- Under a key limit the job goes back to its place, before its
         -- key's later jobs (a serial key keeps its due order).
-        make_ready(id, j, key_reservation_ends(id, topic, true) or reserve_seq(1))
-        move_count(topic, 'reserved', 'ready')
-        return 'ready'
+        return transition(id, j, 'retry', {unlisted = unlisted})
     end
-    key_reservation_ends(id, topic)
-    local due = now + delay
-    j.s, j.d = 'delay', due
-    store_job(id, j)
-    due_set_add(id, j, due, 'delay')
-    move_count(topic, 'reserved', 'delay')
-    return 'delay'
+    return transition(id, j, 'release', {due = now + delay, unlisted = unlisted})
 end
 
 -- This shard's place: its index and the deployment's shard count, read

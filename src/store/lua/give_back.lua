@@ -18,14 +18,8 @@ for i = 1, #ARGV, ARG_JOB_FIELDS do
         local queue = j.push and push_key() or ready_key(j.t)
         local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
         local seq = head[2] and tonumber(head[2]) - 1 or reserve_seq(1)
-        due_set_remove(id, j, 'reserved')
-        key_reservation_ends(id, j.t, true) -- it is back at the head: it takes the room
-        j.s, j.d, j.n = 'ready', -1, j.n - 1 -- rt stays: ready since then
-        if j.n == 0 and j.fd then j.fd, j.whole = nil, true end -- never delivered, after all
-        store_job(id, j)
-        enqueue_ready(id, j.t, seq, j.push)
-        move_count(j.t, 'reserved', 'ready')
-        count(j.t, 'popped', -1)
+        -- back at the head, it takes its key's room; rt stays: ready since then
+        transition(id, j, 'give_back', {seq = seq})
         back = back + 1
     end
 end

@@ -10,11 +10,6 @@ if kicked == 0 then return 0 end
 local seq = reserve_seq(kicked)
 for i = 1, #taken, 2 do
     local id = taken[i]
-    local j = load_job(id)
-    j.kb = j.n
-    make_ready(id, j, seq + (i - 1) / 2)
+    transition(id, load_job(id), 'kick', {seq = seq + (i - 1) / 2, unlisted = true})
 end
-count(topic, 'buried', -kicked)
-count(topic, 'ready', kicked)
-count(topic, 'kicked', kicked)
 return kicked

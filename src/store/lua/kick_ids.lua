@@ -16,13 +16,8 @@ for i = NARGS + 1, #ARGV do
     elseif j.s ~= 'buried' then
         out[#out + 1] = 'DQ_CONFLICT ' .. j.s
     else
-        local topic = j.t
         if not seq then seq = reserve_seq(#ARGV - i + 1) else seq = seq + 1 end
-        redis.call('ZREM', buried_key(topic), id)
-        j.kb = j.n
-        make_ready(id, j, seq)
-        move_count(topic, 'buried', 'ready')
-        count(topic, 'kicked', 1)
+        transition(id, j, 'kick', {seq = seq})
         out[#out + 1] = 'ok'
     end
 end

@@ -49,7 +49,7 @@ if #ids > 0 then
         -- A callback's reservation ran out (its pusher died, or the
         -- outcome was not recorded): a failed attempt, as PROTOCOL says.
         if j.push then count(topic, 'push_failed', 1) end
-        local state = after_failure(id, j, now)
+        local state = after_failure(id, j, now, nil, true)
         if state ~= 'buried' then count(topic, 'redelivered', 1) end
         if j.push then
             log_failed_delivery(id, j, state, now, {error = 'no outcome recorded by the deadline'})

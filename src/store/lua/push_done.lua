@@ -29,9 +29,9 @@ if outcome == 'ok' or outcome == 'gone' then
     remove_job(id, j, kind)
     return kind
 end
--- after_failure writes them with the new state
+-- after_failure writes them with the new state (and takes the job out of
+-- its bucket and its topic's reserved index)
 j.la, j.ls, j.le, j.whole = now, ARGV[ARG.status], ARGV[ARG.error], true
-due_set_remove(id, j, 'reserved')
 -- 'fail' and 'wait' are failed attempts (stats' push_failed)
 count(j.t, 'push_failed', 1)
 local wait = outcome == 'wait' and tonumber(ARGV[ARG.wait_ms]) or nil

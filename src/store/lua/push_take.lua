@@ -111,14 +111,7 @@ while #out < want and looked < budget do
         if held_back(topic, taken[i + 1]) then
             redis.call('ZADD', hold_key(topic), taken[i + 1], id)
         elseif key_admits(id, j, taken[i + 1]) then -- else set aside in its key's lane
-            local deadline = now + j.to + grace
-            j.s, j.n, j.d = 'reserved', j.n + 1, deadline
-            note_delivery(j, now)
-            store_job(id, j)
-            redis.call('ZREM', push_index(topic), id)
-            due_set_add(id, j, deadline, 'reserved')
-            move_count(topic, 'ready', 'reserved')
-            count(topic, 'popped', 1)
+            transition(id, j, 'reserve', {due = now + j.to + grace, now = now})
             if tokens_left[topic] then
                 tokens_left[topic] = tokens_left[topic] - 1
                 if not spent[topic] then spent_order[#spent_order + 1] = topic end

@@ -12,15 +12,7 @@ local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 local conflict = reserved_conflict(j)
 if conflict then return conflict end
-local topic = j.t
-due_set_remove(id, j, 'reserved')
 if delay <= 0 or retries_spent(j.n, j.r, j.kb) then
     return after_failure(id, j, now_ms())
 end
-key_reservation_ends(id, topic)
-local due = now_ms() + delay
-j.s, j.d = 'delay', due
-store_job(id, j)
-due_set_add(id, j, due, 'delay')
-move_count(topic, 'reserved', 'delay')
-return 'delay'
+return transition(id, j, 'release', {due = now_ms() + delay})

@@ -12,25 +12,13 @@ limit_topics(ARGV[ARG.allow])
 local id, delay, at = ARGV[ARG.id], tonumber(ARGV[ARG.delay_ms]), tonumber(ARGV[ARG.at_ms])
 local j = load_job(id)
 if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
-local state, topic = j.s, j.t
-if state == 'reserved' then return redis.error_reply('DQ_CONFLICT reserved') end
-if state == 'delay' then
-    due_set_remove(id, j, state)
-else
-    unlist(id, j)
-end
-if state == 'buried' then j.kb = j.n end
+if j.s == 'reserved' then return redis.error_reply('DQ_CONFLICT reserved') end
 local now = now_ms()
 local due = now + delay
 if at >= 0 then due = math.max(at, now) end
-if j.du then j.du, j.whole = due, true end -- its kept record's due
 if due <= now then
-    make_ready(id, j, reserve_seq(1))
-    move_count(topic, state, 'ready')
+    transition(id, j, 'reschedule_now', {asked = due})
     return reply{state = 'ready', due = -1}
 end
-j.s, j.d = 'delay', due
-store_job(id, j)
-due_set_add(id, j, due, 'delay')
-move_count(topic, state, 'delay')
+transition(id, j, 'reschedule', {due = due, asked = due})
 return reply{state = 'delay', due = due}

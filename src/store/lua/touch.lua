@@ -11,7 +11,5 @@ if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
 local conflict = reserved_conflict(j)
 if conflict then return conflict end
 local due = now_ms() + j.ttr
-j.d = due
-store_job(id, j)
-due_set_add(id, j, due, 'reserved')
+transition(id, j, 'touch', {due = due})
 return due

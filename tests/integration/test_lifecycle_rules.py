@@ -1,0 +1,89 @@
+"""scripts/check-lifecycle keeps the job's life cycle declared once
+(docs/DESIGN.md, "The job's life cycle"): it passes on this tree, and fails
+on a copy of it with a write of a job's state outside common.lua's
+life-cycle section, with an allowlist entry whose write is gone, or with
+a DESIGN chart that is not the one the declaration draws;
+scripts/lifecycle-chart draws it again."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from dqtest import SRC_DIR, main
+
+
+class LifecycleRules(unittest.TestCase):
+    def setUp(self):
+        self.fresh_tree()
+
+    def fresh_tree(self):
+        """A copy of the files the scripts read, in self.top."""
+        self.top = tempfile.mkdtemp(prefix="dq-lifecycle-")
+        self.addCleanup(shutil.rmtree, self.top)
+        for d in ("src/store/lua", "scripts"):
+            shutil.copytree(os.path.join(SRC_DIR, d), os.path.join(self.top, d))
+        os.makedirs(os.path.join(self.top, "docs"))
+        shutil.copy(os.path.join(SRC_DIR, "docs/DESIGN.md"), os.path.join(self.top, "docs"))
+
+    def run_script(self, name, *args):
+        return subprocess.run(["sh", os.path.join(self.top, "scripts", name), *args, self.top],
+                              capture_output=True, text=True)
+
+    def edit(self, path, old, new):
+        path = os.path.join(self.top, path)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        self.assertEqual(text.count(old), 1, old)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text.replace(old, new))
+
+    def test_the_tree_passes(self):
+        r = self.run_script("check-lifecycle")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_direct_write_of_the_state_in_a_converted_file_fails(self):
+        # touch goes through transition(); setting the state by hand is
+        # what the check is for, whether alone or among other targets
+        for write in ("j.s = 'reserved'", "j.d, j.s = due, 'reserved'", "j['s'] = 'reserved'"):
+            with self.subTest(write=write):
+                self.fresh_tree()
+                self.edit("src/store/lua/touch.lua", "local due = now_ms() + j.ttr\n",
+                          "local due = now_ms() + j.ttr\n" + write + "\n")
+                r = self.run_script("check-lifecycle")
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn("touch.lua", r.stderr)
+                self.assertIn(write, r.stderr)
+
+    def test_a_comparison_is_no_write(self):
+        self.edit("src/store/lua/touch.lua", "local due = now_ms() + j.ttr\n",
+                  "local due = now_ms() + j.ttr\nassert(j.s == 'reserved')\n")
+        r = self.run_script("check-lifecycle")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_an_allowlisted_write_that_is_gone_must_leave_the_list(self):
+        # settle_state's write, as if the "due" edge were declared
+        self.edit("src/store/lua/common.lua", "    j.s, j.rt, j.d = 'ready', j.d, -1\n",
+                  "    transition(id, j, 'due')\n")
+        r = self.run_script("check-lifecycle")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("is gone", r.stderr)
+        self.assertIn("j.s, j.rt, j.d = 'ready', j.d, -1", r.stderr)
+
+    def test_the_chart_follows_the_declaration(self):
+        self.edit("src/store/lua/common.lua", "hooks = {'store', 'enter_due_set'}}",
+                  "hooks = {'enter_due_set', 'store'}}")
+        r = self.run_script("check-lifecycle")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("make lifecycle-chart", r.stderr)
+        drawn = self.run_script("lifecycle-chart")
+        self.assertEqual(drawn.returncode, 0, drawn.stderr)
+        with open(os.path.join(self.top, "docs/DESIGN.md"), encoding="utf-8") as f:
+            self.assertIn("| `touch` | reserved | reserved | enter_due_set, store |", f.read())
+        r = self.run_script("check-lifecycle")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+if __name__ == "__main__":
+    main()
