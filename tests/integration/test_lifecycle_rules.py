@@ -63,13 +63,21 @@ class LifecycleRules(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_an_allowlisted_write_that_is_gone_must_leave_the_list(self):
-        # settle_state's write, as if the "due" edge were declared
-        self.edit("src/store/lua/common.lua", "    j.s, j.rt, j.d = 'ready', j.d, -1\n",
-                  "    transition(id, j, 'due')\n")
+        # read_job's decoding of the stored state, as if it were done elsewhere
+        self.edit("src/store/lua/common.lua", "local j = {s = STATE_NAME[s], d = d,",
+                  "local j = {d = d,")
         r = self.run_script("check-lifecycle")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("is gone", r.stderr)
-        self.assertIn("j.s, j.rt, j.d = 'ready', j.d, -1", r.stderr)
+        self.assertIn("local j = {s = STATE_NAME[s]", r.stderr)
+
+    def test_a_write_in_common_lua_outside_the_life_cycle_fails(self):
+        self.edit("src/store/lua/common.lua", "local function job_body(j)\n",
+                  "local function job_body(j)\n    j.s = 'ready'\n")
+        r = self.run_script("check-lifecycle")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("common.lua", r.stderr)
+        self.assertIn("j.s = 'ready'", r.stderr)
 
     def test_the_chart_follows_the_declaration(self):
         self.edit("src/store/lua/common.lua", "hooks = {'store', 'enter_due_set'}}",

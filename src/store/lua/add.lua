@@ -51,10 +51,10 @@ for i = 0, njobs - 1 do
     -- is written. An upsert reads the whole job first (what it keeps lies
     -- beyond the head), and with history on a kept record is read first
     -- (its conflict writes nothing either).
-    local new_job, live, kept
+    local created, live, kept
     if not upsert and not history_on() then
-        new_job = job_of_fields(f, now)
-        live = store_job(id, new_job, true)
+        if due <= now and not seq then seq = reserve_seq(njobs - i) end -- unused on a conflict
+        created, live = create_job(id, f, now, seq and seq + nseq, true)
     else
         live = load_job(id, not upsert)
         kept = not live and history_on() and load_record(id)
@@ -71,7 +71,10 @@ for i = 0, njobs - 1 do
     elseif live and live.t ~= topic then
         conflict = 'DQ_CONFLICT ' .. live.s .. ' topic ' .. live.t
     end
-    if conflict then
+    if created then
+        out[#out + 1] = 'ok'
+        if created == 'ready' then nseq = nseq + 1 end
+    elseif conflict then
         out[#out + 1] = conflict
     else
         if due <= now and not seq then seq = reserve_seq(njobs - i) end
@@ -79,9 +82,6 @@ for i = 0, njobs - 1 do
         if live then
             state = replace_job(id, live, f, now, seq and seq + nseq)
             out[#out + 1] = 'replaced'
-        elseif new_job then
-            state = create_job(id, f, now, seq and seq + nseq, new_job)
-            out[#out + 1] = 'ok'
         else
             if kept then drop_record(id, kept) end
             state = create_job(id, f, now, seq and seq + nseq)

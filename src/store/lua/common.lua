@@ -172,22 +172,8 @@ local function write_zadds()
     zadds, zadd_order = {}, {}
 end
 
--- A job whose head says delay but that has left its topic's delay set was
--- made ready by the move, which writes no head: it is ready, and became so
--- at its due time. found_in: the state of the set the caller found it in
--- ('ready', 'delay'), which saves the look at the delay set. (A delay
--- set entry this call gathered is written first: a batch may name an id
--- twice.)
-local function settle_state(id, j, found_in)
-    if j.s ~= 'delay' or found_in == 'delay' then return j end
-    if found_in ~= 'ready' then
-        local dk = delay_key(j.t, j.push)
-        if zadds[dk] then write_zadds() end
-        if redis.call('ZSCORE', dk, id) then return j end
-    end
-    j.s, j.rt, j.d = 'ready', j.d, -1
-    return j
-end
+-- The due edge's reading of a head (defined with the life cycle, below).
+local settle_state
 
 -- Job `id` as a table of its fields (nil where it has none; numbers as
 -- numbers; push: it has a callback URL), or nil. head_only: read the head
@@ -1236,38 +1222,6 @@ local function record_view(r)
         first_delivered = r.fd, deliveries = deliveries_view(r.id)}
 end
 
--- A job as the fields of f describe it: topic, body, ttr (ms), retries
--- (-1 unlimited), k (bucket) and due (ms; due <= now means ready at once);
--- optional backoff (JSON array of seconds), url and timeout (ms) of a
--- callback, key (the grouping key), traceparent and tracestate (its trace
--- context). In a topic that keeps history it also holds its due time, for
--- its record. Not yet stored (place_job does).
-local function job_of_fields(f, now)
-    local ready = f.due <= now
-    local j = {s = ready and 'ready' or 'delay', t = f.topic, ttr = tonumber(f.ttr), n = 0,
-        r = tonumber(f.retries), kb = 0, c = now, k = tonumber(f.k), d = ready and -1 or f.due,
-        rt = ready and now or nil, body = f.body, whole = true, push = f.url ~= nil}
-    if f.backoff then j.bo = backoff_ms(f.backoff) end
-    if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
-    j.g, j.tp, j.ts = f.key, f.traceparent, f.tracestate
-    if keep_of(f.topic) > 0 then j.du = f.due end -- for its record
-    return j
-end
-
--- Stores job j (as job_of_fields made it) and puts it where its state
--- says: its topic's ready queue (sequence number seq) or, delayed, its
--- bucket and index, written by flush() (batched). Counts it in its state.
-local function place_job(id, j, seq, stored)
-    if not stored then store_job(id, j) end
-    if j.s == 'ready' then
-        enqueue_ready(id, j.t, seq, j.u)
-    else
-        due_set_add(id, j, j.d, 'delay', true)
-    end
-    count(j.t, j.s, 1)
-    return j.s
-end
-
 -- A purge deletes the jobs created up to its first step in the shard
 -- (purge.lua), which it tells by their creation time, in ms. That step
 -- records when it began (P:purging: topic -> ms, kept PURGING_MS, enough
@@ -1286,19 +1240,6 @@ local function note_if_born_in_purge(id, topic, now)
         redis.call('PEXPIRE', P .. ':purge_born', num(PURGE_BORN_MS))
     end
 end
-
--- Creates job `id` (the caller made sure it does not exist) from the
--- fields of f (see job_of_fields); a job ready at once takes sequence
--- number seq. Counts it. Returns 'ready' or 'delay'. stored: the job as
--- job_of_fields made it and store_job(id, j, true) wrote it.
-local function create_job(id, f, now, seq, stored)
-    note_if_born_in_purge(id, f.topic, now)
-    local state = place_job(id, stored or job_of_fields(f, now), seq, stored)
-    count(f.topic, 'added', 1)
-    count(f.topic, 'jobs', 1)
-    return state
-end
-
 
 -- Drops the kept record of `id` (r, as load_record answered it), its
 -- entry in its topic's history index and its delivery log: for an upsert
@@ -1340,20 +1281,72 @@ end
 -- ==========================================================================
 -- The job's life cycle (docs/DESIGN.md, "The job's life cycle"), declared
 -- once. A job is in one of LIFECYCLE.states (its head's s); an edge moves
--- it from one of its `from` states to `to` (a state, or 'ended': its key
--- is deleted), and runs the edge's hooks in order: each is the
--- bookkeeping of one feature (counters, deliveries, due sets, queues, a
--- key's room, kept records) that hangs on that edge. transition() is the
--- only code that changes a job's state for the edges declared here:
--- scripts/check-lifecycle fails the build on a write of the state anywhere
--- else, but for the writes its allowlist still names (edges not declared
--- yet).
+-- it from one of its `from` states ('new': a job not stored yet) to `to`
+-- (a state, or 'ended': its key is deleted), and runs the edge's hooks in
+-- order: each is the bookkeeping of one feature (counters, deliveries, due
+-- sets, queues, a key's room, kept records) that hangs on that edge.
+-- transition() is the only code that moves a job, but for the due edge,
+-- which the timer makes in bulk without reading the jobs (due_jobs_go,
+-- and settle_state for its reading). scripts/check-lifecycle fails the
+-- build on a write of the state anywhere else.
 -- `make lifecycle-chart` draws DESIGN's chart from this table: keep one
 -- edge a line.
 -- ==========================================================================
+-- A new job as the fields of f describe it: topic, body, ttr (ms),
+-- retries (-1 unlimited), k (bucket) and due (ms; due <= now means ready
+-- at once); optional backoff (JSON array of seconds), url and timeout (ms)
+-- of a callback, key (the grouping key), traceparent and tracestate (its
+-- trace context). In a topic that keeps history it also holds its due
+-- time, for its record. It is in no state yet ('new'): the add edge puts
+-- it in one, and stores it (create_job).
+local function job_of_fields(f, now)
+    local ready = f.due <= now
+    local j = {s = 'new', t = f.topic, ttr = tonumber(f.ttr), n = 0,
+        r = tonumber(f.retries), kb = 0, c = now, k = tonumber(f.k), d = ready and -1 or f.due,
+        rt = ready and now or nil, body = f.body, whole = true, push = f.url ~= nil}
+    if f.backoff then j.bo = backoff_ms(f.backoff) end
+    if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
+    j.g, j.tp, j.ts = f.key, f.traceparent, f.tracestate
+    if keep_of(f.topic) > 0 then j.du = f.due end -- for its record
+    return j
+end
+
+-- The due edge, as a read sees it: a job whose head says delay but that
+-- has left its topic's delay set was made ready by the move (due_jobs_go),
+-- which writes no head: it is ready, and became so at its due time. found_in: the state of the set the caller found it in
+-- ('ready', 'delay'), which saves the look at the delay set. (A delay
+-- set entry this call gathered is written first: a batch may name an id
+-- twice.)
+settle_state = function(id, j, found_in)
+    if j.s ~= 'delay' or found_in == 'delay' then return j end
+    if found_in ~= 'ready' then
+        local dk = delay_key(j.t, j.push)
+        if zadds[dk] then write_zadds() end
+        if redis.call('ZSCORE', dk, id) then return j end
+    end
+    j.s, j.rt, j.d = 'ready', j.d, -1
+    return j
+end
+
+-- The due edge, in bulk: the timer's move of a delay set's due entries
+-- (due, as ZRANGEBYSCORE WITHSCORES answered them, the set's lowest) to
+-- its topic's ready queue, or P:push for callbacks. It reads no job and
+-- writes no head (settle_state reads them as ready), so its hooks run
+-- once for all: leave_due_set, take_seq, enqueue, count_move.
+local function due_jobs_go(key, topic, push, due)
+    local n = #due / 2
+    redis.call('ZREMRANGEBYRANK', key, '0', num(n - 1))
+    local seq = reserve_seq(n)
+    for i = 1, n do enqueue_ready(due[2 * i - 1], topic, seq + i - 1, push) end
+    move_count(topic, 'delay', 'ready', n)
+end
+
 local LIFECYCLE = {
     states = {'delay', 'ready', 'reserved', 'buried'},
     edges = {
+        {name = 'add', from = {'new'}, to = 'delay', hooks = {'store_new', 'note_born', 'enter_due_set', 'count_added'}},
+        {name = 'add_ready', from = {'new'}, to = 'ready', hooks = {'store_new', 'note_born', 'take_seq', 'enqueue', 'count_added'}},
+        {name = 'due', from = {'delay'}, to = 'ready', bulk = true, hooks = {'leave_due_set', 'take_seq', 'enqueue', 'count_move'}},
         {name = 'reserve', from = {'ready'}, to = 'reserved', hooks = {'count_delivery', 'store', 'unindex_push', 'enter_due_set', 'count_move', 'count_popped'}},
         {name = 'touch', from = {'reserved'}, to = 'reserved', hooks = {'store', 'enter_due_set'}},
         {name = 'give_back', from = {'reserved'}, to = 'ready', hooks = {'leave_due_set', 'key_place', 'uncount_delivery', 'store', 'enqueue', 'count_move', 'uncount_popped'}},
@@ -1385,8 +1378,20 @@ local LIFECYCLE = {
     hooks = {
         -- the write of its head (and of the rest when j.whole)
         store = function(id, j) store_job(id, j) end,
+        -- a new job's write; at.if_new: only where the id names no job
+        -- (SET NX), else the edge is refused (at.refused: the job there)
+        store_new = function(id, j, at)
+            at.refused = store_job(id, j, at.if_new)
+        end,
+        -- created after a purge's first step in the same ms: kept by it
+        note_born = function(id, j, at) note_if_born_in_purge(id, j.t, at.now) end,
         -- per-state counters (stats)
         count_move = function(_, j, at) move_count(j.t, at.from, j.s) end,
+        count_added = function(_, j)
+            count(j.t, j.s, 1)
+            count(j.t, 'added', 1)
+            count(j.t, 'jobs', 1)
+        end,
         count_popped = function(_, j) count(j.t, 'popped', 1) end,
         uncount_popped = function(_, j) count(j.t, 'popped', -1) end,
         count_kicked = function(_, j) count(j.t, 'kicked', 1) end,
@@ -1501,13 +1506,33 @@ local function transition(id, j, edge, at)
     end
     local e = edges.by_name[edge]
     if not e then error('lifecycle: no edge ' .. tostring(edge)) end
+    if e.bulk then error('lifecycle: ' .. edge .. ' runs in bulk (due_jobs_go)') end
     if not e.leaves[j.s] then error('lifecycle: ' .. edge .. ' from ' .. tostring(j.s)) end
     at = at or {}
     at.from = j.s
     j.s = e.to
     if e.to == 'delay' or e.to == 'reserved' then j.d = at.due else j.d = -1 end
-    for _, h in ipairs(e.hooks) do LIFECYCLE.hooks[h](id, j, at) end
+    for _, h in ipairs(e.hooks) do
+        LIFECYCLE.hooks[h](id, j, at)
+        -- only a first hook may refuse the edge (store_new), before any write
+        if at.refused then
+            j.s = at.from
+            return nil, at.refused
+        end
+    end
     return j.s
+end
+
+-- Creates job `id` from the fields of f (see job_of_fields); a job ready
+-- at once takes sequence number seq (else one is taken). Returns its
+-- state ('ready' or 'delay'). if_new: the caller has not looked whether
+-- the id is taken, and the job is written only where it is not (one SET
+-- NX GET, so an add reads nothing before it writes): else nothing is
+-- written, and it returns nil and the job there, as load_job answers it.
+local function create_job(id, f, now, seq, if_new)
+    local j = job_of_fields(f, now)
+    local edge = f.due <= now and 'add_ready' or 'add'
+    return transition(id, j, edge, {now = now, seq = seq, due = f.due, batched = true, if_new = if_new})
 end
 -- ==========================================================================
 -- end of the job's life cycle

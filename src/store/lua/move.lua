@@ -13,9 +13,10 @@
 -- largest of the moves within a second, for /metrics (lag.lua).
 -- Delayed jobs move without being read: each delay set of the bucket
 -- (P:bt) whose due entries go to its topic's ready set, or P:push for a
--- set of callbacks, as they are; their heads still say delay, which
--- load_job reads as ready once the job has left its delay set. Only a
--- reserved job whose TTR ran out is read (its retries, its backoff).
+-- set of callbacks, as they are (due_jobs_go, the due edge); their heads
+-- still say delay, which load_job reads as ready once the job has left its
+-- delay set. Only a reserved job whose TTR ran out is read (its retries,
+-- its backoff).
 local k, limit, timer = ARGV[ARG.bucket], tonumber(ARGV[ARG.limit]), ARGV[ARG.timer] or ''
 local bk, sets_key = bucket_key(k), bucket_sets_key(k)
 local now = clock() -- the call's one reading of Redis' time
@@ -72,10 +73,7 @@ for _, name in ipairs(sets) do
     local n = #due / 2
     if n > 0 then
         if not oldest or tonumber(due[2]) < oldest then oldest = tonumber(due[2]) end
-        redis.call('ZREMRANGEBYRANK', key, '0', num(n - 1))
-        local seq = reserve_seq(n)
-        for i = 1, n do enqueue_ready(due[2 * i - 1], topic, seq + i - 1, push) end
-        move_count(topic, 'delay', 'ready', n)
+        due_jobs_go(key, topic, push, due)
         moved = moved + n
     end
     -- the set's score in P:bt becomes its head's again (or it leaves P:bt)
