@@ -80,15 +80,15 @@ class LifecycleRules(unittest.TestCase):
         self.assertIn("j.s = 'ready'", r.stderr)
 
     def test_the_chart_follows_the_declaration(self):
-        self.edit("src/store/lua/common.lua", "hooks = {'store', 'enter_due_set'}}",
-                  "hooks = {'enter_due_set', 'store'}}")
+        self.edit("src/store/lua/common.lua", "hooks = {'store', 'enter_due_set'}, after",
+                  "hooks = {'enter_due_set', 'store'}, after")
         r = self.run_script("check-lifecycle")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("make lifecycle-chart", r.stderr)
         drawn = self.run_script("lifecycle-chart")
         self.assertEqual(drawn.returncode, 0, drawn.stderr)
         with open(os.path.join(self.top, "docs/DESIGN.md"), encoding="utf-8") as f:
-            self.assertIn("| `touch` | reserved | reserved | enter_due_set, store |", f.read())
+            self.assertIn("| `touch` (stays: its own hooks alone) | reserved | reserved | - | enter_due_set, store | - |", f.read())
         r = self.run_script("check-lifecycle")
         self.assertEqual(r.returncode, 0, r.stderr)
 

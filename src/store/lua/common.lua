@@ -1343,58 +1343,96 @@ end
 
 local LIFECYCLE = {
     states = {'delay', 'ready', 'reserved', 'buried'},
+    -- Each feature's bookkeeping hangs on what a move does, never on an
+    -- edge or a command: every edge that leaves a state runs its `leaves`
+    -- hooks, then the edge's own `hooks`, then the `enters` hooks of the
+    -- state it goes to ('ended': the job ends), then `every`, then the
+    -- edge's `after`. An edge that stays (touch: the job does not leave
+    -- its state, only its deadline moves) runs its own hooks alone. So a
+    -- new edge cannot skip a feature, and a new feature hooks once.
+    leaves = {
+        new = {},
+        delay = {'leave_due_set'},
+        ready = {'leave_ready'},
+        reserved = {'leave_due_set', 'end_key_reservation'},
+        buried = {'leave_buried', 'fresh_retries'},
+    },
+    enters = {
+        delay = {'store', 'enter_due_set'},
+        ready = {'store', 'take_seq', 'enqueue'},
+        reserved = {'store', 'enter_due_set'},
+        buried = {'store', 'take_seq', 'enter_buried'},
+        ended = {'keep_record', 'keep_delivery_log', 'delete'},
+    },
+    every = {'count_states'},
     edges = {
-        {name = 'add', from = {'new'}, to = 'delay', hooks = {'store_new', 'note_born', 'enter_due_set', 'count_added'}},
-        {name = 'add_ready', from = {'new'}, to = 'ready', hooks = {'store_new', 'note_born', 'take_seq', 'enqueue', 'count_added'}},
-        {name = 'due', from = {'delay'}, to = 'ready', bulk = true, hooks = {'leave_due_set', 'take_seq', 'enqueue', 'count_move'}},
-        {name = 'reserve', from = {'ready'}, to = 'reserved', hooks = {'count_delivery', 'store', 'unindex_push', 'enter_due_set', 'count_move', 'count_popped'}},
-        {name = 'touch', from = {'reserved'}, to = 'reserved', hooks = {'store', 'enter_due_set'}},
-        {name = 'give_back', from = {'reserved'}, to = 'ready', hooks = {'leave_due_set', 'key_place', 'uncount_delivery', 'store', 'enqueue', 'count_move', 'uncount_popped'}},
-        {name = 'retry', from = {'reserved'}, to = 'ready', hooks = {'leave_due_set', 'key_place', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
-        {name = 'release', from = {'reserved'}, to = 'delay', hooks = {'leave_due_set', 'end_key_reservation', 'store', 'enter_due_set', 'count_move'}},
-        {name = 'bury', from = {'reserved'}, to = 'buried', hooks = {'leave_due_set', 'end_key_reservation', 'take_seq', 'store', 'enter_buried', 'count_move'}},
-        {name = 'kick', from = {'buried'}, to = 'ready', hooks = {'leave_buried', 'fresh_retries', 'ready_since_now', 'store', 'enqueue', 'count_move', 'count_kicked'}},
-        {name = 'reschedule', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'leave', 'fresh_retries', 'record_due', 'store', 'enter_due_set', 'count_move'}},
-        {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'leave', 'fresh_retries', 'record_due', 'take_seq', 'ready_since_now', 'store', 'enqueue', 'count_move'}},
-        {name = 'replace', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'write_zadds', 'leave', 'renew', 'store', 'enter_due_set', 'count_move'}},
-        {name = 'replace_ready', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'write_zadds', 'leave', 'renew', 'store', 'enqueue', 'count_move'}},
-        {name = 'finish', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
-        {name = 'delete', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {'keep_record', 'keep_delivery_log', 'leave', 'count_end', 'delete'}},
+        {name = 'add', from = {'new'}, to = 'delay', hooks = {}, after = {'note_born'}},
+        {name = 'add_ready', from = {'new'}, to = 'ready', hooks = {}, after = {'note_born'}},
+        {name = 'due', from = {'delay'}, to = 'ready', bulk = true, hooks = {}, after = {}},
+        {name = 'reserve', from = {'ready'}, to = 'reserved', hooks = {'count_delivery'}, after = {'count_popped'}},
+        {name = 'touch', from = {'reserved'}, to = 'reserved', stays = true, hooks = {'store', 'enter_due_set'}, after = {}},
+        {name = 'give_back', from = {'reserved'}, to = 'ready', hooks = {'uncount_delivery'}, after = {'uncount_popped'}},
+        {name = 'retry', from = {'reserved'}, to = 'ready', hooks = {'ready_since_now'}, after = {}},
+        {name = 'release', from = {'reserved'}, to = 'delay', hooks = {}, after = {}},
+        {name = 'bury', from = {'reserved'}, to = 'buried', hooks = {}, after = {}},
+        {name = 'kick', from = {'buried'}, to = 'ready', hooks = {'ready_since_now'}, after = {'count_kicked'}},
+        {name = 'reschedule', from = {'delay', 'ready', 'buried'}, to = 'delay', hooks = {'record_due'}, after = {}},
+        {name = 'reschedule_now', from = {'delay', 'ready', 'buried'}, to = 'ready', hooks = {'record_due', 'ready_since_now'}, after = {}},
+        {name = 'replace', from = {'delay', 'ready', 'buried'}, to = 'delay', before = {'write_zadds'}, hooks = {'renew'}, after = {}},
+        {name = 'replace_ready', from = {'delay', 'ready', 'buried'}, to = 'ready', before = {'write_zadds'}, hooks = {'renew'}, after = {}},
+        {name = 'finish', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {}, after = {}},
+        {name = 'delete', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {}, after = {}},
     },
     -- The hooks, by name. Each is called as hook(id, j, at): j the job,
     -- already in its new state (j.s, and j.d: at.due while delay or
-    -- reserved, else -1), at the edge's arguments (below) and at.from the
+    -- reserved, else -1), at the edge's arguments (below), at.from the
     -- state it left.
     --   at.due      delay or reserved: when the timer looks at it again
     --   at.seq      its place in the queue it joins (else one is taken)
-    --   at.now      the call's time (a delivery's)
+    --   at.now      the call's time (a delivery's, a new job's)
     --   at.asked    the due time asked for (a reschedule's, for the record)
     --   at.kind     an end's counter and outcome: 'finished' or 'deleted'
     --   at.fields   a replace's new definition (see job_of_fields)
     --   at.keep     how long an end's record is kept (ms; 0: none)
     --   at.batched  due set entries wait for flush() (see due_set_add)
-    --   at.unlisted the caller took it out of the set it leaves already
-    --               (the move, a kick: in one command for all)
+    --   at.unlisted the caller took it out of the queue or set it leaves
+    --               already (a pop, the move, a kick: in one command)
+    --   at.if_new   a new job is written only where its id names none
+    --   at.refused  set by store when at.if_new finds the id taken
     hooks = {
-        -- the write of its head (and of the rest when j.whole)
-        store = function(id, j) store_job(id, j) end,
-        -- a new job's write; at.if_new: only where the id names no job
-        -- (SET NX), else the edge is refused (at.refused: the job there)
-        store_new = function(id, j, at)
-            at.refused = store_job(id, j, at.if_new)
+        -- the write of its head (and of the rest when j.whole); a new
+        -- job's with at.if_new is a SET NX that refuses the edge (the
+        -- first write of an add: nothing was written before it)
+        store = function(id, j, at)
+            if at.from == 'new' then
+                at.refused = store_job(id, j, at.if_new)
+            else
+                store_job(id, j)
+            end
         end,
-        -- created after a purge's first step in the same ms: kept by it
-        note_born = function(id, j, at) note_if_born_in_purge(id, j.t, at.now) end,
-        -- per-state counters (stats)
-        count_move = function(_, j, at) move_count(j.t, at.from, j.s) end,
-        count_added = function(_, j)
-            count(j.t, j.s, 1)
-            count(j.t, 'added', 1)
-            count(j.t, 'jobs', 1)
+        -- per-state counters (stats): a new job counts as added, an ended
+        -- one as finished or deleted
+        count_states = function(_, j, at)
+            local from, to = at.from, j.s
+            if from == to then return end
+            if from == 'new' then
+                count(j.t, 'added', 1)
+                count(j.t, 'jobs', 1)
+            else
+                count(j.t, from, -1)
+            end
+            if to == 'ended' then
+                count(j.t, at.kind, 1)
+                count(j.t, 'jobs', -1)
+            else
+                count(j.t, to, 1)
+            end
         end,
         count_popped = function(_, j) count(j.t, 'popped', 1) end,
         uncount_popped = function(_, j) count(j.t, 'popped', -1) end,
         count_kicked = function(_, j) count(j.t, 'kicked', 1) end,
+        -- created after a purge's first step in the same ms: kept by it
+        note_born = function(id, j, at) note_if_born_in_purge(id, j.t, at.now) end,
         -- deliveries (attempts) and retries
         count_delivery = function(_, j, at)
             j.n = j.n + 1
@@ -1405,9 +1443,7 @@ local LIFECYCLE = {
             if j.n == 0 and j.fd then j.fd, j.whole = nil, true end -- never delivered, after all
         end,
         -- a buried job comes back with a fresh allowance of retries
-        fresh_retries = function(_, j, at)
-            if at.from == 'buried' then j.kb = j.n end
-        end,
+        fresh_retries = function(_, j) j.kb = j.n end,
         -- a kept record's due time (a topic that keeps history)
         record_due = function(_, j, at)
             if j.du then j.du, j.whole = at.asked, true end
@@ -1417,21 +1453,16 @@ local LIFECYCLE = {
         leave_due_set = function(id, j, at)
             if not at.unlisted then due_set_remove(id, j, at.from) end
         end,
-        -- leave: out of whichever set its old state kept it in (and a
-        -- reservation's key room)
-        leave = function(id, j, at)
-            if at.from == 'delay' or at.from == 'reserved' then
-                due_set_remove(id, j, at.from)
-                if at.from == 'reserved' then key_reservation_ends(id, j.t) end
-            else
-                unlist(id, j, at.from)
-            end
-        end,
-        -- queues: ready (or P:push), buried
+        -- queues: ready (or P:push), buried. A ready job that leaves other
+        -- than by a pop passes its key's turn on (unlist).
         ready_since_now = function(_, j) j.rt = clock() end,
         enqueue = function(id, j, at) enqueue_ready(id, j.t, at.seq, j.push) end,
-        unindex_push = function(id, j)
-            if j.push then redis.call('ZREM', push_index(j.t), id) end
+        leave_ready = function(id, j, at)
+            if not at.unlisted then
+                unlist(id, j, 'ready')
+            elseif j.push then
+                redis.call('ZREM', push_index(j.t), id) -- popped from P:push
+            end
         end,
         take_seq = function(_, _, at) at.seq = at.seq or reserve_seq(1) end,
         enter_buried = function(id, j, at)
@@ -1471,25 +1502,43 @@ local LIFECYCLE = {
                 redis.call('DEL', delivery_key(id))
             end
         end,
-        count_end = function(_, j, at)
-            count(j.t, at.from, -1)
-            count(j.t, at.kind, 1)
-            count(j.t, 'jobs', -1)
-        end,
         delete = function(id, j) delete_job(id, j) end,
-        -- per-key limits: the key's room (key_reservation_ends)
-        end_key_reservation = function(id, j) key_reservation_ends(id, j.t) end,
-        -- back to ready, it takes the room it frees, at the caller's place,
-        -- else the one it had when taken, else a new one
-        key_place = function(id, j, at)
-            local kept = key_reservation_ends(id, j.t, true)
-            at.seq = at.seq or kept or reserve_seq(1)
+        -- per-key limits: the key's room (key_reservation_ends); back to
+        -- ready, the job takes the room it frees, at the caller's place,
+        -- else the one it had when taken (else take_seq gives a new one)
+        end_key_reservation = function(id, j, at)
+            local kept = key_reservation_ends(id, j.t, j.s == 'ready')
+            if j.s == 'ready' then at.seq = at.seq or kept end
         end,
     },
 }
 
+-- The hooks an edge runs, in order (see LIFECYCLE): made once per edge.
+local function edge_hooks(e)
+    local from_to, list = {}, {}
+    local function add(names)
+        for _, h in ipairs(names or {}) do list[#list + 1] = LIFECYCLE.hooks[h] end
+    end
+    for _, s in ipairs(e.from) do
+        list = {}
+        add(e.before)
+        if e.stays then
+            add(e.hooks)
+        else
+            add(LIFECYCLE.leaves[s])
+            add(e.hooks)
+            add(LIFECYCLE.enters[e.to])
+            add(LIFECYCLE.every)
+        end
+        add(e.after)
+        from_to[s] = list
+    end
+    return from_to
+end
+
 -- Moves job j along `edge` (a name in LIFECYCLE.edges) with its arguments
--- `at` (see the hooks); returns its new state. A job not in one of the
+-- `at` (see the hooks); returns its new state, or nil and the job there
+-- when the store refused a new job (at.if_new). A job not in one of the
 -- edge's from states is a bug of the caller: an error, before any write.
 local function transition(id, j, edge, at)
     local edges = LIFECYCLE.edges
@@ -1498,8 +1547,7 @@ local function transition(id, j, edge, at)
         -- gives it no ipairs); the table never changes after
         local by_name = {}
         for _, e in ipairs(edges) do
-            e.leaves = {}
-            for _, s in ipairs(e.from) do e.leaves[s] = true end
+            e.runs = edge_hooks(e)
             by_name[e.name] = e
         end
         edges.by_name = by_name
@@ -1507,15 +1555,15 @@ local function transition(id, j, edge, at)
     local e = edges.by_name[edge]
     if not e then error('lifecycle: no edge ' .. tostring(edge)) end
     if e.bulk then error('lifecycle: ' .. edge .. ' runs in bulk (due_jobs_go)') end
-    if not e.leaves[j.s] then error('lifecycle: ' .. edge .. ' from ' .. tostring(j.s)) end
+    local hooks = e.runs[j.s]
+    if not hooks then error('lifecycle: ' .. edge .. ' from ' .. tostring(j.s)) end
     at = at or {}
     at.from = j.s
     j.s = e.to
     if e.to == 'delay' or e.to == 'reserved' then j.d = at.due else j.d = -1 end
-    for _, h in ipairs(e.hooks) do
-        LIFECYCLE.hooks[h](id, j, at)
-        -- only a first hook may refuse the edge (store_new), before any write
-        if at.refused then
+    for _, hook in ipairs(hooks) do
+        hook(id, j, at)
+        if at.refused then -- only the first write may refuse (store, if_new)
             j.s = at.from
             return nil, at.refused
         end

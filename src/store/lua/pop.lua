@@ -57,7 +57,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
             local j = load_job(id, false, nil, 'ready')
             if key_admits(id, j, taken[i + 1]) then
                 got = got + 1
-                transition(id, j, 'reserve', {due = now + j.ttr, now = now, batched = true})
+                transition(id, j, 'reserve', {due = now + j.ttr, now = now, batched = true, unlisted = true})
                 out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
                     ttr_ms = j.ttr, key = j.g or false, traceparent = j.tp or false,
                     tracestate = j.ts or false}

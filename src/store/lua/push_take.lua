@@ -111,7 +111,7 @@ while #out < want and looked < budget do
         if held_back(topic, taken[i + 1]) then
             redis.call('ZADD', hold_key(topic), taken[i + 1], id)
         elseif key_admits(id, j, taken[i + 1]) then -- else set aside in its key's lane
-            transition(id, j, 'reserve', {due = now + j.to + grace, now = now})
+            transition(id, j, 'reserve', {due = now + j.to + grace, now = now, unlisted = true})
             if tokens_left[topic] then
                 tokens_left[topic] = tokens_left[topic] - 1
                 if not spent[topic] then spent_order[#spent_order + 1] = topic end
