@@ -752,7 +752,7 @@ static dq_response handle_policy(call_ctx *c)
     const char *topic = c->req->topics[0];
     const dq_policy_spec *spec = &c->req->policy;
     int shards = store_shards(c->h->store);
-    /* Each shard enforces its share of a topic-wide concurrency (common.lua,
+    /* Each shard enforces its share of a topic-wide concurrency (lib/85-shares.lua,
      * shard_share): below one job per shard, some shard's jobs would wait
      * for ever. */
     if (spec->op[DQ_POLICY_CONCURRENCY] == DQ_POLICY_SET && spec->value[DQ_POLICY_CONCURRENCY] < shards)
@@ -760,7 +760,7 @@ static dq_response handle_policy(call_ctx *c)
                                    "field 'concurrency' must be at least %d on this deployment of "
                                    "%d shards: each shard allows its share of it",
                                    shards, shards));
-    /* The same for `rate` (common.lua, rate_share): below one token per
+    /* The same for `rate` (lib/85-shares.lua, rate_share): below one token per
      * shard, the shards' bursts together would pass the one burst of
      * `rate` the protocol allows. */
     if (spec->op[DQ_POLICY_RATE] == DQ_POLICY_SET && spec->value[DQ_POLICY_RATE] < shards)

@@ -25,7 +25,7 @@
 #define DQ_TRACESTATE_MAX 512
 #define DQ_BATCH_MAX 1000
 /* A schedule's fires are jobs named "<schedule id>@<Unix seconds>"
- * (store_fire_id; fire_job_id in src/store/lua/common.lua), so a schedule
+ * (store_fire_id; fire_job_id in src/store/lua/lib/90-schedules.lua), so a schedule
  * id holds no DQ_FIRE_SEP, and leaves room for it and 15 digits within
  * DQ_ID_MAX. */
 #define DQ_FIRE_SEP '@' /* lua */
@@ -47,7 +47,7 @@
  * (a second to spare for the maintain call itself): its wake-up horizon. A
  * job due that far ahead or more is found by that read, so a function that
  * schedules one neither reads its bucket's head nor publishes a wake-up
- * for it (wake_if_earliest in src/store/lua/common.lua). Each timer's
+ * for it (wake_if_earliest in src/store/lua/lib/50-placement.lua). Each timer's
  * maintain records its lease (P:leases) and the largest horizon of the
  * shard's live timers (P:horizon, lock.lua); DQ_WAKE_HORIZON_MS, the
  * horizon of the longest lease allowed, stands in while none is recorded

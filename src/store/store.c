@@ -905,7 +905,7 @@ static void on_error(dq_store *s, store_pending *c, int i, redisReply *r)
     }
     if (strncmp(r->str, "DQ_MOVING", 9) == 0 || strncmp(r->str, "ERR DQ_MOVING", 13) == 0) {
         /* The shard's slot is being migrated (see slot_moving in
-         * common.lua): nothing ran; the migration ends in moments. */
+         * lib/30-call.lua): nothing ran; the migration ends in moments. */
         c->pause = 1;
         c->node = -1;
         snprintf(c->detail, sizeof c->detail, "the Redis Cluster is moving this shard's slot");

@@ -15,7 +15,7 @@ static const struct {
 };
 
 /* A shard whose data is of another stored layout (layout_refused in
- * common.lua; detail: "<found> <known>"): nothing ran, and nothing will
+ * lib/95-layout.lua; detail: "<found> <known>"): nothing ran, and nothing will
  * until the data is migrated (older) or the newer release runs. */
 static const char *const layout_codes[] = {"DQ_LAYOUT_OLD", "DQ_LAYOUT_NEW"};
 

@@ -644,7 +644,7 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
     return DQ_OK;
 }
 
-/* A job as common.lua's job_view answers it. */
+/* A job as lib/70-history.lua's job_view answers it. */
 static void read_job_view(const store_reply *r, store_job *j)
 {
     j->state = store_reply_str(store_reply_at(r, JOB_VIEW_STATE), NULL);

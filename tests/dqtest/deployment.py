@@ -73,7 +73,7 @@ KEEP = _env_flag("DELAYQ_KEEP")
 REDIS_MODE = os.environ.get("DQTEST_REDIS") or "single"
 if REDIS_MODE not in ("single", "cluster", "sentinel"):
     raise SystemExit("DQTEST_REDIS must be single, cluster or sentinel, not %r" % REDIS_MODE)
-LAYOUT = 9  # the stored layout delayq writes (src/store/lua/common.lua)
+LAYOUT = 9  # the stored layout delayq writes (src/store/lua/lib/95-layout.lua)
 CLUSTER_SHARDS = 6  # with redis-cli's slot split, two shards per master
 
 # For tests of one redis-server process (stops, restarts, AOF, a proxy in
@@ -303,7 +303,7 @@ class Deployment:
                     "--redis-sentinel-master=%s" % MASTER_NAME]
         return ["--redis-port=%d" % self.redis_port]
 
-    # Where delayq keeps things (see src/store/lua/common.lua).
+    # Where delayq keeps things (see src/store/lua/lib/20-keys.lua).
 
     def tag(self, shard=0):
         """The key prefix of a shard: "{dq}" with one shard, "{dq:i}"."""

@@ -22,7 +22,7 @@ Invariants:
     (the move writes no head); it then became ready at its due time d;
   - a delayed job is a member of exactly one delay set, its own, scored by
     d, and in no bucket; that set is listed in P:bt:<b> for its topic's
-    bucket b (a hash of the topic, see topic_bucket in common.lua) and no
+    bucket b (a hash of the topic, see topic_bucket in lib/50-placement.lua) and no
     other, scored at or before its earliest entry; every delay set member
     is a delayed job (no orphan entries);
   - a reserved job is a member of exactly one bucket zset, its own P:b:<k>,

@@ -1,4 +1,4 @@
-"""Reading and editing a job's key the way src/store/lua/common.lua lays it out
+"""Reading and editing a job's key the way src/store/lua/lib/10-codec.lua lays it out
 (P:j:<id>: a fixed head, the topic, the optional fields, the body), for
 tests that look at or set up Redis state directly. The Lua runs in Redis,
 with the struct and cmsgpack libraries the functions use.
@@ -17,7 +17,7 @@ write_legacy(resp, prefix, id, fields, body)  writes a job of the older
 """
 
 # decode_job(v) -> {field = value, body = bytes} and encode_job(j) -> v,
-# independent of src/store/lua/common.lua's code (docs/DESIGN.md has the layout):
+# independent of src/store/lua/lib/10-codec.lua's code (docs/DESIGN.md has the layout):
 # a fixed head, the topic, the optional fields as MessagePack, the body.
 LUA = r"""
 local HEAD = '<Bi8i8I4I4i4I4i8I2BB'

@@ -23,7 +23,7 @@ from dqtest import BUILD_DIR, RedisError, job_h_int, RedisServer, Resp, invarian
 P = "{t}"
 BUCKETS = 4
 SHARDS = 1
-LAYOUT = 9  # the stored layout these functions write (common.lua)
+LAYOUT = 9  # the stored layout these functions write (lib/95-layout.lua)
 SRC_DIR = os.environ.get("DELAYQ_SRC_DIR", BUILD_DIR)
 
 
@@ -34,7 +34,7 @@ def library():
 
 def topic_bucket(topic, buckets=BUCKETS):
     """The bucket that moves a topic's delayed jobs (topic_bucket in
-    common.lua: a hash of the name)."""
+    lib/50-placement.lua: a hash of the name)."""
     h = 0
     for b in topic.encode():
         h = (h * 31 + b) % 2**32
@@ -1109,7 +1109,7 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.call("give_back", "h3", 1), 0, "only a reservation still held")
 
     def test_an_edge_from_a_state_it_does_not_leave_is_an_error(self):
-        """common.lua's transition() refuses a job that is not in one of its
+        """lib/80-lifecycle.lua's transition() refuses a job that is not in one of its
         edge's from states, before it writes the job: a ready job found in
         its topic's buried set (a stray entry) is not kicked."""
         self.add("k1")

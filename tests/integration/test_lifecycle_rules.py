@@ -1,6 +1,6 @@
 """scripts/check-lifecycle keeps the job's life cycle declared once
 (docs/DESIGN.md, "The job's life cycle"): it passes on this tree, and fails
-on a copy of it with a write of a job's state outside common.lua's
+on a copy of it with a write of a job's state outside lib/80-lifecycle.lua's
 life-cycle section, with an allowlist entry whose write is gone, or with
 a DESIGN chart that is not the one the declaration draws;
 scripts/lifecycle-chart draws it again."""
@@ -64,23 +64,23 @@ class LifecycleRules(unittest.TestCase):
 
     def test_an_allowlisted_write_that_is_gone_must_leave_the_list(self):
         # read_job's decoding of the stored state, as if it were done elsewhere
-        self.edit("src/store/lua/common.lua", "local j = {s = STATE_NAME[s], d = d,",
+        self.edit("src/store/lua/lib/10-codec.lua", "local j = {s = STATE_NAME[s], d = d,",
                   "local j = {d = d,")
         r = self.run_script("check-lifecycle")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("is gone", r.stderr)
         self.assertIn("local j = {s = STATE_NAME[s]", r.stderr)
 
-    def test_a_write_in_common_lua_outside_the_life_cycle_fails(self):
-        self.edit("src/store/lua/common.lua", "local function job_body(j)\n",
+    def test_a_write_in_a_shared_module_outside_the_life_cycle_fails(self):
+        self.edit("src/store/lua/lib/10-codec.lua", "local function job_body(j)\n",
                   "local function job_body(j)\n    j.s = 'ready'\n")
         r = self.run_script("check-lifecycle")
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("common.lua", r.stderr)
+        self.assertIn("10-codec.lua", r.stderr)
         self.assertIn("j.s = 'ready'", r.stderr)
 
     def test_the_chart_follows_the_declaration(self):
-        self.edit("src/store/lua/common.lua", "hooks = {'store', 'enter_due_set'}, after",
+        self.edit("src/store/lua/lib/80-lifecycle.lua", "hooks = {'store', 'enter_due_set'}, after",
                   "hooks = {'enter_due_set', 'store'}, after")
         r = self.run_script("check-lifecycle")
         self.assertNotEqual(r.returncode, 0)

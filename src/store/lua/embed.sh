@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds delayq's Redis Functions library, and the C side of its contract,
 # from the .lua files.
-# Usage: embed.sh OUTDIR SHARED_H common.lua a.lua b.lua ...
+# Usage: embed.sh OUTDIR SHARED_H lib/10-a.lua lib/20-b.lua ... -- a.lua b.lua ...
 # Writes OUTDIR/lua_library.lua (the library as plain Lua: for the function
 # tests, and for operators who load it by hand with FUNCTION LOAD),
 # OUTDIR/lua_library.inc (the same as a C string, with its name and each
@@ -23,8 +23,8 @@
 # its body, ARG (field -> ARGV index) and NARGS, ARG_<GROUP> (field ->
 # offset in a group) and ARG_<GROUP>_FIELDS, and reply(t[, out]) /
 # reply_<group>(t[, out]), which lay the named fields of t out in the
-# declared order (appended to out when given). common.lua's records are
-# shared: <GROUP>_<FIELD> in C, reply_<group> in Lua. A malformed
+# declared order (appended to out when given). the shared modules' records
+# are shared: <GROUP>_<FIELD> in C, reply_<group> in Lua. A malformed
 # declaration, Lua that reads an argument its declaration lacks (ARG.x),
 # or a reply{...} whose fields are not the declared ones fails the build.
 # Constants shared with C are defined once in SHARED_H (src/job/job.h), on
@@ -32,27 +32,37 @@
 # library as "local <NAME> = <value>".
 #
 # Lua allows 200 local names in scope at once in one function, and the
-# library is one chunk: the constants and common.lua's top-level locals
+# library is one chunk: the constants and the shared modules' top-level locals
 # count against it (FUNCTION LOAD fails with "main function has more than
 # 200 local variables"). Each file's run_<name> is declared in a block of
 # its own with its registration, so the files do not count; when
-# common.lua nears the limit, fold related helpers into a table.
+# the modules near the limit, fold related helpers into a table.
 #
-# common.lua comes first in the library, so its helpers exist once; every
-# other file becomes the body of a function wrapped to run begin(KEYS)
-# before it (and refuse while the shard's slot moves between cluster
+# The shared modules come first in the library, so their helpers exist
+# once; every other file becomes the body of a function wrapped to run
+# begin(KEYS) before it (and refuse while the shard's slot moves between cluster
 # nodes) and flush() after it. A file whose header says
 # "-- flags: no-writes" is registered read-only; one whose header says
 # "any-layout" among its flags runs whatever layout the shard's data is in
 # (the others answer DQ_LAYOUT_OLD/NEW first: layout_refused in
-# common.lua). The library and function names carry a checksum of what
+# lib/95-layout.lua). The library and function names carry a checksum of what
 # the library is made of, so processes of two versions can use one Redis
 # at once.
 set -e
 out=$1
 shared=$2
-common=$3
-shift 3
+shift 2
+# The library's shared modules (lib/*.lua, in order), up to "--", as one
+# file: what the rest calls "common" below.
+common=$out/lua_common.lua
+: >"$common.tmp"
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    cat "$1" >>"$common.tmp"
+    shift
+done
+[ "${1:-}" = -- ] || { echo "embed.sh: no -- after the shared modules" >&2; exit 1; }
+shift
+mv "$common.tmp" "$common"
 
 name_of() {
     basename "$1" .lua
@@ -98,7 +108,7 @@ declarations() {
     }' "$1"
 }
 
-# C enums of FILE's declarations; PREFIX is FN_ (or "" for common.lua).
+# C enums of FILE's declarations; PREFIX is FN_ (or "" for the shared modules).
 c_contract() {
     declarations "$1" | awk -v p="$2" '{
         if ($2 == "-") {
@@ -161,7 +171,7 @@ check_args() {
 }
 
 # Fails when one of FILE's replies (reply{...}, reply_<group>{...} or
-# reply_<group>({...}, out)) names a field its declaration (or common.lua's)
+# reply_<group>({...}, out)) names a field its declaration (or the shared modules')
 # lacks, or leaves a declared one out. The table given must be written out
 # in the call, without braces inside.
 check_replies() {

@@ -11,7 +11,7 @@
 -- The position after which the page starts is a (score, id) pair: members
 -- with a higher score, or the same score and a greater id (byte order, as
 -- a sorted set orders equal scores), found by rank (entries_after in
--- common.lua), so a page costs the same whatever the set's size.
+-- lib/20-keys.lua), so a page costs the same whatever the set's size.
 -- flags: no-writes
 -- KEYS: P.
 -- argv: topic state limit after_score after_id

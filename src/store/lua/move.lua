@@ -1,7 +1,7 @@
 -- move: the timer's step for one bucket. Due delayed jobs become ready;
 -- reserved jobs past their TTR deadline are redelivered: at once, or after
 -- their backoff step, or buried when their retries are spent. Bucket 0's
--- move also moves back key lanes whose key_rate token came (common.lua).
+-- move also moves back key lanes whose key_rate token came (lib/60-limits.lua).
 -- KEYS: P.
 -- argv: bucket limit timer
 -- reply: moved earliest now

@@ -9,7 +9,7 @@
 -- the hash P:pol:<topic>, with those field names; a topic with a policy is
 -- in P:policies (scored 0, listed by name), and a policy whose last field
 -- is removed is deleted (its hash stays while the topic's key lanes drain:
--- LANES_DRAINING in common.lua).
+-- LANES_DRAINING in lib/60-limits.lua).
 -- reply: concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms
 -- Each false where unset.
 local topic = ARGV[ARG.topic]
@@ -37,7 +37,7 @@ key_limit_changed(topic, old_policy, pol)
 -- Kept history: P:keeping lists the topics that keep it; P:history stays
 -- while one does, and KEEP_MAX_MS after the last one stopped (no record
 -- outlives that), so that the other functions look for records only in a
--- shard that may hold some (history_on in common.lua).
+-- shard that may hold some (history_on in lib/70-history.lua).
 if (pol.keep_ms or 0) > 0 then
     redis.call('SADD', P .. ':keeping', topic)
     redis.call('SET', history_flag_key(), '1')

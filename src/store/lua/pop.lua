@@ -4,7 +4,7 @@
 -- limit no more than this shard's share of it allows: its other jobs stay
 -- ready; a job taken spends one of the topic's tokens, an empty pop none;
 -- a job whose key is at its `key_concurrency` is set aside in its key's
--- lane and the pop goes on to the next: see key_admits in common.lua).
+-- lane and the pop goes on to the next: see key_admits in lib/60-limits.lua).
 -- KEYS: P.
 -- argv: allow count nfinish
 -- reply: finished token_wait_ms

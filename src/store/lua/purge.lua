@@ -12,7 +12,7 @@
 -- shard, whose time is `since`: jobs added while a purge runs are kept,
 -- also those of `since`'s millisecond (the first step records when it
 -- began in P:purging, and create_job notes a job created after it in that
--- millisecond in P:purge_born; common.lua). A job
+-- millisecond in P:purge_born; lib/70-history.lua). A job
 -- that changes state while it runs is deleted when the walk meets it
 -- again in its new state.
 -- KEYS: P.

@@ -14,7 +14,7 @@
 -- no token left: the topic goes in P:rh, scored by when its next token is
 -- due, and the first call after that puts as many of its held jobs back
 -- as it has tokens for. A job whose key is at its `key_concurrency` goes
--- to its key's lane (key_admits in common.lua), and back when the key has
+-- to its key's lane (key_admits in lib/60-limits.lua), and back when the key has
 -- room. At most limit + 1000 entries of P:push are looked at per call.
 -- KEYS: P.
 -- argv: limit grace_ms

@@ -1,9 +1,15 @@
--- common.lua: what every delayq function shares: key names, Redis' clock,
--- the per-topic counters, and the per-call bookkeeping that flush() writes
--- once at the end of a call.
+-- src/store/lua/lib/: what every delayq function shares, in modules by
+-- concern (10-codec.lua, this one, to 99-flush.lua): key names, Redis'
+-- clock, the job codec, the life cycle, the per-topic counters, and the
+-- per-call bookkeeping that flush() writes once at the end of a call.
+-- embed.sh puts them first in the library, in file order, as one chunk:
+-- a module uses what the ones before it define.
 --
--- src/store/lua/embed.sh builds one Redis Functions library from this file and
--- the other .lua files: each of them becomes the body of a function that
+-- 10-codec.lua: the job codec (a job key's layout; reading, writing and
+-- deleting a job) and the call's batched set entries.
+--
+-- src/store/lua/embed.sh builds one Redis Functions library from these files
+-- and the other .lua files: each of them becomes the body of a function that
 -- runs begin(KEYS) first and flush() after it, whatever it returns,
 -- so neither can be forgotten. The per-call tables below are made anew by
 -- begin(): the library's Lua state lives as long as Redis keeps it loaded,
@@ -271,6 +277,8 @@ local function delete_job(id, j)
     end
 end
 
+-- lib/20-keys.lua: key names, and reading sets page by page.
+
 local function bucket_key(k) return P .. ':b:' .. k end
 local function ready_key(topic) return P .. ':r:' .. topic end
 local function buried_key(topic) return P .. ':x:' .. topic end
@@ -381,6 +389,8 @@ local function unhold_oldest(topic, n)
     return #held / 2
 end
 
+-- lib/30-call.lua: a call's frame: begin, Redis' clock, paused topics, the caller's topics, counters.
+
 local function begin(keys)
     P = keys[1]
     counters, topic_order = {}, {}
@@ -458,6 +468,8 @@ local function move_count(topic, from, to, n)
     count(topic, to, n or 1)
 end
 
+-- lib/40-queues.lua: ready queues: sequence numbers, and the wake-ups of long-polls.
+
 -- Ready and buried jobs sit in sorted sets scored by a sequence number, so
 -- a pop takes them in the order they came and finish/delete remove them
 -- at once: nothing stale is ever left behind. reserve_seq(n) takes n
@@ -491,6 +503,8 @@ local function enqueue_ready(id, topic, seq, push)
     zadd(ready_key(topic), num(seq), id)
     note_ready(topic)
 end
+
+-- lib/45-key-lanes.lua: per-key limits: their keys, and key lanes.
 
 -- Per-key limits (key_concurrency, key_rate; docs/DESIGN.md, "Per-key
 -- limits"). Only a topic whose policy has one (or whose lanes are still
@@ -557,6 +571,8 @@ local function lane_remove(id, j)
     if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', keys_waiting_key(j.t), j.g) end
     return true
 end
+
+-- lib/50-placement.lua: placement: buckets, delay sets and the timers' wake-ups; retries and backoff.
 
 -- The bucket that moves a topic's delayed jobs: every delay set of the
 -- topic lives in one bucket, so a timer moves a topic's due jobs without
@@ -698,6 +714,8 @@ local function backoff_ms(text)
     end
     return table.concat(out, ',')
 end
+
+-- lib/60-limits.lua: limits: policies, key lanes and tokens, passing a key on.
 
 -- A topic's flow-control policy: the hash P:pol:<topic>, a copy in every
 -- shard (policy.lua writes them all), with the fields below (counts, and
@@ -1066,6 +1084,8 @@ local function publish_ready(topic, n)
         num(wake_ids.n) .. '@' .. num(clock()))
 end
 
+-- lib/70-history.lua: history: kept records, delivery logs, what a get shows.
+
 -- Kept history. In a topic whose policy has `keep` (keep_ms > 0), a job
 -- that is finished or deleted leaves a record for that long: the string
 -- P:h:<id> (RECORD: outcome, created, due, first delivery, ended (ms, -1
@@ -1277,6 +1297,8 @@ local function job_view(id)
         last_error = opt(j.le), key = opt(j.g), traceparent = opt(j.tp), tracestate = opt(j.ts),
         ended = -1, first_delivered = j.fd or -1, deliveries = j.push and deliveries_view(id)}, j
 end
+
+-- lib/80-lifecycle.lua: the job's life cycle, and the moves built on it.
 
 -- ==========================================================================
 -- The job's life cycle (docs/DESIGN.md, "The job's life cycle"), declared
@@ -1672,6 +1694,8 @@ local function after_failure(id, j, now, wait, unlisted)
     return transition(id, j, 'release', {due = now + delay, unlisted = unlisted})
 end
 
+-- lib/85-shares.lua: limits: each shard's share of a topic's concurrency and rate.
+
 -- This shard's place: its index and the deployment's shard count, read
 -- once per library load (they never change while the data exists).
 local shard_place = {}
@@ -1788,6 +1812,8 @@ local function policy_view(pol)
     return v
 end
 
+-- lib/90-schedules.lua: schedules (periodic jobs).
+
 -- Schedules (periodic jobs): P:sch:<id> is a schedule's hash (t topic, b
 -- body, ttr, r retries, cron expression or '' and ev seconds or 0, tz, st
 -- start and en end (Unix s, -1 none), a anchor (Unix s), n next fire (ms,
@@ -1817,6 +1843,8 @@ local function sched_set_next(id, next_ms)
         redis.call('SPUBLISH', P .. ':wake', 'sched:' .. num(next_ms))
     end
 end
+
+-- lib/95-layout.lua: the stored layout, and migrations between layouts.
 
 -- The stored layout: which keys exist and of what type, numbered; every
 -- change of it since the first release is a row of the table in
@@ -1930,6 +1958,8 @@ local function layout_mismatch(nb, ns, once)
     end
     return redis.error_reply('DQ_LAYOUT buckets ' .. known[1] .. ' shards ' .. known_shards)
 end
+
+-- lib/99-flush.lua: flush: what a call gathered, written once at its end.
 
 -- Writes what the call gathered: sorted-set entries once per key, each
 -- topic's counters, the deployment's totals, and which topics hold no job
