@@ -16,7 +16,7 @@
 -- 'stale' (the schedule changed, went, or another timer fired it: nothing
 -- written).
 local id = ARGV[ARG.id]
-local sk = sched_key(id)
+local sk = Key.sched(id)
 local s = redis.call('HMGET', sk, 'n', 't', 'b', 'ttr', 'r', 'bo', 'u', 'to', 'v')
 if not s[1] or tonumber(s[1]) ~= tonumber(ARGV[ARG.expected_ms])
     or (tonumber(s[9]) or 0) ~= tonumber(ARGV[ARG.version]) then
@@ -27,7 +27,7 @@ local fire, nxt, missed = tonumber(ARGV[ARG.fire_ms]), tonumber(ARGV[ARG.next_ms
 local result = 'moved'
 if fire >= 0 then
     local jid = fire_job_id(id, fire)
-    if redis.call('EXISTS', job_key(jid)) == 1 then
+    if redis.call('EXISTS', Key.job(jid)) == 1 then
         result = 'exists'
     else
         local now = now_ms()

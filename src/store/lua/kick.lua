@@ -4,7 +4,7 @@
 -- argv: topic count
 -- Returns the number kicked.
 local topic, want = ARGV[ARG.topic], tonumber(ARGV[ARG.count])
-local taken = redis.call('ZPOPMIN', buried_key(topic), num(want))
+local taken = redis.call('ZPOPMIN', Key.buried(topic), num(want))
 local kicked = #taken / 2
 if kicked == 0 then return 0 end
 local seq = reserve_seq(kicked)

@@ -25,13 +25,13 @@ local function consider(key)
     if due and due <= now and (overdue < 0 or due < overdue) then overdue = due end
 end
 for k = 0, nb - 1 do
-    consider(bucket_key(k))
-    local sets = redis.call('ZRANGEBYSCORE', bucket_sets_key(k), '-inf', num(now), 'LIMIT', '0',
+    consider(Key.bucket(k))
+    local sets = redis.call('ZRANGEBYSCORE', Key.bucket_sets(k), '-inf', num(now), 'LIMIT', '0',
         num(SETS_LOOKED))
     for _, name in ipairs(sets) do consider(P .. ':' .. name) end
 end
 local push_since = -1
-local first = redis.call('ZRANGE', push_key(), 0, 0)
+local first = redis.call('ZRANGE', Key.push(), 0, 0)
 if first[1] then
     local j = load_job(first[1], true, nil, 'ready')
     push_since = j and (j.rt or j.c) or -1
@@ -46,4 +46,4 @@ for i = 1, #lags, 2 do
     end
 end
 return reply{now = now, overdue = overdue, push_since = push_since,
-    paused = redis.call('SCARD', paused_key()), timers = timers}
+    paused = redis.call('SCARD', Key.paused()), timers = timers}

@@ -9,4 +9,4 @@
 -- (LAYOUT).
 local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
 return reply{buckets = known[1], shards = known[2], stored = stored_layout() or false,
-    recorded = redis.call('EXISTS', layout_key()), known = LAYOUT}
+    recorded = redis.call('EXISTS', Key.layout()), known = LAYOUT}

@@ -41,7 +41,7 @@ local v = stored_layout()
 if v and v > LAYOUT then return redis.error_reply('DQ_LAYOUT_NEW ' .. num(v) .. ' ' .. num(LAYOUT)) end
 -- Recorded before the first write, read by every process (stored_layout):
 -- the steps below make the data look newer than it is, partway.
-if v and v < LAYOUT then redis.call('SET', migrating_key(), num(v)) end
+if v and v < LAYOUT then redis.call('SET', Key.migrating(), num(v)) end
 
 -- Moves up to `budget` entries of list `from` to the sorted set `to`,
 -- those whose job is still in `state` with that generation, in order.
@@ -53,7 +53,7 @@ local function convert_entries(from, to, state, budget)
     for i, e in ipairs(entries) do
         local sep = string.find(e, ':', 1, true)
         local id = sep and string.sub(e, sep + 1)
-        local h = id and redis.pcall('HMGET', job_key(id), 's', 'g')
+        local h = id and redis.pcall('HMGET', Key.job(id), 's', 'g')
         if h and h[1] == state and h[2] == string.sub(e, 1, sep - 1) then
             zadd(to, num(seq + i - 1), id)
         end
@@ -64,7 +64,7 @@ end
 -- A converted topic's counters: its 'jobs' gauge, its share of the
 -- totals, and its entries in P:topics and P:idle.
 local function finish_topic(topic)
-    local sk = stats_key(topic)
+    local sk = Key.stats(topic)
     local fields = redis.call('HGETALL', sk)
     local jobs = 0
     for i = 1, #fields, 2 do
@@ -81,7 +81,7 @@ end
 -- Converts the lists of one pending topic, `limit` entries at most.
 local function convert_topic(topic)
     local budget = limit
-    for _, q in ipairs({{ready_key(topic), 'r', 'ready'}, {buried_key(topic), 'x', 'buried'}}) do
+    for _, q in ipairs({{Key.ready(topic), 'r', 'ready'}, {Key.buried(topic), 'x', 'buried'}}) do
         local old = P .. ':migrate:' .. q[2] .. ':' .. topic
         if redis.call('TYPE', q[1]).ok == 'list' then redis.call('RENAME', q[1], old) end
         budget = budget - convert_entries(old, q[1], q[3], budget)
@@ -116,17 +116,17 @@ local function place_bucket_entry(bk)
         if j.s == 'delay' then
             redis.call('ZREM', bk, id)
             -- (layouts 6-8 listed callbacks in the other delay set's key)
-            if j.push then redis.call('ZREM', delay_key(j.t, false), id) end
+            if j.push then redis.call('ZREM', Key.delay(j.t, false), id) end
             due_set_add(id, j, tonumber(score), 'delay', true)
             return true
         end
-        if j.s == 'reserved' then zadd(reserved_index(j.t), score, id) end
+        if j.s == 'reserved' then zadd(Key.reserved_index(j.t), score, id) end
         return false
     end
 end
 
 local function place_push_entry(id, j, score)
-    zadd(push_index(j.t), score, id)
+    zadd(Key.push_index(j.t), score, id)
     return false
 end
 
@@ -139,23 +139,23 @@ if redis.call('EXISTS', pending) == 1 then
     return reply{done = 0, left = 'topics: ' .. num(redis.call('SCARD', pending)) .. ' to convert'}
 end
 -- (An older release's migration, stopped in its walk, left no
--- migrating_key(): its P:migrate:at says it began.)
+-- Key.migrating(): its P:migrate:at says it began.)
 if (v and v < LAYOUT) or redis.call('EXISTS', at_key) == 1 then
     local nb = tonumber(redis.call('GET', P .. ':buckets'))
     local at = redis.call('HMGET', at_key, 'b', 'r')
     local b, r = tonumber(at[1] or '0'), tonumber(at[2] or '0')
     if b < nb then
-        r = walk_entries(bucket_key(b), r, place_bucket_entry(bucket_key(b)))
+        r = walk_entries(Key.bucket(b), r, place_bucket_entry(Key.bucket(b)))
         if not r then b, r = b + 1, 0 end
         redis.call('HSET', at_key, 'b', num(b), 'r', num(r))
         return reply{done = 0, left = 'buckets: bucket ' .. num(b) .. ' of ' .. num(nb)}
     end
-    r = walk_entries(push_key(), r, place_push_entry)
+    r = walk_entries(Key.push(), r, place_push_entry)
     if r then
         redis.call('HSET', at_key, 'r', num(r))
         return reply{done = 0, left = 'ready push jobs: from ' .. num(r)}
     end
 end
-redis.call('DEL', at_key, migrating_key())
-redis.call('SET', layout_key(), num(LAYOUT))
+redis.call('DEL', at_key, Key.migrating())
+redis.call('SET', Key.layout(), num(LAYOUT))
 return reply{done = 1, left = 'done'}

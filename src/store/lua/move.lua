@@ -18,7 +18,7 @@
 -- delay set. Only a reserved job whose TTR ran out is read (its retries,
 -- its backoff).
 local k, limit, timer = ARGV[ARG.bucket], tonumber(ARGV[ARG.limit]), ARGV[ARG.timer] or ''
-local bk, sets_key = bucket_key(k), bucket_sets_key(k)
+local bk, sets_key = Key.bucket(k), Key.bucket_sets(k)
 local now = clock() -- the call's one reading of Redis' time
 local moved, oldest = 0, nil -- oldest: the earliest due time moved
 
@@ -45,7 +45,7 @@ if #ids > 0 then
     for i, id in ipairs(ids) do
         local j = jobs[i]
         local topic = j.t
-        local list = list_for(by_topic, topic_order, reserved_index(topic))
+        local list = list_for(by_topic, topic_order, Key.reserved_index(topic))
         list[#list + 1] = id
         -- A callback's reservation ran out (its pusher died, or the
         -- outcome was not recorded): a failed attempt, as PROTOCOL says.

@@ -13,11 +13,11 @@
 -- calls again until 0.
 local op, topic, limit = ARGV[ARG.op], ARGV[ARG.topic], tonumber(ARGV[ARG.limit])
 if op == 'pause' then
-    redis.call('SADD', paused_key(), topic)
+    redis.call('SADD', Key.paused(), topic)
     return 0
 end
-if redis.call('SREM', paused_key(), topic) == 1 then
-    local ready = redis.call('ZCARD', ready_key(topic))
+if redis.call('SREM', Key.paused(), topic) == 1 then
+    local ready = redis.call('ZCARD', Key.ready(topic))
     if ready > 0 then
         redis.call('SPUBLISH', P .. ':ready', num(ready) .. ':' .. topic)
     end
@@ -26,4 +26,4 @@ local back = unhold_oldest(topic, limit)
 if back > 0 then
     redis.call('SPUBLISH', P .. ':pushwake', num(back))
 end
-return redis.call('ZCARD', hold_key(topic))
+return redis.call('ZCARD', Key.hold(topic))

@@ -17,7 +17,7 @@ if topic ~= '' then
     topics = {topic}
 else
     local from = cursor == '' and '-' or ('(' .. cursor)
-    topics = redis.call('ZRANGEBYLEX', policies_key(), from, '+', 'LIMIT', '0', num(limit + 1))
+    topics = redis.call('ZRANGEBYLEX', Key.policies(), from, '+', 'LIMIT', '0', num(limit + 1))
     if #topics > limit then
         topics[#topics] = nil
         next_cursor = topics[#topics]
@@ -30,7 +30,7 @@ for _, t in ipairs(topics) do
     if has_policy(pol) then
         local e = policy_view(pol)
         e.topic = t
-        e.reserved = tonumber(redis.call('HGET', stats_key(t), 'reserved') or '0')
+        e.reserved = tonumber(redis.call('HGET', Key.stats(t), 'reserved') or '0')
         local use = limits_use(t, now)
         e.throttled, e.keys_waiting, e.tokens = use.throttled, use.keys_waiting, use.tokens
         reply_entry(e, out)

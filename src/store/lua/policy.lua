@@ -13,7 +13,7 @@
 -- reply: concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms
 -- Each false where unset.
 local topic = ARGV[ARG.topic]
-local key = policy_key(topic)
+local key = Key.policy(topic)
 local old_policy = read_policy(topic)
 for _, f in ipairs(POLICY_FIELDS) do
     local v = ARGV[ARG[f]]
@@ -40,14 +40,14 @@ key_limit_changed(topic, old_policy, pol)
 -- shard that may hold some (history_on in lib/70-history.lua).
 if (pol.keep_ms or 0) > 0 then
     redis.call('SADD', P .. ':keeping', topic)
-    redis.call('SET', history_flag_key(), '1')
+    redis.call('SET', Key.history_flag(), '1')
 elseif redis.call('SREM', P .. ':keeping', topic) == 1 and
     redis.call('EXISTS', P .. ':keeping') == 0 then
-    redis.call('PEXPIRE', history_flag_key(), num(KEEP_MAX_MS))
+    redis.call('PEXPIRE', Key.history_flag(), num(KEEP_MAX_MS))
 end
 if has_policy(pol) then
-    redis.call('ZADD', policies_key(), '0', topic)
+    redis.call('ZADD', Key.policies(), '0', topic)
 else
-    redis.call('ZREM', policies_key(), topic)
+    redis.call('ZREM', Key.policies(), topic)
 end
 return reply(policy_view(pol))

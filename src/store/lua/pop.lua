@@ -39,7 +39,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
     local tokens, wait = rate_room(topic, now)
     if tokens and tokens < n then
         if tokens < 1 and n > 0 and not paused(topic) and
-            redis.call('ZCARD', ready_key(topic)) > 0 then
+            redis.call('ZCARD', Key.ready(topic)) > 0 then
             -- held back by the rate: the long-poll waits for the token
             if token_wait < 0 or wait < token_wait then token_wait = wait end
         end
@@ -50,7 +50,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
     while n > got and looked < budget and not paused(topic) do
         local ask = math.min(n - got, budget - looked)
         local requeued = ready_topics[topic] or 0
-        local taken = redis.call('ZPOPMIN', ready_key(topic), num(ask))
+        local taken = redis.call('ZPOPMIN', Key.ready(topic), num(ask))
         for i = 1, #taken, 2 do
             looked = looked + 1
             local id = taken[i]
@@ -72,7 +72,7 @@ for ti = NARGS + 1 + nfinish, #ARGV do
     if looked >= budget and got < n then
         -- The step ended among jobs set aside: those behind may be
         -- eligible, so the topic's long-polls (this one too) look again.
-        if redis.call('EXISTS', ready_key(topic)) == 1 then publish_ready(topic, 1) end
+        if redis.call('EXISTS', Key.ready(topic)) == 1 then publish_ready(topic, 1) end
     end
     if #out >= want then break end
 end

@@ -48,16 +48,16 @@ end
 -- held jobs go back to P:push as they have tokens for (all, up to the
 -- drain, when the rate is gone); a topic that keeps some held is entered
 -- again below. The others' next token tells when to call again.
-local rh = redis.call('ZRANGE', rate_held_key(), '0', '-1', 'WITHSCORES')
+local rh = redis.call('ZRANGE', Key.rate_held(), '0', '-1', 'WITHSCORES')
 for i = 1, #rh, 2 do
     local topic, due = rh[i], tonumber(rh[i + 1])
     if due <= now then
-        redis.call('ZREM', rate_held_key(), topic)
+        redis.call('ZREM', Key.rate_held(), topic)
         if not paused(topic) then -- a paused topic's wait for its resume
             local room = rate_room(topic, now)
             local back = unhold_oldest(topic, math.min(room or drain, drain))
             drain = drain - back
-            if redis.call('EXISTS', hold_key(topic)) == 1 then wait_for_rate(topic) end
+            if redis.call('EXISTS', Key.hold(topic)) == 1 then wait_for_rate(topic) end
         end
     else
         note_wait(due - now)
@@ -68,7 +68,7 @@ end
 -- of a rate-limited topic: the others would only be held again); returns
 -- the lowest score left held.
 local function unhold(topic, most)
-    local hk = hold_key(topic)
+    local hk = Key.hold(topic)
     drain = drain - unhold_oldest(topic, math.min(drain, most or drain))
     local first = redis.call('ZRANGE', hk, 0, 0, 'WITHSCORES')
     return first[2] and tonumber(first[2]) or false
@@ -101,7 +101,7 @@ end
 lanes_drain_step()
 local looked, budget = 0, want + 1000
 while #out < want and looked < budget do
-    local taken = redis.call('ZPOPMIN', push_key(), num(math.min(want - #out, budget - looked)))
+    local taken = redis.call('ZPOPMIN', Key.push(), num(math.min(want - #out, budget - looked)))
     if #taken == 0 then break end
     for i = 1, #taken, 2 do
         looked = looked + 1
@@ -109,7 +109,7 @@ while #out < want and looked < budget do
         local j = load_job(id, false, nil, 'ready')
         local topic = j.t
         if held_back(topic, taken[i + 1]) then
-            redis.call('ZADD', hold_key(topic), taken[i + 1], id)
+            redis.call('ZADD', Key.hold(topic), taken[i + 1], id)
         elseif key_admits(id, j, taken[i + 1]) then -- else set aside in its key's lane
             transition(id, j, 'reserve', {due = now + j.to + grace, now = now, unlisted = true})
             if tokens_left[topic] then
@@ -130,7 +130,7 @@ for _, topic in ipairs(rate_waiting_order) do
     local _, wait = rate_room(topic, now)
     if wait then
         wait = math.max(wait, 1)
-        redis.call('ZADD', rate_held_key(), num(now + wait), topic)
+        redis.call('ZADD', Key.rate_held(), num(now + wait), topic)
         note_wait(wait)
     end
 end

@@ -9,7 +9,7 @@ local out = {}
 for i, topic in ipairs(ARGV) do
     local n = 0
     if not paused(topic) then
-        n = redis.call('ZCARD', ready_key(topic))
+        n = redis.call('ZCARD', Key.ready(topic))
         local room = concurrency_room(topic)
         if room and room < n then n = room end
     end

@@ -16,7 +16,7 @@ local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
 local out = reply{now = now, earliest = first[2] and tonumber(first[2]) or -1}
 local due = redis.call('ZRANGEBYSCORE', key, '-inf', num(now), 'LIMIT', '0', num(limit))
 for _, id in ipairs(due) do
-    local s = redis.call('HMGET', sched_key(id), 'cron', 'ev', 'tz', 'st', 'en', 'a', 'n', 'v')
+    local s = redis.call('HMGET', Key.sched(id), 'cron', 'ev', 'tz', 'st', 'en', 'a', 'n', 'v')
     local schedule = reply_schedule{cron = s[1], every_s = s[2], tz = s[3], start_s = s[4],
         end_s = s[5], anchor_s = s[6], next_ms = s[7], version = s[8] or 0}
     reply_due({id = id, schedule = schedule}, out)

@@ -20,7 +20,7 @@
 -- the caller may not use.
 limit_topics(ARGV[ARG.allow])
 local id = ARGV[ARG.id]
-local sk = sched_key(id)
+local sk = Key.sched(id)
 local old = redis.call('HMGET', sk, 't', 'l', 'm', 'c', 'v')
 if old[1] and not allowed(old[1]) then return redis.error_reply('DQ_CONFLICT') end
 local last, missed = old[2] or '-1', old[3] or '0'

@@ -13,10 +13,10 @@ local ids = {one}
 if one == '' then ids = redis.call('ZRANGE', P .. ':sched:ids', 0, -1) end
 local out = {}
 for _, id in ipairs(ids) do
-    local s = redis.call('HMGET', sched_key(id), 't', 'cron', 'ev', 'tz', 'st', 'en', 'a', 'n', 'l',
+    local s = redis.call('HMGET', Key.sched(id), 't', 'cron', 'ev', 'tz', 'st', 'en', 'a', 'n', 'l',
         'm', 'ttr', 'r', 'c')
     if s[1] and allowed(s[1]) then
-        local body = one ~= '' and redis.call('HGET', sched_key(id), 'b') or false
+        local body = one ~= '' and redis.call('HGET', Key.sched(id), 'b') or false
         local schedule = reply_schedule{topic = s[1], cron = s[2], every_s = s[3], tz = s[4],
             start_s = s[5], end_s = s[6], anchor_s = s[7], next_ms = s[8], last_ms = s[9],
             missed = s[10], ttr_ms = s[11], retries = s[12], created_ms = s[13], body = body}

@@ -38,9 +38,9 @@ local function ready_since(key)
     return j and (j.rt or j.c)
 end
 for _, t in ipairs(topics) do
-    local fields = redis.call('HGETALL', stats_key(t))
+    local fields = redis.call('HGETALL', Key.stats(t))
     fields[#fields + 1] = 'paused'
-    fields[#fields + 1] = redis.call('SISMEMBER', paused_key(), t)
+    fields[#fields + 1] = redis.call('SISMEMBER', Key.paused(), t)
     if has_policy(policy_of(t)) then
         local use = limits_use(t, now)
         fields[#fields + 1] = 'throttled'
@@ -48,8 +48,8 @@ for _, t in ipairs(topics) do
         fields[#fields + 1] = 'keys_waiting'
         fields[#fields + 1] = use.keys_waiting
     end
-    local since = ready_since(ready_key(t))
-    local held = ready_since(hold_key(t))
+    local since = ready_since(Key.ready(t))
+    local held = ready_since(Key.hold(t))
     if held and (not since or held < since) then since = held end
     if since then
         fields[#fields + 1] = 'ready_age'

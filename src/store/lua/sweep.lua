@@ -10,10 +10,10 @@ local old = redis.call('ZRANGEBYSCORE', P .. ':idle', '-inf', num(now_ms() - ret
 local forgotten = 0
 for _, topic in ipairs(old) do
     redis.call('ZREM', P .. ':idle', topic)
-    local jobs = tonumber(redis.call('HGET', stats_key(topic), 'jobs') or '0')
+    local jobs = tonumber(redis.call('HGET', Key.stats(topic), 'jobs') or '0')
     if jobs == 0 then
-        redis.call('DEL', stats_key(topic), ready_key(topic), buried_key(topic), delay_key(topic, false),
-            delay_key(topic, true), reserved_index(topic), push_index(topic), hold_key(topic))
+        redis.call('DEL', Key.stats(topic), Key.ready(topic), Key.buried(topic), Key.delay(topic, false),
+            Key.delay(topic, true), Key.reserved_index(topic), Key.push_index(topic), Key.hold(topic))
         redis.call('ZREM', P .. ':topics', topic)
         forgotten = forgotten + 1
     end

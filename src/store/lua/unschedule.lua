@@ -5,9 +5,9 @@
 -- the caller may not use: the two answer alike).
 limit_topics(ARGV[ARG.allow])
 local id = ARGV[ARG.id]
-local topic = redis.call('HGET', sched_key(id), 't')
+local topic = redis.call('HGET', Key.sched(id), 't')
 if not topic or not allowed(topic) then return redis.error_reply('DQ_NOT_FOUND') end
-redis.call('DEL', sched_key(id))
+redis.call('DEL', Key.sched(id))
 redis.call('ZREM', P .. ':sched', id)
 redis.call('ZREM', P .. ':sched:ids', id)
 return 'ok'

@@ -56,6 +56,10 @@
 -- from them.
 
 local P
+-- The names of the shard's keys, each Key.<what>(...) (most in
+-- 20-keys.lua): one table, not one local each, so the modules stay well
+-- within Lua's 200 locals of one chunk.
+local Key = {}
 
 local function now_ms()
     local t = redis.call('TIME')
@@ -68,9 +72,9 @@ local function num(x)
     return string.format('%d', x)
 end
 
-local function job_key(id) return P .. ':j:' .. id end
+function Key.job(id) return P .. ':j:' .. id end
 -- The body key of a job of the older layout (a hash at P:j:<id>).
-local function legacy_body_key(id) return P .. ':v:' .. id end
+function Key.legacy_body(id) return P .. ':v:' .. id end
 
 -- A topic's delayed jobs, scored by due time (ms): P:d:<topic>, and
 -- P:dc:<topic> for those with a callback URL, so the move knows where each
@@ -82,7 +86,7 @@ local function delay_set_of(name)
     local push = string.sub(name, 1, 3) == 'dc:'
     return string.sub(name, push and 4 or 3), push
 end
-local function delay_key(topic, push) return P .. ':' .. delay_set_name(topic, push) end
+function Key.delay(topic, push) return P .. ':' .. delay_set_name(topic, push) end
 
 local HEAD = '<Bi8i8I4I4i4I4i8I2BB'
 local STATE_HEAD = '<Bi8i8I4I4' -- the head's first five fields
@@ -104,7 +108,7 @@ local NUMERIC_FIELD = {ttr = true, n = true, r = true, kb = true, c = true, k = 
 
 -- A job of the older layout: its hash and body key, as load_job answers.
 local function load_legacy_job(id)
-    local h = redis.call('HGETALL', job_key(id))
+    local h = redis.call('HGETALL', Key.job(id))
     if #h == 0 then return nil end
     local j = {whole = true} -- its next write is the whole key, in this layout
     for i = 1, #h, 2 do
@@ -114,7 +118,7 @@ local function load_legacy_job(id)
     end
     j.push = j.u ~= nil
     j.legacy = true
-    j.body = redis.call('GET', legacy_body_key(id)) or ''
+    j.body = redis.call('GET', Key.legacy_body(id)) or ''
     return j
 end
 
@@ -189,7 +193,7 @@ local settle_state
 -- stored value, read already (false: there is none), so it is not read.
 -- Its state is as stored: load_job, below, is what functions call.
 local function read_job(id, head_only, value)
-    local jk = job_key(id)
+    local jk = Key.job(id)
     local v = value
     if v == nil and head_only then
         HEAD_BYTES = HEAD_BYTES or struct.size(HEAD)
@@ -235,7 +239,7 @@ end
 -- when it wrote it, else the job there, untouched, as load_job answers it.
 local function store_job(id, j, if_new)
     if not j.whole then
-        redis.call('SETRANGE', job_key(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.s], j.d, j.rt or -1, j.n, j.kb))
+        redis.call('SETRANGE', Key.job(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.s], j.d, j.rt or -1, j.n, j.kb))
         return
     end
     -- Only the fields the job has, by number (most jobs have none): cmsgpack
@@ -253,16 +257,16 @@ local function store_job(id, j, if_new)
     local v = struct.pack(HEAD, STATE_CODE[j.s], j.d, j.rt or -1, j.n, j.kb, j.r, j.ttr, j.c, j.k,
         more, #j.t) .. j.t .. tail .. job_body(j)
     if if_new then
-        local old = redis.pcall('SET', job_key(id), v, 'NX', 'GET')
+        local old = redis.pcall('SET', Key.job(id), v, 'NX', 'GET')
         if type(old) == 'table' and not (old.err and string.find(old.err, 'WRONGTYPE', 1, true)) then
             error(old)
         end
         j.whole = nil
         return load_job(id, false, old) -- (a table: WRONGTYPE, a job of the older layout)
     end
-    redis.call('SET', job_key(id), v)
+    redis.call('SET', Key.job(id), v)
     if j.legacy then
-        redis.call('DEL', legacy_body_key(id))
+        redis.call('DEL', Key.legacy_body(id))
         j.legacy = nil
     end
     j.whole = nil
@@ -271,9 +275,9 @@ end
 -- Deletes job `id` (j: as load_job answered it).
 local function delete_job(id, j)
     if j.legacy then
-        redis.call('DEL', job_key(id), legacy_body_key(id))
+        redis.call('DEL', Key.job(id), Key.legacy_body(id))
     else
-        redis.call('DEL', job_key(id))
+        redis.call('DEL', Key.job(id))
     end
 end
 

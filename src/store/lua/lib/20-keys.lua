@@ -1,30 +1,30 @@
 -- lib/20-keys.lua: key names, and reading sets page by page.
 
-local function bucket_key(k) return P .. ':b:' .. k end
-local function ready_key(topic) return P .. ':r:' .. topic end
-local function buried_key(topic) return P .. ':x:' .. topic end
-local function stats_key(topic) return P .. ':s:' .. topic end
+function Key.bucket(k) return P .. ':b:' .. k end
+function Key.ready(topic) return P .. ':r:' .. topic end
+function Key.buried(topic) return P .. ':x:' .. topic end
+function Key.stats(topic) return P .. ':s:' .. topic end
 -- Ready push jobs of every topic, scored by sequence like a ready set.
-local function push_key() return P .. ':push' end
+function Key.push() return P .. ':push' end
 -- Bucket k's delay sets (delay_set_name: 'd:<topic>', 'dc:<topic>'),
 -- scored by their earliest due time, or earlier: a removal leaves the score
 -- as it was, and the move that finds nothing due sets it right.
-local function bucket_sets_key(k) return P .. ':bt:' .. k end
+function Key.bucket_sets(k) return P .. ':bt:' .. k end
 -- Per-topic indexes, so `jobs` pages a topic's jobs of one state without
 -- reading the buckets (which hold every topic): reserved jobs by TTR
 -- deadline, ready push jobs (which wait in P:push) by their sequence
 -- number. Each is changed wherever the job's bucket entry or P:push entry
 -- is. (A topic's delayed jobs need none: their delay sets are per topic.)
-local function reserved_index(topic) return P .. ':w:' .. topic end
-local function push_index(topic) return P .. ':q:' .. topic end
+function Key.reserved_index(topic) return P .. ':w:' .. topic end
+function Key.push_index(topic) return P .. ':q:' .. topic end
 -- A topic's ready jobs set aside in their key's lane (see lane_remove).
-local function lanes_index(topic) return P .. ':kr:' .. topic end
+function Key.lanes_index(topic) return P .. ':kr:' .. topic end
 -- A kept record of a finished or deleted job, and the indexes of a
 -- topic's records of each outcome (see "Kept history" below).
-local function record_key(id) return P .. ':h:' .. id end
+function Key.record(id) return P .. ':h:' .. id end
 -- A push job's delivery log (see "Delivery log" below).
-local function delivery_key(id) return P .. ':dl:' .. id end
-local function history_index(topic, outcome)
+function Key.delivery(id) return P .. ':dl:' .. id end
+function Key.history_index(topic, outcome)
     return P .. (outcome == 'finished' and ':hf:' or ':hd:') .. topic
 end
 -- The sets that list a topic's jobs of a state (a name `jobs` and `purge`
@@ -34,11 +34,11 @@ end
 -- their key's lane), buried by sequence;
 -- and (`jobs` only) the records of finished and deleted jobs, newest first.
 local function state_sets(topic, state)
-    if state == 'finished' or state == 'deleted' then return {history_index(topic, state)} end
-    if state == 'delay' then return {delay_key(topic, false), delay_key(topic, true)} end
-    if state == 'reserved' then return {reserved_index(topic)} end
-    if state == 'ready' then return {ready_key(topic), push_index(topic), lanes_index(topic)} end
-    return {buried_key(topic)}
+    if state == 'finished' or state == 'deleted' then return {Key.history_index(topic, state)} end
+    if state == 'delay' then return {Key.delay(topic, false), Key.delay(topic, true)} end
+    if state == 'reserved' then return {Key.reserved_index(topic)} end
+    if state == 'ready' then return {Key.ready(topic), Key.push_index(topic), Key.lanes_index(topic)} end
+    return {Key.buried(topic)}
 end
 
 -- a <= b in byte order (Lua's own comparison follows the locale).
@@ -88,16 +88,16 @@ local function entries_after(keys, after_score, after_id, want)
 end
 
 -- Paused topics (a set, the same in every shard: pause/resume write all).
-local function paused_key() return P .. ':paused' end
+function Key.paused() return P .. ':paused' end
 -- Push jobs of a paused topic that push_take met, with their P:push score,
 -- until resume puts them back: so paused jobs never block the others.
-local function hold_key(topic) return P .. ':ph:' .. topic end
+function Key.hold(topic) return P .. ':ph:' .. topic end
 
 -- Moves up to n of a topic's oldest held push jobs back to P:push with
 -- their scores (so the next ZPOPMIN meets them first); returns how many.
 local function unhold_oldest(topic, n)
     if n <= 0 then return 0 end
-    local hk = hold_key(topic)
+    local hk = Key.hold(topic)
     local held = redis.call('ZRANGE', hk, '0', num(n - 1), 'WITHSCORES')
     if #held == 0 then return 0 end
     local args = {}
@@ -105,7 +105,7 @@ local function unhold_oldest(topic, n)
         args[#args + 1] = held[i + 1]
         args[#args + 1] = held[i]
     end
-    redis.call('ZADD', push_key(), unpack(args))
+    redis.call('ZADD', Key.push(), unpack(args))
     redis.call('ZREMRANGEBYRANK', hk, '0', num(#held / 2 - 1))
     return #held / 2
 end

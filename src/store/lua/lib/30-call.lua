@@ -29,7 +29,7 @@ end
 local function paused(topic)
     local v = paused_cache[topic]
     if v == nil then
-        v = redis.call('SISMEMBER', paused_key(), topic) == 1
+        v = redis.call('SISMEMBER', Key.paused(), topic) == 1
         paused_cache[topic] = v
     end
     return v

@@ -25,12 +25,12 @@ end
 -- when the move made it ready (see settle_state).
 local function enqueue_ready(id, topic, seq, push)
     if push then
-        zadd(push_key(), num(seq), id)
-        zadd(push_index(topic), num(seq), id)
+        zadd(Key.push(), num(seq), id)
+        zadd(Key.push_index(topic), num(seq), id)
         push_ready = push_ready + 1
         return
     end
-    zadd(ready_key(topic), num(seq), id)
+    zadd(Key.ready(topic), num(seq), id)
     note_ready(topic)
 end
 

@@ -26,11 +26,11 @@
 --                     changed or removed limit), a bounded step per call
 -- A job in a lane is still `ready` (its head, the ready gauge); it is in
 -- neither P:r nor P:push nor P:q.
-local function key_limited_key() return P .. ':klim' end
-local function key_count_key(topic) return P .. ':kc:' .. topic end
-local function key_owner_key(topic) return P .. ':ko:' .. topic end
-local function keys_waiting_key(topic) return P .. ':kw:' .. topic end
-local function lanes_drain_key() return P .. ':kdrain' end
+function Key.key_limited() return P .. ':klim' end
+function Key.key_count(topic) return P .. ':kc:' .. topic end
+function Key.key_owner(topic) return P .. ':ko:' .. topic end
+function Key.keys_waiting(topic) return P .. ':kw:' .. topic end
+function Key.lanes_drain() return P .. ':kdrain' end
 -- A key of a topic, as one string ('<n>:<topic>:<key>', n the topic's
 -- length): a member of P:krt, a part of a lane's or token bucket's name.
 local function topic_key(topic, key) return num(#topic) .. ':' .. topic .. ':' .. key end
@@ -40,10 +40,10 @@ local function split_topic_key(m)
     return string.sub(rest, 1, n), string.sub(rest, n + 2)
 end
 -- The token bucket of a key under key_rate (take_tokens).
-local function key_tokens_key(topic, key) return P .. ':kt:' .. topic_key(topic, key) end
+function Key.key_tokens(topic, key) return P .. ':kt:' .. topic_key(topic, key) end
 -- Keys whose lane waits for key_rate's next token: topic_key -> when (ms).
-local function rate_lanes_key() return P .. ':krt' end
-local function lane_key(topic, key) return P .. ':kl:' .. topic_key(topic, key) end
+function Key.rate_lanes() return P .. ':krt' end
+function Key.lane(topic, key) return P .. ':kl:' .. topic_key(topic, key) end
 -- How many jobs one call may set aside into lanes or move back from them,
 -- beyond what it takes: a pop over a big key's backlog costs at most this.
 local LANE_STEP = 1000
@@ -51,18 +51,18 @@ local LANE_STEP = 1000
 -- Does any topic of the shard have key limits (or lanes left)? Without,
 -- no function looks at the structures above: one EXISTS per call.
 local function keys_on()
-    if keys_cache == nil then keys_cache = redis.call('EXISTS', key_limited_key()) == 1 end
+    if keys_cache == nil then keys_cache = redis.call('EXISTS', Key.key_limited()) == 1 end
     return keys_cache
 end
 
 -- Takes a ready job out of its key's lane if it is in one (job j as
 -- load_job answered it); returns whether it was.
 local function lane_remove(id, j)
-    if not keys_on() or redis.call('ZREM', lanes_index(j.t), id) == 0 then return false end
+    if not keys_on() or redis.call('ZREM', Key.lanes_index(j.t), id) == 0 then return false end
     if j.head_only then j = load_job(id) end -- the key is among the fields some jobs have
-    local lk = lane_key(j.t, j.g)
+    local lk = Key.lane(j.t, j.g)
     redis.call('ZREM', lk, id)
-    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', keys_waiting_key(j.t), j.g) end
+    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', Key.keys_waiting(j.t), j.g) end
     return true
 end
 

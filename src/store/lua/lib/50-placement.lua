@@ -25,10 +25,10 @@ end
 
 -- The earliest due time among bucket k's entries: its reserved jobs' TTR
 -- deadlines and its delay sets' heads (a score in P:bt may be earlier than
--- its set's head; see bucket_sets_key); false when it has none.
+-- its set's head; see Key.bucket_sets); false when it has none.
 local function bucket_earliest(k)
     local head = false
-    for _, key in ipairs({bucket_key(k), bucket_sets_key(k)}) do
+    for _, key in ipairs({Key.bucket(k), Key.bucket_sets(k)}) do
         local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
         local due = first[2] and tonumber(first[2])
         if due and (not head or due < head) then head = due end
@@ -83,10 +83,10 @@ end
 -- P:bt score stays: the move corrects it.
 local function due_set_remove(id, j, state)
     if state == 'delay' then
-        redis.call('ZREM', delay_key(j.t, j.push), id)
+        redis.call('ZREM', Key.delay(j.t, j.push), id)
     elseif state == 'reserved' then
-        redis.call('ZREM', bucket_key(j.k), id)
-        redis.call('ZREM', reserved_index(j.t), id)
+        redis.call('ZREM', Key.bucket(j.k), id)
+        redis.call('ZREM', Key.reserved_index(j.t), id)
     end
 end
 
@@ -100,8 +100,8 @@ end
 local function due_set_add(id, j, due, state, batched)
     if state == 'reserved' then
         wake_if_earliest(j.k, due)
-        zadd(bucket_key(j.k), num(due), id, not batched)
-        zadd(reserved_index(j.t), num(due), id, not batched)
+        zadd(Key.bucket(j.k), num(due), id, not batched)
+        zadd(Key.reserved_index(j.t), num(due), id, not batched)
         return
     end
     local name, k = delay_set_name(j.t, j.push), topic_bucket(j.t)
@@ -111,7 +111,7 @@ local function due_set_add(id, j, due, state, batched)
     -- unless a later job of the call is due sooner.
     local listed = delay_listed[name]
     if not listed or due < listed then
-        redis.call('ZADD', bucket_sets_key(k), 'LT', num(due), name)
+        redis.call('ZADD', Key.bucket_sets(k), 'LT', num(due), name)
         delay_listed[name] = due
     end
 end

@@ -9,8 +9,8 @@
 local POLICY_FIELDS = {'concurrency', 'rate', 'period_ms', 'key_concurrency', 'key_rate',
     'key_period_ms', 'keep_ms'}
 local LANES_DRAINING = 'lanes_draining'
-local function policy_key(topic) return P .. ':pol:' .. topic end
-local function policies_key() return P .. ':policies' end
+function Key.policy(topic) return P .. ':pol:' .. topic end
+function Key.policies() return P .. ':policies' end
 
 -- Does policy pol (as read_policy answers it) set any limit?
 local function has_policy(pol)
@@ -22,7 +22,7 @@ end
 
 -- The topic's policy in this shard: {field = number} of the fields set.
 local function read_policy(topic)
-    local h = redis.call('HGETALL', policy_key(topic))
+    local h = redis.call('HGETALL', Key.policy(topic))
     local pol = {}
     for i = 1, #h, 2 do pol[h[i]] = tonumber(h[i + 1]) end
     return pol
@@ -52,11 +52,11 @@ end
 -- jobs), and has its waiters told: long-polls by flush(), or the pushers.
 local function requeue(id, topic, seq, push)
     if push then
-        redis.call('ZADD', push_key(), num(seq), id)
-        redis.call('ZADD', push_index(topic), num(seq), id)
+        redis.call('ZADD', Key.push(), num(seq), id)
+        redis.call('ZADD', Key.push_index(topic), num(seq), id)
         push_ready = push_ready + 1
     else
-        redis.call('ZADD', ready_key(topic), num(seq), id)
+        redis.call('ZADD', Key.ready(topic), num(seq), id)
         note_ready(topic)
     end
 end
@@ -65,16 +65,16 @@ end
 -- aside in its key's lane.
 local function lane_add(id, j, seq)
     local topic, key = j.t, j.g
-    redis.call('ZADD', lane_key(topic, key), num(seq), id)
-    redis.call('ZADD', lanes_index(topic), num(seq), id)
-    redis.call('ZADD', keys_waiting_key(topic), '0', key)
-    if j.push then redis.call('ZREM', push_index(topic), id) end
+    redis.call('ZADD', Key.lane(topic, key), num(seq), id)
+    redis.call('ZADD', Key.lanes_index(topic), num(seq), id)
+    redis.call('ZADD', Key.keys_waiting(topic), '0', key)
+    if j.push then redis.call('ZREM', Key.push_index(topic), id) end
 end
 
 -- Moves up to n of a key's oldest lane jobs back to the topic's queue;
 -- returns how many.
 local function lane_release(topic, key, n)
-    local lk = lane_key(topic, key)
+    local lk = Key.lane(topic, key)
     local jobs = redis.call('ZRANGE', lk, '0', num(n - 1), 'WITHSCORES')
     if #jobs == 0 then return 0 end
     local ids = {}
@@ -84,9 +84,9 @@ local function lane_release(topic, key, n)
         ids[#ids + 1] = id
         requeue(id, topic, tonumber(jobs[i + 1]), j.push)
     end
-    redis.call('ZREM', lanes_index(topic), unpack(ids))
+    redis.call('ZREM', Key.lanes_index(topic), unpack(ids))
     redis.call('ZREMRANGEBYRANK', lk, '0', num(#ids - 1))
-    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', keys_waiting_key(topic), key) end
+    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', Key.keys_waiting(topic), key) end
     return #ids
 end
 
@@ -127,7 +127,7 @@ end
 -- ("0:<ms>" on P:wake, as for a job due in bucket 0): its move of bucket
 -- 0 moves due lanes back (rate_lanes_due) and answers the next due time.
 local function rate_lane_wait(topic, key, at)
-    local rk = rate_lanes_key()
+    local rk = Key.rate_lanes()
     local first = redis.call('ZRANGE', rk, '0', '0', 'WITHSCORES')
     redis.call('ZADD', rk, 'LT', num(at), topic_key(topic, key))
     if not first[2] or at < tonumber(first[2]) then
@@ -139,7 +139,7 @@ end
 -- to its queue (at most LANE_STEP lanes); returns the next due time of
 -- the lanes left waiting (ms), or nil.
 local function rate_lanes_due(now)
-    local rk = rate_lanes_key()
+    local rk = Key.rate_lanes()
     local due = redis.call('ZRANGEBYSCORE', rk, '-inf', num(now), 'LIMIT', '0', num(LANE_STEP))
     for _, m in ipairs(due) do
         local topic, key = split_topic_key(m)
@@ -156,16 +156,16 @@ end
 local function lanes_drain(topic, n)
     local moved = 0
     while moved < n do
-        local key = redis.call('ZRANGE', keys_waiting_key(topic), '0', '0')[1]
+        local key = redis.call('ZRANGE', Key.keys_waiting(topic), '0', '0')[1]
         if not key then break end
         moved = moved + lane_release(topic, key, n - moved)
     end
-    if redis.call('EXISTS', keys_waiting_key(topic)) == 0 then
-        redis.call('SREM', lanes_drain_key(), topic)
-        redis.call('HDEL', policy_key(topic), LANES_DRAINING)
+    if redis.call('EXISTS', Key.keys_waiting(topic)) == 0 then
+        redis.call('SREM', Key.lanes_drain(), topic)
+        redis.call('HDEL', Key.policy(topic), LANES_DRAINING)
         local pol = read_policy(topic)
         if not pol.key_concurrency and not pol.key_rate then
-            redis.call('SREM', key_limited_key(), topic)
+            redis.call('SREM', Key.key_limited(), topic)
         end
     end
     return moved
@@ -182,7 +182,7 @@ local function lanes_drain_step()
     if not keys_on() then return nil end
     local next_rate = rate_lanes_due(clock())
     local budget = LANE_STEP
-    for _, topic in ipairs(redis.call('SRANDMEMBER', lanes_drain_key(), '8')) do
+    for _, topic in ipairs(redis.call('SRANDMEMBER', Key.lanes_drain(), '8')) do
         if budget <= 0 then break end
         budget = budget - lanes_drain(topic, budget)
     end
@@ -210,7 +210,7 @@ local function key_admits(id, j, seq)
     local limit, rate = pol.key_concurrency, pol.key_rate
     if not limit and not rate then return true end
     local topic = j.t
-    local ck = key_count_key(topic)
+    local ck = Key.key_count(topic)
     local inflight = limit and tonumber(redis.call('HGET', ck, key) or '0')
     seq = tonumber(seq)
     if limit and inflight >= limit then
@@ -219,17 +219,17 @@ local function key_admits(id, j, seq)
     end
     -- Room, but older jobs of the key wait in its lane (the limit was
     -- raised, lanes are draining, a token came): the oldest goes first.
-    local head = redis.call('ZRANGE', lane_key(topic, key), '0', '0', 'WITHSCORES')
+    local head = redis.call('ZRANGE', Key.lane(topic, key), '0', '0', 'WITHSCORES')
     if head[2] and tonumber(head[2]) < seq then
         lane_add(id, j, seq)
         -- (unless the lane waits for a token: the oldest is let go then)
-        if not (rate and redis.call('ZSCORE', rate_lanes_key(), topic_key(topic, key))) then
+        if not (rate and redis.call('ZSCORE', Key.rate_lanes(), topic_key(topic, key))) then
             lane_release(topic, key, 1)
         end
         return false
     end
     if rate then
-        local taken, wait = take_tokens(key_tokens_key(topic, key), rate, pol.key_period_ms or 1000, 1,
+        local taken, wait = take_tokens(Key.key_tokens(topic, key), rate, pol.key_period_ms or 1000, 1,
             clock())
         if taken == 0 then
             lane_add(id, j, seq)
@@ -242,7 +242,7 @@ local function key_admits(id, j, seq)
     end
     if limit then
         redis.call('HINCRBY', ck, key, '1')
-        redis.call('HSET', key_owner_key(topic), id, num(seq) .. ':' .. key)
+        redis.call('HSET', Key.key_owner(topic), id, num(seq) .. ':' .. key)
     end
     return true
 end
@@ -259,12 +259,12 @@ local function key_reservation_ends(id, topic, to_ready)
     -- and every call that ends a reservation reads the policy anyway.
     local limit = policy_of(topic).key_concurrency
     if not limit then return nil end
-    local ok = key_owner_key(topic)
+    local ok = Key.key_owner(topic)
     local v = redis.call('HGET', ok, id)
     if not v then return nil end
     redis.call('HDEL', ok, id)
     local seq, key = string.match(v, '^(%d+):(.*)$')
-    local ck = key_count_key(topic)
+    local ck = Key.key_count(topic)
     local inflight = redis.call('HINCRBY', ck, key, '-1')
     if inflight <= 0 then redis.call('HDEL', ck, key) end
     if not to_ready and inflight < limit then lane_release(topic, key, 1) end
@@ -280,12 +280,12 @@ end
 -- room and no token is awaited (the timer lets that one go); a pop sorts
 -- it again under the limits.
 local function key_turn_passes(topic, key)
-    local lk = lane_key(topic, key)
+    local lk = Key.lane(topic, key)
     if redis.call('EXISTS', lk) == 0 then return end
     local pol = policy_of(topic)
     local limit = pol.key_concurrency
-    if limit and tonumber(redis.call('HGET', key_count_key(topic), key) or '0') >= limit then return end
-    if pol.key_rate and redis.call('ZSCORE', rate_lanes_key(), topic_key(topic, key)) then return end
+    if limit and tonumber(redis.call('HGET', Key.key_count(topic), key) or '0') >= limit then return end
+    if pol.key_rate and redis.call('ZSCORE', Key.rate_lanes(), topic_key(topic, key)) then return end
     lane_release(topic, key, 1)
 end
 
@@ -298,18 +298,18 @@ local function unlist(id, j, state)
     if state == 'ready' then
         if lane_remove(id, j) then return end
         if push then
-            redis.call('ZREM', push_key(), id)
-            redis.call('ZREM', push_index(topic), id)
-            redis.call('ZREM', hold_key(topic), id) -- held while its topic is paused
+            redis.call('ZREM', Key.push(), id)
+            redis.call('ZREM', Key.push_index(topic), id)
+            redis.call('ZREM', Key.hold(topic), id) -- held while its topic is paused
         else
-            redis.call('ZREM', ready_key(topic), id)
+            redis.call('ZREM', Key.ready(topic), id)
         end
         if keys_on() then
             if j.head_only then j = load_job(id) end -- the key is among the fields some jobs have
             if j.g then key_turn_passes(topic, j.g) end
         end
     elseif state == 'buried' then
-        redis.call('ZREM', buried_key(topic), id)
+        redis.call('ZREM', Key.buried(topic), id)
     end
 end
 
@@ -317,9 +317,9 @@ end
 -- P:ko, when a key limit is set on a topic that had none: so jobs already
 -- in flight count against it at once. Their place is unknown (0).
 local function key_count_reserved(topic)
-    local ck, ok = key_count_key(topic), key_owner_key(topic)
+    local ck, ok = Key.key_count(topic), Key.key_owner(topic)
     redis.call('DEL', ck, ok)
-    for _, id in ipairs(redis.call('ZRANGE', reserved_index(topic), '0', '-1')) do
+    for _, id in ipairs(redis.call('ZRANGE', Key.reserved_index(topic), '0', '-1')) do
         local j = load_job(id)
         if j and j.g then
             redis.call('HINCRBY', ck, j.g, '1')
@@ -339,17 +339,17 @@ local function key_limit_changed(topic, old, new)
         return
     end
     if kc or rate then
-        redis.call('SADD', key_limited_key(), topic)
+        redis.call('SADD', Key.key_limited(), topic)
         keys_cache = true
     end
     if kc and not old.key_concurrency then key_count_reserved(topic) end
-    if not kc then redis.call('DEL', key_count_key(topic), key_owner_key(topic)) end
+    if not kc then redis.call('DEL', Key.key_count(topic), Key.key_owner(topic)) end
     local lowered = kc and old.key_concurrency and kc < old.key_concurrency and
         old.key_rate == rate and old.key_period_ms == new.key_period_ms
     local had = old.key_concurrency or old.key_rate
     if had and not lowered then
-        redis.call('SADD', lanes_drain_key(), topic)
-        redis.call('HSET', policy_key(topic), LANES_DRAINING, '1') -- its pops drain too
+        redis.call('SADD', Key.lanes_drain(), topic)
+        redis.call('HSET', Key.policy(topic), LANES_DRAINING, '1') -- its pops drain too
         lanes_drain(topic, LANE_STEP)
     end
 end

@@ -23,11 +23,11 @@ local OUTCOME_NAME = {'finished', 'deleted'}
 -- How many index entries one record write may trim at most: more than the
 -- one it adds, so the trimming keeps up.
 local HISTORY_TRIM_STEP = 8
-local function history_flag_key() return P .. ':history' end
+function Key.history_flag() return P .. ':history' end
 
 local function history_on()
     if history_cache == nil then
-        history_cache = redis.call('EXISTS', history_flag_key()) == 1
+        history_cache = redis.call('EXISTS', Key.history_flag()) == 1
     end
     return history_cache
 end
@@ -41,7 +41,7 @@ end
 -- The record of job `id`, as a table (outcome, t topic, c created, du due,
 -- fd first delivery, e ended, n attempts, g key or nil), or nil.
 local function load_record(id)
-    local v = redis.call('GET', record_key(id))
+    local v = redis.call('GET', Key.record(id))
     if not v then return nil end
     local o, c, du, fd, e, n, tlen, at = struct.unpack(RECORD, v)
     local g = string.sub(v, at + tlen)
@@ -65,7 +65,7 @@ end
 -- HISTORY_TRIM_STEP of them, oldest first. A trimmed entry's record goes
 -- with it.
 local function trim_history(topic, now, keep)
-    local keys = {history_index(topic, 'finished'), history_index(topic, 'deleted')}
+    local keys = {Key.history_index(topic, 'finished'), Key.history_index(topic, 'deleted')}
     local total = redis.call('ZCARD', keys[1]) + redis.call('ZCARD', keys[2])
     for _ = 1, HISTORY_TRIM_STEP do
         local oldest, key
@@ -78,7 +78,7 @@ local function trim_history(topic, now, keep)
         if not oldest or (total <= HISTORY_CAP and -oldest[2] >= now - keep) then return end
         redis.call('ZREM', key, oldest[1])
         if record_of_entry(oldest[1], topic, -oldest[2]) then
-            redis.call('DEL', record_key(oldest[1]), delivery_key(oldest[1]))
+            redis.call('DEL', Key.record(oldest[1]), Key.delivery(oldest[1]))
         end
         total = total - 1
     end
@@ -88,11 +88,11 @@ end
 -- being removed as `kind` ('finished' or 'deleted'), for keep ms.
 local function keep_record(id, j, kind, keep)
     local now = clock()
-    redis.call('SET', record_key(id), struct.pack(RECORD, OUTCOME_CODE[kind], j.c, j.du or -1,
+    redis.call('SET', Key.record(id), struct.pack(RECORD, OUTCOME_CODE[kind], j.c, j.du or -1,
         j.fd or -1, now, j.n, #j.t) .. j.t .. (j.g or ''), 'PX', num(keep))
     local other = kind == 'finished' and 'deleted' or 'finished'
-    redis.call('ZREM', history_index(j.t, other), id)
-    local ik = history_index(j.t, kind)
+    redis.call('ZREM', Key.history_index(j.t, other), id)
+    local ik = Key.history_index(j.t, kind)
     redis.call('ZADD', ik, num(-now), id)
     trim_history(j.t, now, keep)
     if redis.call('PTTL', ik) < keep then redis.call('PEXPIRE', ik, num(keep)) end
@@ -108,7 +108,7 @@ end
 -- record (remove_job).
 -- reply delivery: at status error ms response decision retry_at
 local function log_delivery(id, e)
-    local key = delivery_key(id)
+    local key = Key.delivery(id)
     redis.call('RPUSH', key, cmsgpack.pack({e.at, e.status or false, e.error or false, e.ms or false,
         e.response or false, e.decision, e.retry_at or false}))
     redis.call('LTRIM', key, num(-DELIVERY_LOG_MAX), '-1')
@@ -128,7 +128,7 @@ end
 
 -- The delivery log as get answers it (false when there is none).
 local function deliveries_view(id)
-    local list = redis.call('LRANGE', delivery_key(id), '0', '-1')
+    local list = redis.call('LRANGE', Key.delivery(id), '0', '-1')
     if #list == 0 then return false end
     local out = {}
     for i, v in ipairs(list) do
@@ -181,8 +181,8 @@ end
 -- log, which expires with the record, would otherwise expire under the
 -- new job).
 local function drop_record(id, r)
-    redis.call('ZREM', history_index(r.t, r.outcome), id)
-    redis.call('DEL', record_key(id), delivery_key(id))
+    redis.call('ZREM', Key.history_index(r.t, r.outcome), id)
+    redis.call('DEL', Key.record(id), Key.delivery(id))
 end
 
 -- What get answers about a job (nil when there is none), false where a

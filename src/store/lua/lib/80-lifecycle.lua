@@ -42,7 +42,7 @@ end
 settle_state = function(id, j, found_in)
     if j.s ~= 'delay' or found_in == 'delay' then return j end
     if found_in ~= 'ready' then
-        local dk = delay_key(j.t, j.push)
+        local dk = Key.delay(j.t, j.push)
         if zadds[dk] then write_zadds() end
         if redis.call('ZSCORE', dk, id) then return j end
     end
@@ -183,16 +183,16 @@ local LIFECYCLE = {
             if not at.unlisted then
                 unlist(id, j, 'ready')
             elseif j.push then
-                redis.call('ZREM', push_index(j.t), id) -- popped from P:push
+                redis.call('ZREM', Key.push_index(j.t), id) -- popped from P:push
             end
         end,
         take_seq = function(_, _, at) at.seq = at.seq or reserve_seq(1) end,
         enter_buried = function(id, j, at)
-            zadd(buried_key(j.t), num(at.seq), id)
+            zadd(Key.buried(j.t), num(at.seq), id)
             count(j.t, 'buries', 1)
         end,
         leave_buried = function(id, j, at)
-            if not at.unlisted then redis.call('ZREM', buried_key(j.t), id) end
+            if not at.unlisted then redis.call('ZREM', Key.buried(j.t), id) end
         end,
         -- a replace: the call's batched set entries written first (a batch
         -- may name an id twice), then the job becomes the one at.fields
@@ -203,7 +203,7 @@ local LIFECYCLE = {
             local new = job_of_fields(f, at.now)
             new.c, new.legacy = j.c, j.legacy
             if not f.traceparent and not f.tracestate then new.tp, new.ts = j.tp, j.ts end
-            if j.push and not new.push then redis.call('DEL', delivery_key(id)) end
+            if j.push and not new.push then redis.call('DEL', Key.delivery(id)) end
             for k in pairs(j) do
                 if k ~= 's' then j[k] = nil end
             end
@@ -219,9 +219,9 @@ local LIFECYCLE = {
         keep_delivery_log = function(id, j, at)
             if not j.push then return end
             if at.keep > 0 then
-                redis.call('PEXPIRE', delivery_key(id), num(at.keep))
+                redis.call('PEXPIRE', Key.delivery(id), num(at.keep))
             else
-                redis.call('DEL', delivery_key(id))
+                redis.call('DEL', Key.delivery(id))
             end
         end,
         delete = function(id, j) delete_job(id, j) end,

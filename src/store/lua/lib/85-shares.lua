@@ -29,7 +29,7 @@ end
 local function concurrency_room(topic)
     local limit = policy_of(topic).concurrency
     if not limit then return nil end
-    local reserved = tonumber(redis.call('HGET', stats_key(topic), 'reserved') or '0')
+    local reserved = tonumber(redis.call('HGET', Key.stats(topic), 'reserved') or '0')
     local pending = counters[topic] and counters[topic].reserved or 0
     return math.max(0, shard_share(limit) - reserved - pending)
 end
@@ -48,10 +48,10 @@ local function peek_tokens(bucket, rate, period_ms, now)
 end
 
 -- A topic's bucket for its `rate`, in each shard.
-local function rate_bucket_key(topic) return P .. ':tk:' .. topic end
+function Key.rate_bucket(topic) return P .. ':tk:' .. topic end
 -- Topics with push jobs held for their `rate`, scored by when a token is
 -- next due (ms): push_take puts them back then.
-local function rate_held_key() return P .. ':rh' end
+function Key.rate_held() return P .. ':rh' end
 
 -- This shard's part of the topic's `rate` per `period` (nil: no rate):
 -- the shards split it evenly, a fraction each if need be (a bucket takes
@@ -72,7 +72,7 @@ end
 local function rate_room(topic, now)
     local rate, period_ms = rate_share(topic)
     if not rate then return nil end
-    return peek_tokens(rate_bucket_key(topic), rate, period_ms, now)
+    return peek_tokens(Key.rate_bucket(topic), rate, period_ms, now)
 end
 
 -- Spends n of the topic's tokens, for n jobs delivered (no-op without a
@@ -80,7 +80,7 @@ end
 local function spend_tokens(topic, n, now)
     local rate, period_ms = rate_share(topic)
     if not rate or n <= 0 then return 0 end
-    local _, wait = take_tokens(rate_bucket_key(topic), rate, period_ms, n, now)
+    local _, wait = take_tokens(Key.rate_bucket(topic), rate, period_ms, n, now)
     return wait
 end
 
@@ -97,13 +97,13 @@ local function limits_use(topic, now)
     if tokens and (not room or tokens < room) then room = tokens end
     local throttled = 0
     if room then
-        throttled = math.max(0, redis.call('ZCARD', ready_key(topic)) - room)
+        throttled = math.max(0, redis.call('ZCARD', Key.ready(topic)) - room)
         if not paused(topic) then -- push jobs held for the limits
-            throttled = throttled + redis.call('ZCARD', hold_key(topic))
+            throttled = throttled + redis.call('ZCARD', Key.hold(topic))
         end
     end
-    throttled = throttled + redis.call('ZCARD', lanes_index(topic))
-    return {throttled = throttled, keys_waiting = redis.call('ZCARD', keys_waiting_key(topic)),
+    throttled = throttled + redis.call('ZCARD', Key.lanes_index(topic))
+    return {throttled = throttled, keys_waiting = redis.call('ZCARD', Key.keys_waiting(topic)),
         tokens = tokens or false}
 end
 

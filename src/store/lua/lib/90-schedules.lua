@@ -6,7 +6,7 @@
 -- -1 none), l last fire (ms, -1 none), m missed fires, c created (ms));
 -- P:sched holds the ids that have a next fire, scored by it; P:sched:ids
 -- every id, scored 0 (listed by name).
-local function sched_key(id) return P .. ':sch:' .. id end
+function Key.sched(id) return P .. ':sch:' .. id end
 
 -- A fire's job id: '<schedule id>@<fire in Unix seconds>' (FIRE_SEP; built
 -- in C by store_fire_id, which also tells the schedule's shard from it).

@@ -9,11 +9,11 @@
 -- shard of another layout is refused whole (DQ_LAYOUT_OLD, DQ_LAYOUT_NEW)
 -- before a function touches it, so no function half-reads a structure.
 local LAYOUT = 9
-local function layout_key() return P .. ':layout' end
+function Key.layout() return P .. ':layout' end
 -- The layout a migration of the shard began from, set by its first step
 -- and removed by its last (migrate.lua): a shard migrated partway is in
 -- that layout for every process, whatever its data looks like meanwhile.
-local function migrating_key() return P .. ':migrate:from' end
+function Key.migrating() return P .. ':migrate:from' end
 
 -- Does every delayed, reserved and ready push job of the shard stand in
 -- its topic's index (layouts 6 to 8)? Looks at each bucket's and P:push's
@@ -26,19 +26,19 @@ local function indexed(nb)
     local function head_indexed(key, index_of)
         local first = redis.call('ZRANGE', key, 0, 0)
         if not first[1] then return true end
-        if key ~= push_key() then entries = true end
+        if key ~= Key.push() then entries = true end
         local j = read_job(first[1], true)
         local ik = j and index_of(j)
         return not ik or redis.call('ZSCORE', ik, first[1]) ~= false
     end
     local function bucket_index(j)
-        if j.s == 'delay' then return delay_key(j.t, false) end -- (callbacks too, up to 8)
-        return j.s == 'reserved' and reserved_index(j.t)
+        if j.s == 'delay' then return Key.delay(j.t, false) end -- (callbacks too, up to 8)
+        return j.s == 'reserved' and Key.reserved_index(j.t)
     end
     for k = 0, nb - 1 do
-        if not head_indexed(bucket_key(k), bucket_index) then return false end
+        if not head_indexed(Key.bucket(k), bucket_index) then return false end
     end
-    return head_indexed(push_key(), function(j) return push_index(j.t) end), entries
+    return head_indexed(Key.push(), function(j) return Key.push_index(j.t) end), entries
 end
 
 -- The layout the shard's data is in: P:layout, or for data written before
@@ -51,7 +51,7 @@ end
 -- starts. A shard being migrated is in the layout its migration began
 -- from, until the migration records LAYOUT.
 local function stored_layout()
-    local v = redis.call('GET', layout_key()) or redis.call('GET', migrating_key())
+    local v = redis.call('GET', Key.layout()) or redis.call('GET', Key.migrating())
     if v then return tonumber(v) end
     local nb = redis.call('GET', P .. ':buckets')
     if not nb then return nil end
@@ -59,7 +59,7 @@ local function stored_layout()
     local indexes, entries = indexed(tonumber(nb))
     if indexes then return entries and 8 or LAYOUT end
     if redis.call('EXISTS', P .. ':sched:ids') > 0 then return 5 end
-    if redis.call('EXISTS', push_key()) > 0 then return 4 end
+    if redis.call('EXISTS', Key.push()) > 0 then return 4 end
     if redis.call('EXISTS', P .. ':shards') > 0 then return 3 end
     return 2
 end
@@ -75,7 +75,7 @@ local function layout_refused()
     if layout_seen[P] then return nil end
     local v = stored_layout()
     if v == LAYOUT then
-        if redis.call('EXISTS', layout_key()) == 1 then layout_seen[P] = true end
+        if redis.call('EXISTS', Key.layout()) == 1 then layout_seen[P] = true end
         return nil
     end
     if not v then return nil end
@@ -100,7 +100,7 @@ local function layout_mismatch(nb, ns, once)
     if once and layout_matched[P] == nb .. ':' .. ns then return nil end
     local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
     if not known[1] then
-        redis.call('MSET', P .. ':buckets', nb, P .. ':shards', ns, layout_key(), num(LAYOUT))
+        redis.call('MSET', P .. ':buckets', nb, P .. ':shards', ns, Key.layout(), num(LAYOUT))
         layout_matched = {[P] = nb .. ':' .. ns}
         bucket_counts[P], shard_place[P] = nil, nil -- read of the deployment before
         return nil

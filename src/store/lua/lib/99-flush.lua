@@ -10,7 +10,7 @@ local function flush()
     write_zadds()
     local totals = {}
     for _, topic in ipairs(topic_order) do
-        local sk = stats_key(topic)
+        local sk = Key.stats(topic)
         for field, by in pairs(counters[topic]) do
             if by ~= 0 then
                 local now = redis.call('HINCRBY', sk, field, num(by))
@@ -53,7 +53,7 @@ local function flush()
         local freed = -(counters[topic].reserved or 0)
         if freed > 0 and not paused(topic) and policy_of(topic).concurrency then
             -- (A topic that got ready jobs in this call was told above.)
-            if not ready_topics[topic] and redis.call('EXISTS', ready_key(topic)) == 1 then
+            if not ready_topics[topic] and redis.call('EXISTS', Key.ready(topic)) == 1 then
                 publish_ready(topic, freed)
             end
             -- Push jobs push_take held back for the limit: as many as the
