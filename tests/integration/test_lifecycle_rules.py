@@ -46,7 +46,8 @@ class LifecycleRules(unittest.TestCase):
     def test_a_direct_write_of_the_state_in_a_converted_file_fails(self):
         # touch goes through transition(); setting the state by hand is
         # what the check is for, whether alone or among other targets
-        for write in ("j.s = 'reserved'", "j.d, j.s = due, 'reserved'", "j['s'] = 'reserved'"):
+        for write in ("j.state = 'reserved'", "j.due, j.state = due, 'reserved'",
+                      "j['state'] = 'reserved'", "local k = {topic = j.topic, state = 'ready'}"):
             with self.subTest(write=write):
                 self.fresh_tree()
                 self.edit("src/store/lua/touch.lua", "local due = now_ms() + j.ttr\n",
@@ -56,28 +57,29 @@ class LifecycleRules(unittest.TestCase):
                 self.assertIn("touch.lua", r.stderr)
                 self.assertIn(write, r.stderr)
 
-    def test_a_comparison_is_no_write(self):
+    def test_a_comparison_or_a_reply_is_no_write(self):
         self.edit("src/store/lua/touch.lua", "local due = now_ms() + j.ttr\n",
-                  "local due = now_ms() + j.ttr\nassert(j.s == 'reserved')\n")
+                  "local due = now_ms() + j.ttr\nassert(j.state == 'reserved')\n"
+                  "local answer = reply{state = j.state, due = due}\n")
         r = self.run_script("check-lifecycle")
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_an_allowlisted_write_that_is_gone_must_leave_the_list(self):
         # read_job's decoding of the stored state, as if it were done elsewhere
-        self.edit("src/store/lua/lib/10-codec.lua", "local j = {s = STATE_NAME[s], d = d,",
-                  "local j = {d = d,")
+        self.edit("src/store/lua/lib/10-codec.lua", "local j = {state = STATE_NAME[s], due = d,",
+                  "local j = {due = d,")
         r = self.run_script("check-lifecycle")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("is gone", r.stderr)
-        self.assertIn("local j = {s = STATE_NAME[s]", r.stderr)
+        self.assertIn("local j = {state = STATE_NAME[s]", r.stderr)
 
     def test_a_write_in_a_shared_module_outside_the_life_cycle_fails(self):
         self.edit("src/store/lua/lib/10-codec.lua", "local function job_body(j)\n",
-                  "local function job_body(j)\n    j.s = 'ready'\n")
+                  "local function job_body(j)\n    j.state = 'ready'\n")
         r = self.run_script("check-lifecycle")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("10-codec.lua", r.stderr)
-        self.assertIn("j.s = 'ready'", r.stderr)
+        self.assertIn("j.state = 'ready'", r.stderr)
 
     def test_the_chart_follows_the_declaration(self):
         self.edit("src/store/lua/lib/80-lifecycle.lua", "hooks = {'store', 'enter_due_set'}, after",

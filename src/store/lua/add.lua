@@ -60,16 +60,16 @@ for i = 0, njobs - 1 do
         kept = not live and history_on() and load_record(id)
     end
     local conflict
-    if live and not allowed(live.t) or kept and not allowed(kept.t) then
+    if live and not allowed(live.topic) or kept and not allowed(kept.topic) then
         conflict = 'DQ_CONFLICT'
     elseif live and not upsert then
-        conflict = 'DQ_CONFLICT ' .. live.s
+        conflict = 'DQ_CONFLICT ' .. live.state
     elseif kept and not upsert then
-        conflict = 'DQ_CONFLICT ' .. kept.outcome .. ' ' .. num(kept.e)
-    elseif live and live.s == 'reserved' then
+        conflict = 'DQ_CONFLICT ' .. kept.outcome .. ' ' .. num(kept.ended)
+    elseif live and live.state == 'reserved' then
         conflict = 'DQ_CONFLICT reserved replace'
-    elseif live and live.t ~= topic then
-        conflict = 'DQ_CONFLICT ' .. live.s .. ' topic ' .. live.t
+    elseif live and live.topic ~= topic then
+        conflict = 'DQ_CONFLICT ' .. live.state .. ' topic ' .. live.topic
     end
     if created then
         out[#out + 1] = 'ok'

@@ -7,7 +7,7 @@
 limit_topics(ARGV[ARG.allow])
 local id = ARGV[ARG.id]
 local j = load_job(id)
-if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
+if not j or not allowed(j.topic) then return redis.error_reply('DQ_NOT_FOUND') end
 local conflict = reserved_conflict(j)
 if conflict then return conflict end
 transition(id, j, 'bury')

@@ -14,8 +14,8 @@ local back = 0
 for i = 1, #ARGV, ARG_JOB_FIELDS do
     local id = ARGV[i + ARG_JOB.id]
     local j = load_job(id)
-    if j and j.s == 'reserved' and j.n == tonumber(ARGV[i + ARG_JOB.attempt]) then
-        local queue = j.push and Key.push() or Key.ready(j.t)
+    if j and j.state == 'reserved' and j.attempts == tonumber(ARGV[i + ARG_JOB.attempt]) then
+        local queue = j.push and Key.push() or Key.ready(j.topic)
         local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
         local seq = head[2] and tonumber(head[2]) - 1 or reserve_seq(1)
         -- back at the head, it takes its key's room; rt stays: ready since then

@@ -11,10 +11,10 @@ local seq
 for i = NARGS + 1, #ARGV do
     local id = ARGV[i]
     local j = load_job(id)
-    if not j or not allowed(j.t) then
+    if not j or not allowed(j.topic) then
         out[#out + 1] = 'DQ_NOT_FOUND'
-    elseif j.s ~= 'buried' then
-        out[#out + 1] = 'DQ_CONFLICT ' .. j.s
+    elseif j.state ~= 'buried' then
+        out[#out + 1] = 'DQ_CONFLICT ' .. j.state
     else
         if not seq then seq = reserve_seq(#ARGV - i + 1) else seq = seq + 1 end
         transition(id, j, 'kick', {seq = seq})

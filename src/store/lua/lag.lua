@@ -34,7 +34,7 @@ local push_since = -1
 local first = redis.call('ZRANGE', Key.push(), 0, 0)
 if first[1] then
     local j = load_job(first[1], true, nil, 'ready')
-    push_since = j and (j.rt or j.c) or -1
+    push_since = j and (j.ready_at or j.created) or -1
 end
 local timers = {}
 local lags = redis.call('HGETALL', P .. ':timerlag')

@@ -113,20 +113,20 @@ end
 -- A bucket entry in this layout: a delayed job's goes to its delay set.
 local function place_bucket_entry(bk)
     return function(id, j, score)
-        if j.s == 'delay' then
+        if j.state == 'delay' then
             redis.call('ZREM', bk, id)
             -- (layouts 6-8 listed callbacks in the other delay set's key)
-            if j.push then redis.call('ZREM', Key.delay(j.t, false), id) end
+            if j.push then redis.call('ZREM', Key.delay(j.topic, false), id) end
             due_set_add(id, j, tonumber(score), 'delay', true)
             return true
         end
-        if j.s == 'reserved' then zadd(Key.reserved_index(j.t), score, id) end
+        if j.state == 'reserved' then zadd(Key.reserved_index(j.topic), score, id) end
         return false
     end
 end
 
 local function place_push_entry(id, j, score)
-    zadd(Key.push_index(j.t), score, id)
+    zadd(Key.push_index(j.topic), score, id)
     return false
 end
 

@@ -44,7 +44,7 @@ if #ids > 0 then
     local by_topic, topic_order = {}, {}
     for i, id in ipairs(ids) do
         local j = jobs[i]
-        local topic = j.t
+        local topic = j.topic
         local list = list_for(by_topic, topic_order, Key.reserved_index(topic))
         list[#list + 1] = id
         -- A callback's reservation ran out (its pusher died, or the

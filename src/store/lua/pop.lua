@@ -58,9 +58,9 @@ for ti = NARGS + 1 + nfinish, #ARGV do
             if key_admits(id, j, taken[i + 1]) then
                 got = got + 1
                 transition(id, j, 'reserve', {due = now + j.ttr, now = now, batched = true, unlisted = true})
-                out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.n,
-                    ttr_ms = j.ttr, key = j.g or false, traceparent = j.tp or false,
-                    tracestate = j.ts or false}
+                out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), attempts = j.attempts,
+                    ttr_ms = j.ttr, key = j.key or false, traceparent = j.traceparent or false,
+                    tracestate = j.tracestate or false}
             end
         end
         -- The queue ran dry, unless a job set aside let an older one of its

@@ -31,7 +31,7 @@ end
 -- The notes of since's millisecond live while the purge does.
 redis.call('PEXPIRE', P .. ':purge_born', num(PURGE_BORN_MS))
 local function created_before_purge(id, j)
-    return j.c < since or j.c == since and
+    return j.created < since or j.created == since and
         redis.call('SISMEMBER', P .. ':purge_born', num(since) .. ':' .. id) == 0
 end
 local after_score, after_id = ARGV[ARG.after_score], ARGV[ARG.after_id]

@@ -13,7 +13,7 @@
 -- 'buried') or 'stale'.
 local id, attempt, outcome = ARGV[ARG.id], ARGV[ARG.attempt], ARGV[ARG.outcome]
 local j = load_job(id)
-if not j or j.s ~= 'reserved' or j.n ~= tonumber(attempt) or not j.push then return 'stale' end
+if not j or j.state ~= 'reserved' or j.attempts ~= tonumber(attempt) or not j.push then return 'stale' end
 local now = now_ms()
 local status = tonumber(ARGV[ARG.status])
 if status and status < 0 then status = nil end
@@ -22,7 +22,7 @@ local entry = {status = status, ms = tonumber(ARGV[ARG.ms]),
 if outcome == 'ok' or outcome == 'gone' then
     local kind = outcome == 'ok' and 'finished' or 'deleted'
     -- before remove_job, which keeps the log with the record, or deletes it
-    if keep_of(j.t) > 0 then
+    if keep_of(j.topic) > 0 then
         entry.at, entry.decision = now, kind
         log_delivery(id, entry)
     end
@@ -31,9 +31,9 @@ if outcome == 'ok' or outcome == 'gone' then
 end
 -- after_failure writes them with the new state (and takes the job out of
 -- its bucket and its topic's reserved index)
-j.la, j.ls, j.le, j.whole = now, ARGV[ARG.status], ARGV[ARG.error], true
+j.last_attempt_at, j.last_status, j.last_error, j.whole = now, ARGV[ARG.status], ARGV[ARG.error], true
 -- 'fail' and 'wait' are failed attempts (stats' push_failed)
-count(j.t, 'push_failed', 1)
+count(j.topic, 'push_failed', 1)
 local wait = outcome == 'wait' and tonumber(ARGV[ARG.wait_ms]) or nil
 local state = after_failure(id, j, now, wait)
 entry.error = ARGV[ARG.error] ~= '' and ARGV[ARG.error] or nil

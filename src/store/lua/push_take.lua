@@ -107,19 +107,19 @@ while #out < want and looked < budget do
         looked = looked + 1
         local id = taken[i]
         local j = load_job(id, false, nil, 'ready')
-        local topic = j.t
+        local topic = j.topic
         if held_back(topic, taken[i + 1]) then
             redis.call('ZADD', Key.hold(topic), taken[i + 1], id)
         elseif key_admits(id, j, taken[i + 1]) then -- else set aside in its key's lane
-            transition(id, j, 'reserve', {due = now + j.to + grace, now = now, unlisted = true})
+            transition(id, j, 'reserve', {due = now + j.timeout + grace, now = now, unlisted = true})
             if tokens_left[topic] then
                 tokens_left[topic] = tokens_left[topic] - 1
                 if not spent[topic] then spent_order[#spent_order + 1] = topic end
                 spent[topic] = (spent[topic] or 0) + 1
             end
-            out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.u,
-                attempt = j.n, timeout_ms = j.to, key = j.g or false, traceparent = j.tp or false,
-                tracestate = j.ts or false}
+            out[#out + 1] = reply_job{id = id, topic = topic, body = job_body(j), url = j.url,
+                attempt = j.attempts, timeout_ms = j.timeout, key = j.key or false, traceparent = j.traceparent or false,
+                tracestate = j.tracestate or false}
         end
     end
 end

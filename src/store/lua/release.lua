@@ -9,10 +9,10 @@
 limit_topics(ARGV[ARG.allow])
 local id, delay = ARGV[ARG.id], tonumber(ARGV[ARG.delay_ms])
 local j = load_job(id)
-if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
+if not j or not allowed(j.topic) then return redis.error_reply('DQ_NOT_FOUND') end
 local conflict = reserved_conflict(j)
 if conflict then return conflict end
-if delay <= 0 or retries_spent(j.n, j.r, j.kb) then
+if delay <= 0 or retries_spent(j.attempts, j.retries, j.attempts_at_kick) then
     return after_failure(id, j, now_ms())
 end
 return transition(id, j, 'release', {due = now_ms() + delay})

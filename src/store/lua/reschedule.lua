@@ -11,8 +11,8 @@
 limit_topics(ARGV[ARG.allow])
 local id, delay, at = ARGV[ARG.id], tonumber(ARGV[ARG.delay_ms]), tonumber(ARGV[ARG.at_ms])
 local j = load_job(id)
-if not j or not allowed(j.t) then return redis.error_reply('DQ_NOT_FOUND') end
-if j.s == 'reserved' then return redis.error_reply('DQ_CONFLICT reserved') end
+if not j or not allowed(j.topic) then return redis.error_reply('DQ_NOT_FOUND') end
+if j.state == 'reserved' then return redis.error_reply('DQ_CONFLICT reserved') end
 local now = now_ms()
 local due = now + delay
 if at >= 0 then due = math.max(at, now) end

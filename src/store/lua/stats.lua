@@ -35,7 +35,7 @@ local function ready_since(key)
     local first = redis.call('ZRANGE', key, 0, 0)
     if not first[1] then return nil end
     local j = load_job(first[1], true, nil, 'ready')
-    return j and (j.rt or j.c)
+    return j and (j.ready_at or j.created)
 end
 for _, t in ipairs(topics) do
     local fields = redis.call('HGETALL', Key.stats(t))

@@ -101,7 +101,15 @@ local STATE_NAME = {'delay', 'ready', 'reserved', 'buried'}
 -- the last it has). g, the grouping key, came after the callback fields;
 -- tp and ts, the trace context, after g; du and fd, the times a kept
 -- record needs, after them.
-local MORE_FIELDS = {'bo', 'u', 'to', 'la', 'ls', 'le', 'g', 'tp', 'ts', 'du', 'fd'}
+local MORE_FIELDS = {'backoff', 'url', 'timeout', 'last_attempt_at', 'last_status', 'last_error',
+    'key', 'traceparent', 'tracestate', 'due_asked', 'first_delivery'}
+-- A job's fields by the short names of its stored forms (the comment at
+-- the top; the older layout's hash fields) -> their names in code: the
+-- one place the two meet.
+local FIELD_NAME = {s = 'state', d = 'due', rt = 'ready_at', n = 'attempts', kb = 'attempts_at_kick',
+    r = 'retries', ttr = 'ttr', c = 'created', k = 'bucket', t = 'topic', bo = 'backoff', u = 'url',
+    to = 'timeout', la = 'last_attempt_at', ls = 'last_status', le = 'last_error', g = 'key',
+    tp = 'traceparent', ts = 'tracestate', du = 'due_asked', fd = 'first_delivery'}
 -- The fields an older-layout hash holds as decimal text.
 local NUMERIC_FIELD = {ttr = true, n = true, r = true, kb = true, c = true, k = true, d = true, rt = true,
     to = true, la = true}
@@ -114,9 +122,9 @@ local function load_legacy_job(id)
     for i = 1, #h, 2 do
         local f, x = h[i], h[i + 1]
         if NUMERIC_FIELD[f] then x = tonumber(x) end
-        j[f] = x
+        j[FIELD_NAME[f] or f] = x
     end
-    j.push = j.u ~= nil
+    j.push = j.url ~= nil
     j.legacy = true
     j.body = redis.call('GET', Key.legacy_body(id)) or ''
     return j
@@ -204,10 +212,11 @@ local function read_job(id, head_only, value)
     if type(v) == 'table' then return load_legacy_job(id) end -- WRONGTYPE: a hash
     if not v or v == '' then return nil end
     local s, d, rt, n, kb, r, ttr, c, k, more, tlen, at = struct.unpack(HEAD, v)
-    local j = {s = STATE_NAME[s], d = d, n = n, kb = kb, r = r, ttr = ttr, c = c, k = k,
+    local j = {state = STATE_NAME[s], due = d, attempts = n, attempts_at_kick = kb, retries = r, ttr = ttr,
+        created = c, bucket = k,
         more = more > 0, push = more == 3, raw = v, head_only = head_only and more > 0}
-    if rt >= 0 then j.rt = rt end
-    j.t = string.sub(v, at, at + tlen - 1)
+    if rt >= 0 then j.ready_at = rt end
+    j.topic = string.sub(v, at, at + tlen - 1)
     at = at + tlen
     if more > 0 and not head_only then
         local next_at, x = cmsgpack.unpack_one(v, at - 1)
@@ -239,7 +248,7 @@ end
 -- when it wrote it, else the job there, untouched, as load_job answers it.
 local function store_job(id, j, if_new)
     if not j.whole then
-        redis.call('SETRANGE', Key.job(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.s], j.d, j.rt or -1, j.n, j.kb))
+        redis.call('SETRANGE', Key.job(id), '0', struct.pack(STATE_HEAD, STATE_CODE[j.state], j.due, j.ready_at or -1, j.attempts, j.attempts_at_kick))
         return
     end
     -- Only the fields the job has, by number (most jobs have none): cmsgpack
@@ -251,11 +260,11 @@ local function store_job(id, j, if_new)
     if last > 0 then
         local x = {}
         for i = 1, last do x[i] = j[MORE_FIELDS[i]] end
-        more = j.u and 3 or 1
+        more = j.url and 3 or 1
         tail = cmsgpack.pack(x)
     end
-    local v = struct.pack(HEAD, STATE_CODE[j.s], j.d, j.rt or -1, j.n, j.kb, j.r, j.ttr, j.c, j.k,
-        more, #j.t) .. j.t .. tail .. job_body(j)
+    local v = struct.pack(HEAD, STATE_CODE[j.state], j.due, j.ready_at or -1, j.attempts, j.attempts_at_kick, j.retries, j.ttr, j.created, j.bucket,
+        more, #j.topic) .. j.topic .. tail .. job_body(j)
     if if_new then
         local old = redis.pcall('SET', Key.job(id), v, 'NX', 'GET')
         if type(old) == 'table' and not (old.err and string.find(old.err, 'WRONGTYPE', 1, true)) then

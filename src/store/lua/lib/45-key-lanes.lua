@@ -58,11 +58,11 @@ end
 -- Takes a ready job out of its key's lane if it is in one (job j as
 -- load_job answered it); returns whether it was.
 local function lane_remove(id, j)
-    if not keys_on() or redis.call('ZREM', Key.lanes_index(j.t), id) == 0 then return false end
+    if not keys_on() or redis.call('ZREM', Key.lanes_index(j.topic), id) == 0 then return false end
     if j.head_only then j = load_job(id) end -- the key is among the fields some jobs have
-    local lk = Key.lane(j.t, j.g)
+    local lk = Key.lane(j.topic, j.key)
     redis.call('ZREM', lk, id)
-    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', Key.keys_waiting(j.t), j.g) end
+    if redis.call('EXISTS', lk) == 0 then redis.call('ZREM', Key.keys_waiting(j.topic), j.key) end
     return true
 end
 

@@ -83,10 +83,10 @@ end
 -- P:bt score stays: the move corrects it.
 local function due_set_remove(id, j, state)
     if state == 'delay' then
-        redis.call('ZREM', Key.delay(j.t, j.push), id)
+        redis.call('ZREM', Key.delay(j.topic, j.push), id)
     elseif state == 'reserved' then
-        redis.call('ZREM', Key.bucket(j.k), id)
-        redis.call('ZREM', Key.reserved_index(j.t), id)
+        redis.call('ZREM', Key.bucket(j.bucket), id)
+        redis.call('ZREM', Key.reserved_index(j.topic), id)
     end
 end
 
@@ -99,12 +99,12 @@ end
 -- fire, pop), since until then the job is not in them.
 local function due_set_add(id, j, due, state, batched)
     if state == 'reserved' then
-        wake_if_earliest(j.k, due)
-        zadd(Key.bucket(j.k), num(due), id, not batched)
-        zadd(Key.reserved_index(j.t), num(due), id, not batched)
+        wake_if_earliest(j.bucket, due)
+        zadd(Key.bucket(j.bucket), num(due), id, not batched)
+        zadd(Key.reserved_index(j.topic), num(due), id, not batched)
         return
     end
-    local name, k = delay_set_name(j.t, j.push), topic_bucket(j.t)
+    local name, k = delay_set_name(j.topic, j.push), topic_bucket(j.topic)
     wake_if_earliest(k, due)
     zadd(P .. ':' .. name, num(due), id, not batched)
     -- P:bt's score only ever falls here (LT); one ZADD per set and call
@@ -127,7 +127,7 @@ end
 -- is in flight, and only that request's outcome may end the reservation
 -- (else it could be sent again, or expire, while the first still runs).
 local function reserved_conflict(j)
-    if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end
+    if j.state ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.state) end
     if j.push then return redis.error_reply('DQ_CONFLICT delivering') end
     return nil
 end

@@ -64,7 +64,7 @@ end
 -- Sets ready job j, just taken from its queue at sequence number seq,
 -- aside in its key's lane.
 local function lane_add(id, j, seq)
-    local topic, key = j.t, j.g
+    local topic, key = j.topic, j.key
     redis.call('ZADD', Key.lane(topic, key), num(seq), id)
     redis.call('ZADD', Key.lanes_index(topic), num(seq), id)
     redis.call('ZADD', Key.keys_waiting(topic), '0', key)
@@ -204,12 +204,12 @@ end
 -- aside in its key's lane. A job without a key, or of a topic without a
 -- key limit, always may (and costs nothing here).
 local function key_admits(id, j, seq)
-    local key = j.g
+    local key = j.key
     if not key then return true end
-    local pol = policy_of(j.t)
+    local pol = policy_of(j.topic)
     local limit, rate = pol.key_concurrency, pol.key_rate
     if not limit and not rate then return true end
-    local topic = j.t
+    local topic = j.topic
     local ck = Key.key_count(topic)
     local inflight = limit and tonumber(redis.call('HGET', ck, key) or '0')
     seq = tonumber(seq)
@@ -293,8 +293,8 @@ end
 -- (or its key's lane); j: as load_job answered it, in its current state,
 -- or in the state it is leaving when given (state).
 local function unlist(id, j, state)
-    local topic, push = j.t, j.push
-    state = state or j.s
+    local topic, push = j.topic, j.push
+    state = state or j.state
     if state == 'ready' then
         if lane_remove(id, j) then return end
         if push then
@@ -306,7 +306,7 @@ local function unlist(id, j, state)
         end
         if keys_on() then
             if j.head_only then j = load_job(id) end -- the key is among the fields some jobs have
-            if j.g then key_turn_passes(topic, j.g) end
+            if j.key then key_turn_passes(topic, j.key) end
         end
     elseif state == 'buried' then
         redis.call('ZREM', Key.buried(topic), id)
@@ -321,9 +321,9 @@ local function key_count_reserved(topic)
     redis.call('DEL', ck, ok)
     for _, id in ipairs(redis.call('ZRANGE', Key.reserved_index(topic), '0', '-1')) do
         local j = load_job(id)
-        if j and j.g then
-            redis.call('HINCRBY', ck, j.g, '1')
-            redis.call('HSET', ok, id, '0:' .. j.g)
+        if j and j.key then
+            redis.call('HINCRBY', ck, j.key, '1')
+            redis.call('HSET', ok, id, '0:' .. j.key)
         end
     end
 end

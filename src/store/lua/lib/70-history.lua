@@ -45,8 +45,9 @@ local function load_record(id)
     if not v then return nil end
     local o, c, du, fd, e, n, tlen, at = struct.unpack(RECORD, v)
     local g = string.sub(v, at + tlen)
-    return {id = id, outcome = OUTCOME_NAME[o], t = string.sub(v, at, at + tlen - 1), c = c, du = du,
-        fd = fd, e = e, n = n, g = g ~= '' and g or nil}
+    return {id = id, outcome = OUTCOME_NAME[o], topic = string.sub(v, at, at + tlen - 1),
+        created = c, due_asked = du, first_delivery = fd, ended = e, attempts = n,
+        key = g ~= '' and g or nil}
 end
 
 -- Does a record (of topic `topic`, ended at `ended`) stand behind an index
@@ -55,7 +56,7 @@ end
 -- had expired).
 local function record_of_entry(id, topic, ended)
     local r = load_record(id)
-    if r and r.t == topic and r.e == ended then return r end
+    if r and r.topic == topic and r.ended == ended then return r end
     return nil
 end
 
@@ -88,13 +89,13 @@ end
 -- being removed as `kind` ('finished' or 'deleted'), for keep ms.
 local function keep_record(id, j, kind, keep)
     local now = clock()
-    redis.call('SET', Key.record(id), struct.pack(RECORD, OUTCOME_CODE[kind], j.c, j.du or -1,
-        j.fd or -1, now, j.n, #j.t) .. j.t .. (j.g or ''), 'PX', num(keep))
+    redis.call('SET', Key.record(id), struct.pack(RECORD, OUTCOME_CODE[kind], j.created, j.due_asked or -1,
+        j.first_delivery or -1, now, j.attempts, #j.topic) .. j.topic .. (j.key or ''), 'PX', num(keep))
     local other = kind == 'finished' and 'deleted' or 'finished'
-    redis.call('ZREM', Key.history_index(j.t, other), id)
-    local ik = Key.history_index(j.t, kind)
+    redis.call('ZREM', Key.history_index(j.topic, other), id)
+    local ik = Key.history_index(j.topic, kind)
     redis.call('ZADD', ik, num(-now), id)
-    trim_history(j.t, now, keep)
+    trim_history(j.topic, now, keep)
     if redis.call('PTTL', ik) < keep then redis.call('PEXPIRE', ik, num(keep)) end
 end
 
@@ -121,7 +122,7 @@ local function log_failed_delivery(id, j, state, now, e)
     if state == 'buried' then
         e.decision = 'buried'
     else
-        e.decision, e.retry_at = 'retry', state == 'delay' and j.d or now
+        e.decision, e.retry_at = 'retry', state == 'delay' and j.due or now
     end
     log_delivery(id, e)
 end
@@ -142,18 +143,18 @@ end
 -- Notes job j's first delivery (now) when its topic keeps history, for
 -- its record: the job is then written whole (its tail grows), once.
 local function note_delivery(j, now)
-    if j.n == 1 and keep_of(j.t) > 0 then j.fd, j.whole = now, true end
+    if j.attempts == 1 and keep_of(j.topic) > 0 then j.first_delivery, j.whole = now, true end
 end
 
 -- A record as get and `jobs` answer it: job_view's fields, state its
 -- outcome, no body, ttr or retries.
 -- reply job_view: state topic body due ttr_ms attempts retries created backoff url timeout_ms last_at last_status last_error key traceparent tracestate ended first_delivered deliveries
 local function record_view(r)
-    return reply_job_view{state = r.outcome, topic = r.t, body = false, due = r.du, ttr_ms = false,
-        attempts = r.n, retries = false, created = r.c, backoff = false, url = false,
+    return reply_job_view{state = r.outcome, topic = r.topic, body = false, due = r.due_asked, ttr_ms = false,
+        attempts = r.attempts, retries = false, created = r.created, backoff = false, url = false,
         timeout_ms = false, last_at = false, last_status = false, last_error = false,
-        key = r.g or false, traceparent = false, tracestate = false, ended = r.e,
-        first_delivered = r.fd, deliveries = deliveries_view(r.id)}
+        key = r.key or false, traceparent = false, tracestate = false, ended = r.ended,
+        first_delivered = r.first_delivery, deliveries = deliveries_view(r.id)}
 end
 
 -- A purge deletes the jobs created up to its first step in the shard
@@ -181,7 +182,7 @@ end
 -- log, which expires with the record, would otherwise expire under the
 -- new job).
 local function drop_record(id, r)
-    redis.call('ZREM', Key.history_index(r.t, r.outcome), id)
+    redis.call('ZREM', Key.history_index(r.topic, r.outcome), id)
     redis.call('DEL', Key.record(id), Key.delivery(id))
 end
 
@@ -205,10 +206,10 @@ local function job_view(id)
         if x == nil then return false end
         return x
     end
-    return reply_job_view{state = j.s, topic = j.t, body = job_body(j), due = j.d, ttr_ms = j.ttr,
-        attempts = j.n, retries = j.r, created = j.c, backoff = opt(j.bo), url = opt(j.u),
-        timeout_ms = opt(j.to), last_at = opt(j.la), last_status = opt(j.ls),
-        last_error = opt(j.le), key = opt(j.g), traceparent = opt(j.tp), tracestate = opt(j.ts),
-        ended = -1, first_delivered = j.fd or -1, deliveries = j.push and deliveries_view(id)}, j
+    return reply_job_view{state = j.state, topic = j.topic, body = job_body(j), due = j.due, ttr_ms = j.ttr,
+        attempts = j.attempts, retries = j.retries, created = j.created, backoff = opt(j.backoff), url = opt(j.url),
+        timeout_ms = opt(j.timeout), last_at = opt(j.last_attempt_at), last_status = opt(j.last_status),
+        last_error = opt(j.last_error), key = opt(j.key), traceparent = opt(j.traceparent), tracestate = opt(j.tracestate),
+        ended = -1, first_delivered = j.first_delivery or -1, deliveries = j.push and deliveries_view(id)}, j
 end
 

@@ -23,13 +23,14 @@
 -- it in one, and stores it (create_job).
 local function job_of_fields(f, now)
     local ready = f.due <= now
-    local j = {s = 'new', t = f.topic, ttr = tonumber(f.ttr), n = 0,
-        r = tonumber(f.retries), kb = 0, c = now, k = tonumber(f.k), d = ready and -1 or f.due,
-        rt = ready and now or nil, body = f.body, whole = true, push = f.url ~= nil}
-    if f.backoff then j.bo = backoff_ms(f.backoff) end
-    if f.url then j.u, j.to = f.url, tonumber(f.timeout) end
-    j.g, j.tp, j.ts = f.key, f.traceparent, f.tracestate
-    if keep_of(f.topic) > 0 then j.du = f.due end -- for its record
+    local j = {state = 'new', topic = f.topic, ttr = tonumber(f.ttr), attempts = 0,
+        retries = tonumber(f.retries), attempts_at_kick = 0, created = now, bucket = tonumber(f.k),
+        due = ready and -1 or f.due, ready_at = ready and now or nil, body = f.body, whole = true,
+        push = f.url ~= nil}
+    if f.backoff then j.backoff = backoff_ms(f.backoff) end
+    if f.url then j.url, j.timeout = f.url, tonumber(f.timeout) end
+    j.key, j.traceparent, j.tracestate = f.key, f.traceparent, f.tracestate
+    if keep_of(f.topic) > 0 then j.due_asked = f.due end -- for its record
     return j
 end
 
@@ -40,13 +41,13 @@ end
 -- set entry this call gathered is written first: a batch may name an id
 -- twice.)
 settle_state = function(id, j, found_in)
-    if j.s ~= 'delay' or found_in == 'delay' then return j end
+    if j.state ~= 'delay' or found_in == 'delay' then return j end
     if found_in ~= 'ready' then
-        local dk = Key.delay(j.t, j.push)
+        local dk = Key.delay(j.topic, j.push)
         if zadds[dk] then write_zadds() end
         if redis.call('ZSCORE', dk, id) then return j end
     end
-    j.s, j.rt, j.d = 'ready', j.d, -1
+    j.state, j.ready_at, j.due = 'ready', j.due, -1
     return j
 end
 
@@ -106,7 +107,7 @@ local LIFECYCLE = {
         {name = 'delete', from = {'delay', 'ready', 'reserved', 'buried'}, to = 'ended', hooks = {}, after = {}},
     },
     -- The hooks, by name. Each is called as hook(id, j, at): j the job,
-    -- already in its new state (j.s, and j.d: at.due while delay or
+    -- already in its new state (j.state, and j.due: at.due while delay or
     -- reserved, else -1), at the edge's arguments (below), at.from the
     -- state it left.
     --   at.due      delay or reserved: when the timer looks at it again
@@ -135,64 +136,64 @@ local LIFECYCLE = {
         -- per-state counters (stats): a new job counts as added, an ended
         -- one as finished or deleted
         count_states = function(_, j, at)
-            local from, to = at.from, j.s
+            local from, to = at.from, j.state
             if from == to then return end
             if from == 'new' then
-                count(j.t, 'added', 1)
-                count(j.t, 'jobs', 1)
+                count(j.topic, 'added', 1)
+                count(j.topic, 'jobs', 1)
             else
-                count(j.t, from, -1)
+                count(j.topic, from, -1)
             end
             if to == 'ended' then
-                count(j.t, at.kind, 1)
-                count(j.t, 'jobs', -1)
+                count(j.topic, at.kind, 1)
+                count(j.topic, 'jobs', -1)
             else
-                count(j.t, to, 1)
+                count(j.topic, to, 1)
             end
         end,
-        count_popped = function(_, j) count(j.t, 'popped', 1) end,
-        uncount_popped = function(_, j) count(j.t, 'popped', -1) end,
-        count_kicked = function(_, j) count(j.t, 'kicked', 1) end,
+        count_popped = function(_, j) count(j.topic, 'popped', 1) end,
+        uncount_popped = function(_, j) count(j.topic, 'popped', -1) end,
+        count_kicked = function(_, j) count(j.topic, 'kicked', 1) end,
         -- created after a purge's first step in the same ms: kept by it
-        note_born = function(id, j, at) note_if_born_in_purge(id, j.t, at.now) end,
+        note_born = function(id, j, at) note_if_born_in_purge(id, j.topic, at.now) end,
         -- deliveries (attempts) and retries
         count_delivery = function(_, j, at)
-            j.n = j.n + 1
+            j.attempts = j.attempts + 1
             note_delivery(j, at.now)
         end,
         uncount_delivery = function(_, j)
-            j.n = j.n - 1
-            if j.n == 0 and j.fd then j.fd, j.whole = nil, true end -- never delivered, after all
+            j.attempts = j.attempts - 1
+            if j.attempts == 0 and j.first_delivery then j.first_delivery, j.whole = nil, true end -- never delivered, after all
         end,
         -- a buried job comes back with a fresh allowance of retries
-        fresh_retries = function(_, j) j.kb = j.n end,
+        fresh_retries = function(_, j) j.attempts_at_kick = j.attempts end,
         -- a kept record's due time (a topic that keeps history)
         record_due = function(_, j, at)
-            if j.du then j.du, j.whole = at.asked, true end
+            if j.due_asked then j.due_asked, j.whole = at.asked, true end
         end,
         -- due sets: the delay sets, the buckets and reserved indexes
-        enter_due_set = function(id, j, at) due_set_add(id, j, j.d, j.s, at.batched) end,
+        enter_due_set = function(id, j, at) due_set_add(id, j, j.due, j.state, at.batched) end,
         leave_due_set = function(id, j, at)
             if not at.unlisted then due_set_remove(id, j, at.from) end
         end,
         -- queues: ready (or P:push), buried. A ready job that leaves other
         -- than by a pop passes its key's turn on (unlist).
-        ready_since_now = function(_, j) j.rt = clock() end,
-        enqueue = function(id, j, at) enqueue_ready(id, j.t, at.seq, j.push) end,
+        ready_since_now = function(_, j) j.ready_at = clock() end,
+        enqueue = function(id, j, at) enqueue_ready(id, j.topic, at.seq, j.push) end,
         leave_ready = function(id, j, at)
             if not at.unlisted then
                 unlist(id, j, 'ready')
             elseif j.push then
-                redis.call('ZREM', Key.push_index(j.t), id) -- popped from P:push
+                redis.call('ZREM', Key.push_index(j.topic), id) -- popped from P:push
             end
         end,
         take_seq = function(_, _, at) at.seq = at.seq or reserve_seq(1) end,
         enter_buried = function(id, j, at)
-            zadd(Key.buried(j.t), num(at.seq), id)
-            count(j.t, 'buries', 1)
+            zadd(Key.buried(j.topic), num(at.seq), id)
+            count(j.topic, 'buries', 1)
         end,
         leave_buried = function(id, j, at)
-            if not at.unlisted then redis.call('ZREM', Key.buried(j.t), id) end
+            if not at.unlisted then redis.call('ZREM', Key.buried(j.topic), id) end
         end,
         -- a replace: the call's batched set entries written first (a batch
         -- may name an id twice), then the job becomes the one at.fields
@@ -201,14 +202,14 @@ local LIFECYCLE = {
         renew = function(id, j, at)
             local f = at.fields
             local new = job_of_fields(f, at.now)
-            new.c, new.legacy = j.c, j.legacy
-            if not f.traceparent and not f.tracestate then new.tp, new.ts = j.tp, j.ts end
+            new.created, new.legacy = j.created, j.legacy
+            if not f.traceparent and not f.tracestate then new.traceparent, new.tracestate = j.traceparent, j.tracestate end
             if j.push and not new.push then redis.call('DEL', Key.delivery(id)) end
             for k in pairs(j) do
-                if k ~= 's' then j[k] = nil end
+                if k ~= 'state' then j[k] = nil end
             end
             for k, v in pairs(new) do
-                if k ~= 's' then j[k] = v end
+                if k ~= 'state' then j[k] = v end
             end
         end,
         -- the end: its record kept (a topic that keeps history), its
@@ -229,8 +230,8 @@ local LIFECYCLE = {
         -- ready, the job takes the room it frees, at the caller's place,
         -- else the one it had when taken (else take_seq gives a new one)
         end_key_reservation = function(id, j, at)
-            local kept = key_reservation_ends(id, j.t, j.s == 'ready')
-            if j.s == 'ready' then at.seq = at.seq or kept end
+            local kept = key_reservation_ends(id, j.topic, j.state == 'ready')
+            if j.state == 'ready' then at.seq = at.seq or kept end
         end,
     },
 }
@@ -277,20 +278,20 @@ local function transition(id, j, edge, at)
     local e = edges.by_name[edge]
     if not e then error('lifecycle: no edge ' .. tostring(edge)) end
     if e.bulk then error('lifecycle: ' .. edge .. ' runs in bulk (due_jobs_go)') end
-    local hooks = e.runs[j.s]
-    if not hooks then error('lifecycle: ' .. edge .. ' from ' .. tostring(j.s)) end
+    local hooks = e.runs[j.state]
+    if not hooks then error('lifecycle: ' .. edge .. ' from ' .. tostring(j.state)) end
     at = at or {}
-    at.from = j.s
-    j.s = e.to
-    if e.to == 'delay' or e.to == 'reserved' then j.d = at.due else j.d = -1 end
+    at.from = j.state
+    j.state = e.to
+    if e.to == 'delay' or e.to == 'reserved' then j.due = at.due else j.due = -1 end
     for _, hook in ipairs(hooks) do
         hook(id, j, at)
         if at.refused then -- only the first write may refuse (store, if_new)
-            j.s = at.from
+            j.state = at.from
             return nil, at.refused
         end
     end
-    return j.s
+    return j.state
 end
 
 -- Creates job `id` from the fields of f (see job_of_fields); a job ready
@@ -327,7 +328,7 @@ end
 -- counter it goes to ('finished' or 'deleted'). Its record is kept when
 -- its topic keeps history, unless no_record (purge).
 local function remove_job(id, j, kind, no_record)
-    local keep = not no_record and keep_of(j.t) or 0
+    local keep = not no_record and keep_of(j.topic) or 0
     -- the record takes fields of the tail a head-only read left out
     if keep > 0 and j.head_only then j = load_job(id) end
     transition(id, j, kind == 'finished' and 'finish' or 'delete', {kind = kind, keep = keep})
@@ -342,7 +343,7 @@ local function remove_ids(argv, kind, from, to)
     for i = from, to do
         local id = argv[i]
         local j = load_job(id, true) -- removing needs only the head
-        if not j or not allowed(j.t) then
+        if not j or not allowed(j.topic) then
             out[#out + 1] = 'DQ_NOT_FOUND'
         else
             remove_job(id, j, kind)
@@ -376,14 +377,14 @@ end
 -- unlisted: the caller took it out of its bucket and its topic's reserved
 -- index already (the move). Returns the new state.
 local function after_failure(id, j, now, wait, unlisted)
-    if retries_spent(j.n, j.r, j.kb) then
+    if retries_spent(j.attempts, j.retries, j.attempts_at_kick) then
         return transition(id, j, 'bury', {unlisted = unlisted})
     end
     local delay = 0
     -- steps count from the latest kick, as retries do (kb)
-    if j.bo then delay = backoff_step(j.bo, j.n - j.kb) end
+    if j.backoff then delay = backoff_step(j.backoff, j.attempts - j.attempts_at_kick) end
     if wait then -- a busy receiver: never sooner than BUSY_WAIT_MIN_MS
-        if j.bo then wait = math.min(wait, backoff_step(j.bo, 1e9)) end
+        if j.backoff then wait = math.min(wait, backoff_step(j.backoff, 1e9)) end
         delay = math.max(wait, BUSY_WAIT_MIN_MS)
     end
     if delay <= 0 then

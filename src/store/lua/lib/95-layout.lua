@@ -32,13 +32,13 @@ local function indexed(nb)
         return not ik or redis.call('ZSCORE', ik, first[1]) ~= false
     end
     local function bucket_index(j)
-        if j.s == 'delay' then return Key.delay(j.t, false) end -- (callbacks too, up to 8)
-        return j.s == 'reserved' and Key.reserved_index(j.t)
+        if j.state == 'delay' then return Key.delay(j.topic, false) end -- (callbacks too, up to 8)
+        return j.state == 'reserved' and Key.reserved_index(j.topic)
     end
     for k = 0, nb - 1 do
         if not head_indexed(Key.bucket(k), bucket_index) then return false end
     end
-    return head_indexed(Key.push(), function(j) return Key.push_index(j.t) end), entries
+    return head_indexed(Key.push(), function(j) return Key.push_index(j.topic) end), entries
 end
 
 -- The layout the shard's data is in: P:layout, or for data written before
