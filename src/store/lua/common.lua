@@ -694,14 +694,18 @@ local function retries_spent(n, r, kb)
     return r >= 0 and tonumber(n) - tonumber(kb) >= r + 1
 end
 
--- The error for touch, release or bury of a reserved job, or nil when the
--- caller may: a callback job is reserved by delayq-push while its request
--- is in flight, and only that request's outcome may end the reservation
--- (else it could be sent again, or expire, while the first still runs).
-local function reserved_conflict(j)
-    if j.s ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.s) end
-    if j.push then return redis.error_reply('DQ_CONFLICT delivering') end
-    return nil
+-- The job id that touch, release or bury may act on, or nil and the error
+-- to answer: DQ_NOT_FOUND unless it is of a topic the call may use
+-- (limit_topics), DQ_CONFLICT unless it is reserved by a pop. A callback
+-- job is reserved by delayq-push while its request is in flight, and only
+-- that request's outcome may end the reservation (else it could be sent
+-- again, or expire, while the first still runs).
+local function reserved_job(id)
+    local j = load_job(id)
+    if not j or not allowed(j.t) then return nil, redis.error_reply('DQ_NOT_FOUND') end
+    if j.s ~= 'reserved' then return nil, redis.error_reply('DQ_CONFLICT ' .. j.s) end
+    if j.push then return nil, redis.error_reply('DQ_CONFLICT delivering') end
+    return j
 end
 
 -- Backoff steps in seconds as a JSON array ("[15,180.5]") -> "15000,180500".
