@@ -708,6 +708,19 @@ local function reserved_job(id)
     return j
 end
 
+-- The topics a listing by name answers (stats, policies): just {topic}
+-- when one is named (not ''), else a page of at most limit names of the
+-- sorted set key (all of score 0) after cursor ('' from the start). Returns
+-- the topics and the next page's cursor, false on the last page.
+local function topics_page(key, topic, cursor, limit)
+    if topic ~= '' then return {topic}, false end
+    local from = cursor == '' and '-' or ('(' .. cursor)
+    local topics = redis.call('ZRANGEBYLEX', key, from, '+', 'LIMIT', '0', num(limit + 1))
+    if #topics <= limit then return topics, false end
+    topics[#topics] = nil
+    return topics, topics[#topics]
+end
+
 -- Backoff steps in seconds as a JSON array ("[15,180.5]") -> "15000,180500".
 local function backoff_ms(text)
     local out = {}
