@@ -28,7 +28,7 @@ from .deployment import (BUILD_DIR, KEEP, SANITIZED, SANITIZER_MARKS, SLOW, SRC_
 from .httpconn import Http, parse_body, raw_http
 from .load import impatient_client
 from .procs import (children, connect_as, exit_on_signals, free_cluster_ports, free_port, kill_pid,
-                    kill_started, log_time, pid_alive, stop_process, tail, track,
-                    wait_port_closed)
+                    kill_started, log_time, pid_alive, read_text, rss_kb, stop_process, tail,
+                    track, wait_port_closed)
 from .redis_server import RedisServer, RedisStartError
 from .resp import RedisError, Resp, raw_command, text
