@@ -41,14 +41,6 @@ def fig(key, value, unit=""):
     print("FIGURE %s %s %s" % (key, v, unit), flush=True)
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def percentile(xs, p):
     xs = sorted(xs)
     if not xs:
@@ -88,7 +80,7 @@ def part_rss(args):
         fig("rss.metrics_bytes", len(metrics), "bytes")
         fig("rss.redis_keys", c.redis("DBSIZE"), "keys")
         _, workers = c.fcgi_pids()
-        fig("rss.worker_before_kb", rss_kb(workers[0]), "kB")
+        fig("rss.worker_before_kb", dqtest.rss_kb(workers[0]), "kB")
         calls = 320
 
         def caller(n):
@@ -104,7 +96,7 @@ def part_rss(args):
             for t in threads:
                 t.join()
             # after 320, 640 and 960 calls: bounded means it stops growing
-            fig("rss.worker_after_%d_kb" % (calls * rnd), rss_kb(workers[0]), "kB")
+            fig("rss.worker_after_%d_kb" % (calls * rnd), dqtest.rss_kb(workers[0]), "kB")
 
 
 def part_stale(args):

@@ -416,15 +416,20 @@ static void late_received(long i, double due_ms)
     jobs_done++;
 }
 
+/* Where the jobs a pop answer s[0..n) took end: at its "finished" list (the
+ * ids of the jobs finished in the same request, not taken), if any. */
+static const char *taken_end(const char *s, size_t n)
+{
+    const char *finished = memmem(s, n, "\"finished\":", 11);
+    return finished ? finished : s + n;
+}
+
 /* Parses every {"d":X,"i":Y} in s (pop answers and beanstalkd payloads). */
 static int parse_late_bodies(const char *s, size_t n)
 {
     int got = 0;
-    const char *end = s + n;
+    const char *end = taken_end(s, n);
     const char *p = s;
-    const char *finished = memmem(s, n, "\"finished\":", 11); /* ids of jobs finished, not taken */
-    if (finished)
-        end = finished;
     while (p < end && (p = memmem(p, (size_t)(end - p), "{\"d\":", 5)) != NULL) {
         char *q;
         double d = strtod(p + 5, &q);
@@ -585,11 +590,8 @@ static void next_request(conn *c)
 static int collect_ids(conn *c, const char *s, size_t n)
 {
     int got = 0;
-    const char *end = s + n;
+    const char *end = taken_end(s, n);
     const char *p = s;
-    const char *finished = memmem(s, n, "\"finished\":", 11); /* ids of jobs finished, not taken */
-    if (finished)
-        end = finished;
     while (p < end && (p = memmem(p, (size_t)(end - p), "\"id\":\"", 6)) != NULL) {
         p += 6;
         const char *q = memchr(p, '"', (size_t)(end - p));

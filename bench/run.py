@@ -60,7 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # A tool, not a test module: it finds the shared test package itself.
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 TOP = os.path.dirname(HERE)
-from dqtest import Resp, free_port  # noqa: E402
+from dqtest import Resp, free_port, read_text  # noqa: E402
 from dqtest.redis_cluster import RedisCluster  # noqa: E402
 
 # The idle backend connections per nginx worker that delayq ships with.
@@ -429,11 +429,7 @@ class RunStack(RedisOfStack):
         self._r = None
 
     def output(self):
-        try:
-            with open(self.out_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+        return read_text(self.out_path)
 
     def start(self, timeout=300):
         env = {k: v for k, v in os.environ.items()

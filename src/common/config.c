@@ -248,16 +248,6 @@ void config_defaults(dq_config *cfg)
     }
 }
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1]))
-        *--e = '\0';
-    return s;
-}
-
 int config_load_file(dq_config *cfg, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -270,7 +260,7 @@ int config_load_file(dq_config *cfg, const char *path, char *err, size_t errlen)
     while (fgets(line, sizeof line, f)) {
         lineno++;
         /* Only whole lines are comments, so values (passwords) may hold '#'. */
-        char *s = trim(line);
+        char *s = util_trim(line);
         if (*s == '\0' || *s == '#')
             continue;
         char *eq = strchr(s, '=');
@@ -280,7 +270,7 @@ int config_load_file(dq_config *cfg, const char *path, char *err, size_t errlen)
             break;
         }
         *eq = '\0';
-        if (config_set(cfg, trim(s), trim(eq + 1), msg, sizeof msg) < 0) {
+        if (config_set(cfg, util_trim(s), util_trim(eq + 1), msg, sizeof msg) < 0) {
             snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
             rc = -1;
             break;

@@ -1,6 +1,8 @@
-/* util: allocation, clocks, crc32, random hex, hex digits, word lists. */
+/* util: allocation, clocks, crc32, random hex, hex digits, word lists,
+ * trimming. */
 #include "common/util.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +134,16 @@ int util_next_word(const char **p, const char **word, size_t *len)
     *len = (size_t)(s - *word);
     *p = s;
     return 1;
+}
+
+char *util_trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
 }
 
 void *util_shared_alloc(size_t n)

@@ -1,5 +1,5 @@
 /* util: small helpers shared by the binaries: allocation, clocks, crc32,
- * random hex, hex digits, word lists. */
+ * random hex, hex digits, word lists, trimming. */
 #ifndef DQ_UTIL_H
 #define DQ_UTIL_H
 
@@ -39,5 +39,9 @@ int util_hex_digit(char c);
  * values such as push_allow and push_secret): returns 1 with *word and *len
  * and advances *p past it, or 0 at the end. */
 int util_next_word(const char **p, const char **word, size_t *len);
+/* s without its leading and trailing white space: cuts the trailing part
+ * off in place and returns where the rest begins (a config file's key or
+ * value). */
+char *util_trim(char *s);
 
 #endif

@@ -190,6 +190,33 @@ static dq_status read_split_items(dq_store *s, const by_shard *g, store_item *it
     return result;
 }
 
+/* Pushes the arguments of fn's call in one shard, for the items
+ * g->order[from..to) (op: what the caller's calls are made of). */
+typedef void shard_args_fn(dq_store *s, const by_shard *g, size_t from, size_t to, const void *op);
+
+/* One call of fn per shard that holds any of the n ids, sent together, each
+ * answering one item per id of its shard: the items' outcomes, in items.
+ * Returns DQ_OK, or the worst failure (read_split_items). */
+static dq_status split_call(dq_store *s, dq_script fn, const char *const *ids, size_t n,
+                            shard_args_fn *shard_args, const void *op, store_item *items,
+                            store_error *err)
+{
+    clear_error(err);
+    by_shard g = group_by_shard(s, ids, n);
+    store_batch_begin(s);
+    for (int k = 0; k < store_shards(s); k++) {
+        size_t from = g.first[k], to = g.first[k + 1];
+        if (from == to)
+            continue;
+        store_batch_call(s, fn, k);
+        shard_args(s, &g, from, to, op);
+    }
+    store_batch_run(s);
+    dq_status st = read_split_items(s, &g, items, err);
+    by_shard_free(&g);
+    return st;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Layout                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -473,30 +500,33 @@ static void add_job_args(dq_store *s, const dq_job_spec *job, const char *id)
     store_args(s, f, ADD_JOB_NFIELDS);
 }
 
+/* What add's call in one shard is made of: its arguments, then one group
+ * per job of the shard. */
+typedef struct {
+    const char *allow;
+    const dq_job_spec *jobs;
+    const char *const *ids;
+} add_op;
+
+static void add_shard_args(dq_store *s, const by_shard *g, size_t from, size_t to, const void *op)
+{
+    const add_op *o = op;
+    store_val a[ADD_NARGS] = {[ADD_ARG_ALLOW] = store_str(o->allow),
+                              [ADD_ARG_BUCKETS] = store_int(store_buckets(s)),
+                              [ADD_ARG_SHARDS] = store_int(store_shards(s)),
+                              [ADD_ARG_NJOBS] = store_int((int64_t)(to - from))};
+    store_args(s, a, ADD_NARGS);
+    for (size_t j = from; j < to; j++)
+        add_job_args(s, &o->jobs[g->order[j]], o->ids[g->order[j]]);
+}
+
 dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
                     const char *const *ids, size_t n, store_item *items, store_error *err)
 {
-    clear_error(err);
-    by_shard g = group_by_shard(s, ids, n);
-    store_batch_begin(s);
-    for (int k = 0; k < store_shards(s); k++) {
-        size_t from = g.first[k], to = g.first[k + 1];
-        if (from == to)
-            continue;
-        store_batch_call(s, SCRIPT_ADD, k);
-        store_val a[ADD_NARGS] = {[ADD_ARG_ALLOW] = store_str(allow),
-                                  [ADD_ARG_BUCKETS] = store_int(store_buckets(s)),
-                                  [ADD_ARG_SHARDS] = store_int(store_shards(s)),
-                                  [ADD_ARG_NJOBS] = store_int((int64_t)(to - from))};
-        store_args(s, a, ADD_NARGS);
-        for (size_t j = from; j < to; j++)
-            add_job_args(s, &jobs[g.order[j]], ids[g.order[j]]);
-    }
-    store_batch_run(s);
-    dq_status st = read_split_items(s, &g, items, err);
+    add_op op = {allow, jobs, ids};
+    dq_status st = split_call(s, SCRIPT_ADD, ids, n, add_shard_args, &op, items, err);
     for (size_t i = 0; i < n; i++) /* read_item set 1 where one was replaced */
         items[i].replaced = !jobs[i].replace ? -1 : items[i].replaced == 1;
-    by_shard_free(&g);
     return st;
 }
 
@@ -571,28 +601,30 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
     return result;
 }
 
+/* What a call of a function that takes its declared arguments, then ids,
+ * is made of in one shard. */
+typedef struct {
+    const store_val *args;
+    size_t nargs;
+    const char *const *ids;
+} ids_op;
+
+static void ids_shard_args(dq_store *s, const by_shard *g, size_t from, size_t to, const void *op)
+{
+    const ids_op *o = op;
+    store_args(s, o->args, o->nargs);
+    for (size_t j = from; j < to; j++)
+        store_arg_str(s, o->ids[g->order[j]]);
+}
+
 /* A function that takes its declared arguments (args, nargs), then ids,
  * and answers one item per id: one call per shard, sent together. */
 static dq_status split_ids_call(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
                                 const char *const *ids, size_t n, store_item *items,
                                 store_error *err)
 {
-    clear_error(err);
-    by_shard g = group_by_shard(s, ids, n);
-    store_batch_begin(s);
-    for (int k = 0; k < store_shards(s); k++) {
-        size_t from = g.first[k], to = g.first[k + 1];
-        if (from == to)
-            continue;
-        store_batch_call(s, fn, k);
-        store_args(s, args, nargs);
-        for (size_t j = from; j < to; j++)
-            store_arg_str(s, ids[g.order[j]]);
-    }
-    store_batch_run(s);
-    dq_status st = read_split_items(s, &g, items, err);
-    by_shard_free(&g);
-    return st;
+    ids_op op = {args, nargs, ids};
+    return split_call(s, fn, ids, n, ids_shard_args, &op, items, err);
 }
 
 dq_status store_remove(dq_store *s, const char *allow, int finished, const char *const *ids,

@@ -397,17 +397,49 @@ void slots_map_set(slots_map *m, unsigned slot, const char *host, int port)
 /* CLUSTER SHARDS                                                            */
 /* ------------------------------------------------------------------------ */
 
+/* A field of a CLUSTER SHARDS map that delayq reads: its name, the type
+ * its value must have, and where it goes (the offset of a
+ * `const redisReply *` in the caller's struct of fields). */
+typedef struct {
+    const char *name;
+    int type;
+    size_t offset;
+} reply_field;
+
+/* Reads r, a list of field/value pairs, into out (a struct of
+ * `const redisReply *` that fields[0..n) place; values lent from r, the
+ * others NULL): each field at most once, with its type. Unknown fields are
+ * skipped, so a newer Redis can add some. */
+static int read_fields(const redisReply *r, const reply_field *fields, size_t n, void *out,
+                       const char *where, char *err, size_t errlen)
+{
+    if (!is_type(r, REDIS_REPLY_ARRAY) || r->elements % 2)
+        return map_error(err, errlen, "%s: not a list of field/value pairs", where);
+    for (size_t i = 0; i < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *v = r->element[i + 1];
+        if (!is_type(k, REDIS_REPLY_STRING))
+            return map_error(err, errlen, "%s: a field name is not a string", where);
+        for (size_t j = 0; j < n; j++) {
+            if (!str_is(k, fields[j].name))
+                continue;
+            const redisReply **slot = (const redisReply **)((char *)out + fields[j].offset);
+            if (!is_type(v, fields[j].type))
+                return map_error(err, errlen, "%s: '%s' has the wrong type", where, fields[j].name);
+            if (*slot)
+                return map_error(err, errlen, "%s: '%s' appears twice", where, fields[j].name);
+            *slot = v;
+        }
+    }
+    return 0;
+}
+
 /* The fields of one node in a CLUSTER SHARDS reply that delayq reads; lent
  * from the reply. */
 typedef struct {
     const redisReply *id, *port, *tls_port, *ip, *endpoint, *hostname, *role, *offset, *health;
 } shard_node;
 
-static const struct {
-    const char *name;
-    int type;
-    size_t offset;
-} SHARD_NODE_FIELDS[] = {
+static const reply_field SHARD_NODE_FIELDS[] = {
     {"id", REDIS_REPLY_STRING, offsetof(shard_node, id)},
     {"port", REDIS_REPLY_INTEGER, offsetof(shard_node, port)},
     {"tls-port", REDIS_REPLY_INTEGER, offsetof(shard_node, tls_port)},
@@ -419,29 +451,24 @@ static const struct {
     {"health", REDIS_REPLY_STRING, offsetof(shard_node, health)},
 };
 
-/* Reads and checks one node's field/value pairs; unknown fields are skipped
- * so a newer Redis can add some. */
+/* The fields of one shard in a CLUSTER SHARDS reply that delayq reads. */
+typedef struct {
+    const redisReply *slots, *nodes;
+} shard_fields;
+
+static const reply_field SHARD_FIELDS[] = {
+    {"slots", REDIS_REPLY_ARRAY, offsetof(shard_fields, slots)},
+    {"nodes", REDIS_REPLY_ARRAY, offsetof(shard_fields, nodes)},
+};
+
+/* Reads and checks one node's field/value pairs. */
 static int shard_node_parse(const redisReply *r, shard_node *f, const char *where, char *err,
                             size_t errlen)
 {
     memset(f, 0, sizeof *f);
-    if (!is_type(r, REDIS_REPLY_ARRAY) || r->elements % 2)
-        return map_error(err, errlen, "%s: not a list of field/value pairs", where);
-    for (size_t i = 0; i < r->elements; i += 2) {
-        const redisReply *k = r->element[i], *v = r->element[i + 1];
-        if (!is_type(k, REDIS_REPLY_STRING))
-            return map_error(err, errlen, "%s: a field name is not a string", where);
-        for (size_t j = 0; j < sizeof SHARD_NODE_FIELDS / sizeof SHARD_NODE_FIELDS[0]; j++) {
-            if (!str_is(k, SHARD_NODE_FIELDS[j].name))
-                continue;
-            const redisReply **slot = (const redisReply **)((char *)f + SHARD_NODE_FIELDS[j].offset);
-            if (!is_type(v, SHARD_NODE_FIELDS[j].type))
-                return map_error(err, errlen, "%s: '%s' has the wrong type", where, SHARD_NODE_FIELDS[j].name);
-            if (*slot)
-                return map_error(err, errlen, "%s: '%s' appears twice", where, SHARD_NODE_FIELDS[j].name);
-            *slot = v;
-        }
-    }
+    if (read_fields(r, SHARD_NODE_FIELDS, sizeof SHARD_NODE_FIELDS / sizeof SHARD_NODE_FIELDS[0], f,
+                    where, err, errlen) < 0)
+        return -1;
     if (!f->id || !f->ip || !f->role || !f->health || (!f->port && !f->tls_port))
         return map_error(err, errlen, "%s: needs id, ip, role, health and port or tls-port", where);
     if (!id_ok(f->id))
@@ -481,20 +508,11 @@ static int shard_add(slots_map *m, const redisReply *r, size_t si, char *err, si
 {
     char where[80];
     snprintf(where, sizeof where, "CLUSTER SHARDS: shard %zu", si);
-    const redisReply *slots = NULL, *nodes = NULL;
-    if (!is_type(r, REDIS_REPLY_ARRAY) || r->elements % 2)
-        return map_error(err, errlen, "%s: not a list of field/value pairs", where);
-    for (size_t i = 0; i < r->elements; i += 2) {
-        const redisReply *k = r->element[i], *v = r->element[i + 1];
-        if (!is_type(k, REDIS_REPLY_STRING))
-            return map_error(err, errlen, "%s: a field name is not a string", where);
-        const redisReply **dst = str_is(k, "slots") ? &slots : str_is(k, "nodes") ? &nodes : NULL;
-        if (!dst)
-            continue;
-        if (*dst || !is_type(v, REDIS_REPLY_ARRAY))
-            return map_error(err, errlen, "%s: 'slots' and 'nodes' must be arrays, once each", where);
-        *dst = v;
-    }
+    shard_fields fields = {NULL, NULL};
+    if (read_fields(r, SHARD_FIELDS, sizeof SHARD_FIELDS / sizeof SHARD_FIELDS[0], &fields, where,
+                    err, errlen) < 0)
+        return -1;
+    const redisReply *slots = fields.slots, *nodes = fields.nodes;
     if (!slots || !nodes)
         return map_error(err, errlen, "%s: needs 'slots' and 'nodes'", where);
     if (slots->elements % 2)

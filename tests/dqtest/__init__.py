@@ -16,7 +16,8 @@ puts tests/ on PYTHONPATH; by hand: PYTHONPATH=tests python3 tests/...).
 - hostile_receiver: a receiver that hangs, resets, answers busy, with a
   ledger of every send and the checks of the push protocol against it;
 - invariants: the consistency check of a deployment's Redis state;
-- load: load shapes tests and benchmarks share;
+- load: load shapes tests and benchmarks share, threads run together, a
+  long-poll in the background;
 - tools: the optional tools a test needs (a SKIP naming the Debian package
   when one is missing, a failure under DQTEST_REQUIRE_ALL=1).
 """
@@ -26,9 +27,9 @@ from .deployment import (BUILD_DIR, KEEP, SANITIZED, SANITIZER_MARKS, SLOW, SRC_
                          job_h_int, main, require_build, single_redis_only, stop_leftovers,
                          stop_on_sigterm, unique)
 from .httpconn import Http, parse_body, raw_http
-from .load import impatient_client
+from .load import LongPoll, impatient_client, run_threads
 from .procs import (children, connect_as, exit_on_signals, free_cluster_ports, free_port, kill_pid,
-                    kill_started, log_time, pid_alive, stop_process, tail, track,
-                    wait_port_closed)
+                    kill_started, log_time, pid_alive, read_text, rss_kb, stop_process, tail,
+                    track, wait_port_closed)
 from .redis_server import RedisServer, RedisStartError
 from .resp import RedisError, Resp, raw_command, text

@@ -98,6 +98,28 @@ def free_cluster_ports(n=1):
     raise RuntimeError("no %d free ports for cluster nodes" % n)
 
 
+def read_text(path):
+    """The text of a file so far (a log being written), "" while there is
+    none."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def rss_kb(pid):
+    """The resident memory of process pid, in kB (0 when it is gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def tail(path, n=40):
     try:
         with open(path, "rb") as f:

@@ -103,8 +103,11 @@ class Receiver:
 
 
 class ReceiverTestCase(DeploymentTestCase):
-    """A deployment and a Receiver (cls.rx) answering with cls.answer(req),
-    started before the deployment and stopped after it."""
+    """A deployment and a Receiver (cls.rx) answering with cls.answer(req)
+    (200 unless a subclass says otherwise), started before the deployment
+    and stopped after it."""
+
+    answer = None
 
     @classmethod
     def setUpClass(cls):

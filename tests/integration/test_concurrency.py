@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from dqtest import DeploymentTestCase, SLOW, main, unique
+from dqtest import DeploymentTestCase, SLOW, main, run_threads, unique
 from dqtest.resp import Resp, raw_command
 
 
@@ -93,11 +93,7 @@ class ConsumersTest(DeploymentTestCase):
                 self.c.req("finish", conn=conn, ids=mine)
             conn.close()
 
-        ths = [threading.Thread(target=consumer) for _ in range(8)]
-        for th in ths:
-            th.start()
-        for th in ths:
-            th.join(60)
+        run_threads(consumer, 8, 60)
         self.assertEqual(len(got), len(set(got)))
         self.assertEqual(set(got), set(ids))
 
@@ -150,11 +146,7 @@ class RedeliveryRaceTest(DeploymentTestCase):
             finally:
                 conn.close()
 
-        ths = [threading.Thread(target=consumer) for _ in range(8)]
-        for th in ths:
-            th.start()
-        for th in ths:
-            th.join(60)
+        run_threads(consumer, 8, 60)
         self.assertEqual(errors, [])
         self.assertEqual(sorted(finished), sorted(ids), "each job finished exactly once")
         by_id = {}

@@ -13,8 +13,8 @@ import time
 import urllib.parse
 import zlib
 
-from dqtest import SLOW, DeploymentTestCase, main, unique
-from dqtest.receiver import Receiver
+from dqtest import SLOW, DeploymentTestCase, LongPoll, main, unique
+from dqtest.receiver import ReceiverTestCase
 
 
 RULE = "1 to 128 characters of A-Z a-z 0-9 _ . : @ / -"
@@ -360,28 +360,15 @@ class ConcurrencyBase(DeploymentTestCase):
         held = self.pop_all(t)
         taken = [j["id"] for j in r["jobs"]] + held
         self.assertLessEqual(len(taken), c)
-        result = {}
-
-        def wait():
-            conn = self.c.new_http()
-            t0 = time.monotonic()
-            try:
-                result["answer"] = self.c.req("pop", topic=t, timeout=20, conn=conn)
-            finally:
-                conn.close()
-            result["took"] = time.monotonic() - t0
-
-        th = threading.Thread(target=wait)
-        th.start()
+        poll = LongPoll(self.c, topic=t, timeout=20).start()
         time.sleep(0.5)
-        self.assertNotIn("answer", result, "the long-poll waits while the limit is used")
+        self.assertIsNone(poll.answer, "the long-poll waits while the limit is used")
         st, f = self.c.req("finish", id=taken[0])
         self.assertOk(st, f)
-        th.join(25)
-        st, r = result["answer"]
+        st, r = poll.wait(25)
         self.assertOk(st, r)
         self.assertIsNotNone(r["id"], "woken with a job")
-        self.assertLess(result["took"], 3.0, "woken by the finish, not by a 30 s recheck")
+        self.assertLess(poll.took, 3.0, "woken by the finish, not by a 30 s recheck")
         self.c.req("delete", ids=[jid0] + ids)
 
     def test_concurrency_below_the_shard_count(self):
@@ -399,7 +386,7 @@ class ConcurrencyFourShards(ConcurrencyBase):
     DEPLOYMENT_KW = dict(workers=1, threads=8, longpoll_recheck_ms=30000, shards=4)
 
 
-class PushConcurrency(DeploymentTestCase):
+class PushConcurrency(ReceiverTestCase):
     """delayq-push honours `concurrency`: a ledger of the callbacks in
     flight at the receiver (each answered after 0.8 s) never holds more
     than the limit, and every job is delivered; the held jobs go once a
@@ -411,23 +398,17 @@ class PushConcurrency(DeploymentTestCase):
     def setUpClass(cls):
         cls.ledger = {"now": 0, "most": 0}
         cls.lock = threading.Lock()
-
-        def answer(req):
-            with cls.lock:
-                cls.ledger["now"] += 1
-                cls.ledger["most"] = max(cls.ledger["most"], cls.ledger["now"])
-            time.sleep(cls.HOLD_S)
-            with cls.lock:
-                cls.ledger["now"] -= 1
-            return (200, {}, b"")
-
-        cls.rx = Receiver(answer).start()
         super().setUpClass()
 
     @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        cls.rx.stop()
+    def answer(cls, req):
+        with cls.lock:
+            cls.ledger["now"] += 1
+            cls.ledger["most"] = max(cls.ledger["most"], cls.ledger["now"])
+        time.sleep(cls.HOLD_S)
+        with cls.lock:
+            cls.ledger["now"] -= 1
+        return (200, {}, b"")
 
     def test_callbacks_in_flight_never_exceed_the_limit(self):
         t, path = unique("pc"), "/" + unique("slow")
@@ -466,19 +447,9 @@ class PushConcurrency(DeploymentTestCase):
         self.assertEqual(len([q for q in qs if q.path == path]), n)
 
 
-class KeyPush(DeploymentTestCase):
+class KeyPush(ReceiverTestCase):
     """delayq-push sends a job's key as the delayq-key header."""
     DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback")
-
-    @classmethod
-    def setUpClass(cls):
-        cls.rx = Receiver().start()
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        cls.rx.stop()
 
     def test_delayq_key_header(self):
         t = unique("kp")

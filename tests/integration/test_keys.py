@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.parse
 
-from dqtest import SLOW, DeploymentTestCase, invariants, main, unique
+from dqtest import SLOW, DeploymentTestCase, LongPoll, invariants, main, run_threads, unique
 from dqtest.receiver import ReceiverTestCase
 
 
@@ -46,16 +46,6 @@ class Ledger:
     def done(self, key):
         with self.lock:
             self.now[key] -= 1
-
-
-def run_threads(target, n, timeout):
-    """Runs target in n threads at once and waits for them (each at most
-    timeout s)."""
-    threads = [threading.Thread(target=target) for _ in range(n)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout)
 
 
 class KeyTestCase(DeploymentTestCase):
@@ -84,6 +74,36 @@ class KeyTestCase(DeploymentTestCase):
         st, r = self.c.req("finish", id=jid, conn=conn)
         self.assertOk(st, r, "finish %s" % jid)
 
+    def run_consumers(self, consume, n, timeout):
+        """Runs consume(conn) in n threads at once, each on a keep-alive
+        connection of its own, and waits for them (each at most timeout s);
+        then fails if any of them raised."""
+        errors = []
+
+        def run():
+            conn = self.c.new_http()
+            try:
+                consume(conn)
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+            finally:
+                conn.close()
+
+        run_threads(run, n, timeout)
+        self.assertEqual(errors, [])
+
+    def pops_until_idle(self, topic, conn, **pop):
+        """The jobs of each pop (pop's arguments) that brought some, until
+        three in a row brought none."""
+        idle = 0
+        while idle < 3:
+            jobs = self.pop(topic, conn=conn, **pop)
+            if not jobs:
+                idle += 1
+                continue
+            idle = 0
+            yield jobs
+
 
 class KeyConcurrency(KeyTestCase):
 
@@ -93,31 +113,18 @@ class KeyConcurrency(KeyTestCase):
         keys = ["%s-%s" % (t, k) for k in ("a", "b", "c")]
         keyed = [("%s@%d" % (k, i), k) for i in range(12) for k in keys]
         self.add_many(t, keyed)
-        ledger, errors = Ledger(), []
+        ledger = Ledger()
 
-        def consume():
-            conn = self.c.new_http()
-            try:
-                idle = 0
-                while idle < 3:
-                    jobs = self.pop(t, count=2, timeout=1, conn=conn)
-                    if not jobs:
-                        idle += 1
-                        continue
-                    idle = 0
-                    for j in jobs:
-                        ledger.took(j["key"], j["id"])
-                    time.sleep(0.05)
-                    for j in jobs:
-                        ledger.done(j["key"])
-                        self.finish(j["id"], conn=conn)
-            except Exception as e:  # noqa: BLE001 (reported below)
-                errors.append(e)
-            finally:
-                conn.close()
+        def consume(conn):
+            for jobs in self.pops_until_idle(t, conn, count=2, timeout=1):
+                for j in jobs:
+                    ledger.took(j["key"], j["id"])
+                time.sleep(0.05)
+                for j in jobs:
+                    ledger.done(j["key"])
+                    self.finish(j["id"], conn=conn)
 
-        run_threads(consume, 8, 120 * SLOW)
-        self.assertEqual(errors, [])
+        self.run_consumers(consume, 8, 120 * SLOW)
         for k in keys:
             self.assertLessEqual(ledger.most[k], limit, "key %s in flight at once" % k)
             self.assertEqual(len(ledger.order[k]), 12, "every job of key %s delivered once" % k)
@@ -135,36 +142,23 @@ class KeyConcurrency(KeyTestCase):
         keyed = [("%s@%d" % (k, i), k) for i in range(8) for k in keys]
         self.add_many(t, keyed, ttr=1)
         dropped = {"%s@2" % keys[1], "%s@5" % keys[3]}  # each dropped once
-        ledger, errors = Ledger(), []
+        ledger = Ledger()
 
-        def consume():
-            conn = self.c.new_http()
-            try:
-                idle = 0
-                while idle < 3:
-                    jobs = self.pop(t, timeout=2, conn=conn)
-                    if not jobs:
-                        idle += 1
-                        continue
-                    idle = 0
-                    j = jobs[0]
-                    ledger.took(j["key"], j["id"])
-                    with ledger.lock:
-                        drop = j["id"] in dropped
-                        dropped.discard(j["id"])
-                    if drop:
-                        ledger.done(j["key"])  # its TTR (1 s) ends its turn
-                        continue
-                    time.sleep(0.02)
-                    ledger.done(j["key"])
-                    self.finish(j["id"], conn=conn)
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-            finally:
-                conn.close()
+        def consume(conn):
+            for jobs in self.pops_until_idle(t, conn, timeout=2):
+                j = jobs[0]
+                ledger.took(j["key"], j["id"])
+                with ledger.lock:
+                    drop = j["id"] in dropped
+                    dropped.discard(j["id"])
+                if drop:
+                    ledger.done(j["key"])  # its TTR (1 s) ends its turn
+                    continue
+                time.sleep(0.02)
+                ledger.done(j["key"])
+                self.finish(j["id"], conn=conn)
 
-        run_threads(consume, 6, 120 * SLOW)
-        self.assertEqual(errors, [])
+        self.run_consumers(consume, 6, 120 * SLOW)
         for k in keys:
             self.assertEqual(ledger.most[k], 1, "key %s: one at a time" % k)
             want = ["%s@%d" % (k, i) for i in range(8)]
@@ -238,25 +232,14 @@ class KeyConcurrency(KeyTestCase):
         self.assertIn('delayq_topic_throttled{topic="%s"} 48\n' % t, data.decode())
         # A long-poll waits while the key is at its limit; a finish wakes it
         # (the recheck is 30 s: only the wake-up answers in time).
-        result = {}
-
-        def wait():
-            conn = self.c.new_http()
-            t0 = time.monotonic()
-            try:
-                result["jobs"] = self.pop(t, timeout=20, conn=conn)
-            finally:
-                conn.close()
-            result["took"] = time.monotonic() - t0
-
-        th = threading.Thread(target=wait)
-        th.start()
+        poll = LongPoll(self.c, topic=t, count=1, timeout=20).start()
         time.sleep(0.5)
-        self.assertNotIn("jobs", result, "nothing eligible: the long-poll waits")
+        self.assertIsNone(poll.answer, "nothing eligible: the long-poll waits")
         self.finish(first[0]["id"])
-        th.join(25)
-        self.assertEqual([j["id"] for j in result["jobs"]], [big[2][0]], "the key's next, in order")
-        self.assertLess(result["took"], 3.0, "woken by the finish")
+        st, r = poll.wait(25)
+        self.assertOk(st, r)
+        self.assertEqual([j["id"] for j in r["jobs"]], [big[2][0]], "the key's next, in order")
+        self.assertLess(poll.took, 3.0, "woken by the finish")
         st, r = self.c.req("purge", topic=t, state="ready")
         self.assertOk(st, r)
         self.c.req("delete", ids=[first[1]["id"], big[2][0]])
@@ -312,22 +295,13 @@ class KeyConcurrency(KeyTestCase):
         self.assertOk(st, r)
         self.finish(ids[0])
         self.assertEqual(self.pop(t, count=10), [], "paused")
-        result = {}
-
-        def wait():
-            conn = self.c.new_http()
-            try:
-                result["jobs"] = self.pop(t, timeout=20, conn=conn)
-            finally:
-                conn.close()
-
-        th = threading.Thread(target=wait)
-        th.start()
+        poll = LongPoll(self.c, topic=t, count=1, timeout=20).start()
         time.sleep(0.5)
         st, r = self.c.req("resume", topic=t)
         self.assertOk(st, r)
-        th.join(25)
-        self.assertEqual([j["id"] for j in result["jobs"]], ids[1:2], "the key's next, after the resume")
+        st, r = poll.wait(25)
+        self.assertOk(st, r)
+        self.assertEqual([j["id"] for j in r["jobs"]], ids[1:2], "the key's next, after the resume")
         self.finish(ids[1])
         self.assertEqual([j["id"] for j in self.pop(t, count=10)], ids[2:])
         self.finish(ids[2])
@@ -464,27 +438,20 @@ class KeyRate(KeyTestCase):
     def consume(self, topic, seconds_idle=3):
         """4 consumers pop (long-polls of 4 s) and finish at once until
         nothing came for seconds_idle: [(monotonic time, key, id)]."""
-        got, lock, errors = [], threading.Lock(), []
-        stop_at = [time.monotonic() + 60 * SLOW]
+        got, lock = [], threading.Lock()
+        stop_at = time.monotonic() + 60 * SLOW
 
-        def run():
-            conn = self.c.new_http()
-            try:
-                last = time.monotonic()
-                while time.monotonic() - last < seconds_idle and time.monotonic() < stop_at[0]:
-                    jobs = self.pop(topic, timeout=4, conn=conn)
-                    for j in jobs:
-                        last = time.monotonic()
-                        with lock:
-                            got.append((last, j["key"], j["id"]))
-                        self.finish(j["id"], conn=conn)
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-            finally:
-                conn.close()
+        def run(conn):
+            last = time.monotonic()
+            while time.monotonic() - last < seconds_idle and time.monotonic() < stop_at:
+                jobs = self.pop(topic, timeout=4, conn=conn)
+                for j in jobs:
+                    last = time.monotonic()
+                    with lock:
+                        got.append((last, j["key"], j["id"]))
+                    self.finish(j["id"], conn=conn)
 
-        run_threads(run, 4, 90 * SLOW)
-        self.assertEqual(errors, [])
+        self.run_consumers(run, 4, 90 * SLOW)
         return sorted(got)
 
     def assert_token_bucket(self, times, rate, period):

@@ -8,11 +8,10 @@ overdue job and the timer's lag move as jobs wait (a killed timer makes jobs
 overdue)."""
 
 import re
-import threading
 import time
 
-from dqtest import SLOW, DeploymentTestCase, main, unique
-from dqtest.receiver import Receiver
+from dqtest import SLOW, LongPoll, main, unique
+from dqtest.receiver import ReceiverTestCase
 
 
 def metrics(d):
@@ -27,19 +26,9 @@ def metrics(d):
     return out
 
 
-class Pause(DeploymentTestCase):
+class Pause(ReceiverTestCase):
     DEPLOYMENT_KW = dict(workers=1, threads=8, n_pushers=1, push_allow="*,loopback",
                          timer_lease_ms=2000)
-
-    @classmethod
-    def setUpClass(cls):
-        cls.rx = Receiver().start()
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        cls.rx.stop()
 
     def pause(self, topic, cmd="pause"):
         st, r = self.c.req(cmd, topic=topic)
@@ -73,25 +62,15 @@ class Pause(DeploymentTestCase):
         t = unique("pl")
         self.pause(t)
         jid = self.add(topic=t, body={"n": 1})
-        got = {}
-
-        def poll():
-            conn = self.c.new_http()
-            got["reply"] = self.c.req("pop", conn=conn, topic=t, timeout=20)
-            got["at"] = time.monotonic()
-            conn.close()
-
-        th = threading.Thread(target=poll)
-        th.start()
+        poll = LongPoll(self.c, topic=t, timeout=20).start()
         time.sleep(2.5)  # two wake-ups a second at least: each must find nothing
-        self.assertNotIn("reply", got, "a long-poll on a paused topic took a job")
+        self.assertIsNone(poll.answer, "a long-poll on a paused topic took a job")
         t0 = time.monotonic()
         self.pause(t, "resume")
-        th.join(10 * SLOW)
-        st, r = got["reply"]
+        st, r = poll.wait(10 * SLOW)
         self.assertOk(st, r)
         self.assertEqual(r["id"], jid)
-        waited = got["at"] - t0
+        waited = poll.answered_at - t0
         print("long-poll answered %.1f ms after the resume was sent" % (waited * 1000))
         # Woken by resume's ready message, not the once-a-second re-pop.
         self.assertLess(waited, 0.3 * SLOW)

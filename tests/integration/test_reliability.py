@@ -12,7 +12,7 @@ import time
 import unittest
 
 import dqtest
-from dqtest import DeploymentTestCase, SLOW, impatient_client, main, unique
+from dqtest import DeploymentTestCase, SLOW, impatient_client, main, rss_kb, unique
 
 # Bodies as raw JSON text, each sent inside a request as it stands.
 EXACT_BODIES = [
@@ -72,14 +72,6 @@ def raw_value(answer, after_key):
     start = answer.index(b'"value":') + len(b'"value":')
     end = answer.rindex(b',"%s":' % after_key.encode())
     return answer[start:end]
-
-
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class ExactBodies(DeploymentTestCase):

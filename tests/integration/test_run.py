@@ -30,7 +30,7 @@ import time
 import unittest
 
 from dqtest import (SANITIZER_MARKS, SANITIZED, SRC_DIR, VALGRIND, Http, KeepOnFailure,
-                    Resp, connect_as, free_cluster_ports, free_port, raw_http, tail)
+                    Resp, connect_as, free_cluster_ports, free_port, raw_http, read_text, tail)
 
 RUN = os.path.join(SRC_DIR, "scripts", "run")
 TIMERS = ("delayq-timer-1", "delayq-timer-2")
@@ -145,11 +145,7 @@ class Run:
         return self
 
     def output(self):
-        try:
-            with open(self.out_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+        return read_text(self.out_path)
 
     def path(self, *parts):
         return os.path.join(self.dir, *parts)

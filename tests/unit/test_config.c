@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/config.h"
+#include "common/util.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
@@ -612,16 +613,6 @@ static void test_init_flag_value_with_equals(void **state)
 /* The shipped delayq.conf                                                   */
 /* ------------------------------------------------------------------------ */
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1]))
-        *--e = '\0';
-    return s;
-}
-
 static void shipped_path(char *out, size_t outlen)
 {
     const char *dir = getenv("DELAYQ_SRC_DIR");
@@ -710,7 +701,7 @@ static void test_shipped_conf_lists_every_key(void **state)
     size_t next = 0; /* keys must come in table order */
     while (fgets(line, sizeof line, f)) {
         lineno++;
-        char *s = trim(line);
+        char *s = util_trim(line);
         if (*s == '#') {
             prev_comment = 1;
             continue;
@@ -723,7 +714,7 @@ static void test_shipped_conf_lists_every_key(void **state)
         if (!eq)
             fail_msg("%s:%d: not a 'key = value' line", path, lineno);
         *eq = '\0';
-        char *key = trim(s), *value = trim(eq + 1);
+        char *key = util_trim(s), *value = util_trim(eq + 1);
         size_t i;
         for (i = 0; i < n; i++) {
             if (strcmp(config_key_name(i), key) == 0)

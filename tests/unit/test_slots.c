@@ -804,10 +804,11 @@ static void test_shards_malformed(void **state)
     SHARDS_BAD("*1\r\n*2\r\n$5\r\nslots\r\n" RANGE_ALL, "needs 'slots' and 'nodes'");
     SHARDS_BAD("*1\r\n*2\r\n$5\r\nnodes\r\n*1\r\n" NODE_OK, "needs 'slots' and 'nodes'");
     SHARDS_BAD("*1\r\n*4\r\n:1\r\n" RANGE_ALL "$5\r\nnodes\r\n*1\r\n" NODE_OK, "not a string");
-    SHARDS_BAD("*1\r\n*4\r\n$5\r\nslots\r\n$3\r\n0-9\r\n$5\r\nnodes\r\n*1\r\n" NODE_OK, "arrays");
+    SHARDS_BAD("*1\r\n*4\r\n$5\r\nslots\r\n$3\r\n0-9\r\n$5\r\nnodes\r\n*1\r\n" NODE_OK,
+               "'slots' has the wrong type");
     SHARDS_BAD("*1\r\n*6\r\n$5\r\nslots\r\n" RANGE_ALL "$5\r\nslots\r\n" RANGE_ALL
                "$5\r\nnodes\r\n*1\r\n" NODE_OK,
-               "once each");
+               "'slots' appears twice");
 
     /* Slot ranges. */
     SHARDS_BAD(SHARD1("*2\r\n:0\r\n:16384\r\n", NODE_OK), "bad slot range");

@@ -400,18 +400,9 @@ class Client:
         naming the field 'finish'; a 503 or 504 finished nothing, or it is
         unknown what, like any command.
         """
-        fields = _topic_fields(topics)
-        wait = _seconds(timeout)
-        if wait:
-            fields["timeout"] = wait
-        ids = None if finish is None else _finish_field(finish)
-        if ids:
-            fields["finish"] = ids
-        answer = self._call("pop", fields, wait=wait)
+        answer, finished = self._pop(topics, timeout, finish)
         job = None if answer.get("id") is None else _job(answer)
-        if ids is None:
-            return job
-        return job, (_finished(answer) if ids else [])
+        return job if finished is None else (job, finished)
 
     @overload
     def pop_many(self, topics: Topics, count: int, timeout: Seconds = 0, *,
@@ -430,8 +421,17 @@ class Client:
         waits up to `timeout` seconds for the first one.
 
         finish: as for pop; the answer is then (jobs, [Result, ...])."""
+        answer, finished = self._pop(topics, timeout, finish, count)
+        jobs = [_job(j) for j in answer.get("jobs", [])]
+        return jobs if finished is None else (jobs, finished)
+
+    def _pop(self, topics: Topics, timeout: Seconds, finish: Optional[Ids],
+             count: Optional[int] = None) -> Tuple[Dict[str, Any], Optional[List[Result]]]:
+        """Sends pop (of `count` jobs when given, as pop_many does): its
+        answer, and the outcomes of `finish` (None when it is None)."""
         fields = _topic_fields(topics)
-        fields["count"] = count
+        if count is not None:
+            fields["count"] = count
         wait = _seconds(timeout)
         if wait:
             fields["timeout"] = wait
@@ -439,10 +439,9 @@ class Client:
         if ids:
             fields["finish"] = ids
         answer = self._call("pop", fields, wait=wait)
-        jobs = [_job(j) for j in answer.get("jobs", [])]
         if ids is None:
-            return jobs
-        return jobs, (_finished(answer) if ids else [])
+            return answer, None
+        return answer, (_finished(answer) if ids else [])
 
     def finish(self, id: str) -> None:
         """Removes a job (done), whatever its state. NotFound if unknown."""
@@ -450,10 +449,7 @@ class Client:
 
     def finish_many(self, ids: Iterable[str]) -> List[Result]:
         """Finishes 1..1000 jobs; one Result per id, in order."""
-        ids = list(ids)
-        if not ids:
-            return []
-        return _results(self._call("finish", {"ids": ids}))
+        return self._each("finish", ids)
 
     def delete(self, id: str) -> None:
         """Removes a job (cancelled), whatever its state. NotFound if unknown."""
@@ -461,10 +457,15 @@ class Client:
 
     def delete_many(self, ids: Iterable[str]) -> List[Result]:
         """Deletes 1..1000 jobs; one Result per id, in order."""
+        return self._each("delete", ids)
+
+    def _each(self, command: str, ids: Iterable[str]) -> List[Result]:
+        """command (finish or delete) of every id in one request; no
+        request for none."""
         ids = list(ids)
         if not ids:
             return []
-        return _results(self._call("delete", {"ids": ids}))
+        return _results(self._call(command, {"ids": ids}))
 
     def get(self, id: str) -> JobInfo:
         """What the server knows about a live job, or the kept record of a

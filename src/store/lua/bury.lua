@@ -6,9 +6,7 @@
 -- DQ_CONFLICT delivering when it is a callback job (its request in flight).
 limit_topics(ARGV[ARG.allow])
 local id = ARGV[ARG.id]
-local j = load_job(id)
-if not j or not allowed(j.topic) then return redis.error_reply('DQ_NOT_FOUND') end
-local conflict = reserved_conflict(j)
-if conflict then return conflict end
+local j, refused = reserved_job(id)
+if not j then return refused end
 transition(id, j, 'bury')
 return 'ok'

@@ -12,17 +12,7 @@
 -- reserved by pops plus callbacks in flight (the shard's `reserved`
 -- gauge); throttled, keys_waiting and tokens are limits_use()'s.
 local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
-local topics, next_cursor = {}, false
-if topic ~= '' then
-    topics = {topic}
-else
-    local from = cursor == '' and '-' or ('(' .. cursor)
-    topics = redis.call('ZRANGEBYLEX', Key.policies(), from, '+', 'LIMIT', '0', num(limit + 1))
-    if #topics > limit then
-        topics[#topics] = nil
-        next_cursor = topics[#topics]
-    end
-end
+local topics, next_cursor = topics_page(Key.policies(), topic, cursor, limit)
 local out = reply{next_cursor = next_cursor}
 local now = now_ms()
 for _, t in ipairs(topics) do

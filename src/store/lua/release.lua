@@ -8,10 +8,8 @@
 -- DQ_CONFLICT delivering when it is a callback job (its request in flight).
 limit_topics(ARGV[ARG.allow])
 local id, delay = ARGV[ARG.id], tonumber(ARGV[ARG.delay_ms])
-local j = load_job(id)
-if not j or not allowed(j.topic) then return redis.error_reply('DQ_NOT_FOUND') end
-local conflict = reserved_conflict(j)
-if conflict then return conflict end
+local j, refused = reserved_job(id)
+if not j then return refused end
 if delay <= 0 or retries_spent(j.attempts, j.retries, j.attempts_at_kick) then
     return after_failure(id, j, now_ms())
 end

@@ -16,17 +16,7 @@
 -- existed). Ready push jobs not held wait in P:push with every topic's;
 -- lag.lua reports them.
 local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
-local topics, next_cursor = {}, false
-if topic ~= '' then
-    topics = {topic}
-else
-    local from = cursor == '' and '-' or ('(' .. cursor)
-    topics = redis.call('ZRANGEBYLEX', P .. ':topics', from, '+', 'LIMIT', '0', num(limit + 1))
-    if #topics > limit then
-        topics[#topics] = nil
-        next_cursor = topics[#topics]
-    end
-end
+local topics, next_cursor = topics_page(P .. ':topics', topic, cursor, limit)
 local out = reply{totals = redis.call('HGETALL', P .. ':totals'), next_cursor = next_cursor,
     topics = redis.call('ZCARD', P .. ':topics')}
 local now = now_ms()

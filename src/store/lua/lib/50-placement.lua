@@ -122,14 +122,31 @@ local function retries_spent(n, r, kb)
     return r >= 0 and tonumber(n) - tonumber(kb) >= r + 1
 end
 
--- The error for touch, release or bury of a reserved job, or nil when the
--- caller may: a callback job is reserved by delayq-push while its request
--- is in flight, and only that request's outcome may end the reservation
--- (else it could be sent again, or expire, while the first still runs).
-local function reserved_conflict(j)
-    if j.state ~= 'reserved' then return redis.error_reply('DQ_CONFLICT ' .. j.state) end
-    if j.push then return redis.error_reply('DQ_CONFLICT delivering') end
-    return nil
+-- The job id that touch, release or bury may act on, or nil and the error
+-- to answer: DQ_NOT_FOUND unless it is of a topic the call may use
+-- (limit_topics), DQ_CONFLICT unless it is reserved by a pop. A callback
+-- job is reserved by delayq-push while its request is in flight, and only
+-- that request's outcome may end the reservation (else it could be sent
+-- again, or expire, while the first still runs).
+local function reserved_job(id)
+    local j = load_job(id)
+    if not j or not allowed(j.topic) then return nil, redis.error_reply('DQ_NOT_FOUND') end
+    if j.state ~= 'reserved' then return nil, redis.error_reply('DQ_CONFLICT ' .. j.state) end
+    if j.push then return nil, redis.error_reply('DQ_CONFLICT delivering') end
+    return j
+end
+
+-- The topics a listing by name answers (stats, policies): just {topic}
+-- when one is named (not ''), else a page of at most limit names of the
+-- sorted set key (all of score 0) after cursor ('' from the start). Returns
+-- the topics and the next page's cursor, false on the last page.
+local function topics_page(key, topic, cursor, limit)
+    if topic ~= '' then return {topic}, false end
+    local from = cursor == '' and '-' or ('(' .. cursor)
+    local topics = redis.call('ZRANGEBYLEX', key, from, '+', 'LIMIT', '0', num(limit + 1))
+    if #topics <= limit then return topics, false end
+    topics[#topics] = nil
+    return topics, topics[#topics]
 end
 
 -- Backoff steps in seconds as a JSON array ("[15,180.5]") -> "15000,180500".

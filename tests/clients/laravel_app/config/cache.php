@@ -1,9 +1,6 @@
 <?php
+// The starter app's file cache (examples/laravel), under its own prefix.
 
-return [
-    'default' => 'file',
-    'stores' => [
-        'file' => ['driver' => 'file', 'path' => storage_path('framework/cache')],
-    ],
+return array_replace(require __DIR__ . '/../../../../examples/laravel/config/cache.php', [
     'prefix' => 'delayq_test',
-];
+]);

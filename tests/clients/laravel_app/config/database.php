@@ -1,14 +1,5 @@
 <?php
+// The starter app's SQLite connection (examples/laravel); the test names
+// the database file (DB_DATABASE).
 
-return [
-    'default' => 'sqlite',
-    'connections' => [
-        'sqlite' => [
-            'driver' => 'sqlite',
-            'database' => env('DB_DATABASE'),
-            'prefix' => '',
-            'foreign_key_constraints' => true,
-        ],
-    ],
-    'migrations' => 'migrations',
-];
+return require __DIR__ . '/../../../../examples/laravel/config/database.php';
