@@ -142,9 +142,41 @@ int store_items_partly_done(const store_item *items, size_t n)
     return 0;
 }
 
-/* One item's outcome: 'ok' or 'DQ_<CODE> <state>'. */
+/* Copies reply string r (nil: "") into out[0..n). */
+static void copy_reply_str(const store_reply *r, char *out, size_t n)
+{
+    size_t len;
+    const char *v = store_reply_str(r, &len);
+    snprintf(out, n, "%.*s", v ? (int)len : 0, v ? v : "");
+}
+
+/* An add's conflict record (add.lua's `conflict`): its fields by name. */
+static void read_conflict(const store_reply *e, store_item *it)
+{
+    static const char *const reasons[ADD_REASON_NVALUES] = ADD_REASON_WORDS;
+    char reason[16];
+    copy_reply_str(store_reply_at(e, ADD_CONFLICT_REASON), reason, sizeof reason);
+    it->status = DQ_INTERNAL;
+    for (int i = 0; i < ADD_REASON_NVALUES; i++) {
+        if (strcmp(reason, reasons[i]) == 0) {
+            it->status = DQ_CONFLICT;
+            it->reason = (enum add_reason_value)i;
+        }
+    }
+    copy_reply_str(store_reply_at(e, ADD_CONFLICT_STATE), it->state, sizeof it->state);
+    it->ended_ms = store_reply_int(store_reply_at(e, ADD_CONFLICT_ENDED_MS));
+    copy_reply_str(store_reply_at(e, ADD_CONFLICT_TOPIC), it->topic, sizeof it->topic);
+}
+
+/* One item's outcome: 'ok', 'DQ_<CODE> <state>', or (add) 'replaced' or
+ * a conflict record. */
 static void read_item(const store_reply *e, store_item *it)
 {
+    if (store_reply_len(e) > 0) {
+        it->replaced = 0;
+        read_conflict(e, it);
+        return;
+    }
     size_t len;
     const char *v = store_reply_str(e, &len);
     /* add's upserts answer "replaced" for a job replaced, "ok" created */
@@ -174,7 +206,8 @@ static dq_status read_split_items(dq_store *s, const by_shard *g, store_item *it
         dq_status st = store_batch_result(s, call++, &r, detail, sizeof detail);
         for (size_t j = from; j < to; j++) {
             store_item *it = &items[g->order[j]];
-            it->state[0] = '\0';
+            it->state[0] = it->topic[0] = '\0';
+            it->ended_ms = -1;
             it->replaced = 0;
             it->status = st;
             if (st != DQ_OK)

@@ -32,6 +32,12 @@ def library():
         return f.read()
 
 
+def conflict(reason, state=None, ended_ms=None, topic=None):
+    """An item of add's reply that is a conflict record (add.lua's
+    `conflict`: reason state ended_ms topic, nil where unset)."""
+    return [reason.encode(), state and state.encode(), ended_ms, topic and topic.encode()]
+
+
 def topic_bucket(topic, buckets=BUCKETS):
     """The bucket that moves a topic's delayed jobs (topic_bucket in
     common.lua: a hash of the name)."""
@@ -159,8 +165,8 @@ class Functions(unittest.TestCase):
         self.subscribe(P + ":ready", P + ":wake")
         self.assertEqual(self.add("a", body=b'{"exact": 1.0e+2}'), [b"ok"])
         self.assertEqual(self.add("d", delay=5000), [b"ok"])
-        self.assertEqual(self.add("a"), [b"DQ_CONFLICT ready"])
-        self.assertEqual(self.add("a", allow="other."), [b"DQ_CONFLICT"], "a hidden topic")
+        self.assertEqual(self.add("a"), [conflict("live", "ready")])
+        self.assertEqual(self.add("a", allow="other."), [conflict("hidden")], "a hidden topic")
         j = self.job("a")
         self.assertEqual((j["s"], j["t"], j["ttr"], j["n"], j["r"], j["d"]),
                          ("ready", "q", "60000", "0", "-1", "-1"))
@@ -187,7 +193,7 @@ class Functions(unittest.TestCase):
                       "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0, "", "", "", 0,
                       "b2", "q", "2", 1000, 2, 0, -1, 2, "", "", 0, "", "", "", 0,
                       "a", "q", "3", 1000, 2, 0, -1, 3, "", "", 0, "", "", "", 0)
-        self.assertEqual(r, [b"ok", b"ok", b"DQ_CONFLICT ready"])
+        self.assertEqual(r, [b"ok", b"ok", conflict("live", "ready")])
         ids2 = []
         self.assertIn((P + ":ready", "2:q"), self.messages(ids=ids2))
         self.assertEqual(len(ids2), 1, ids2)
@@ -246,8 +252,8 @@ class Functions(unittest.TestCase):
             before = self.redis("GET", P + ":j:c-" + topic)
             stats = self.stats(topic)
             self.assertEqual(self.add("c-" + topic, topic=topic, body=b"second", ttr=5, url="http://x/"),
-                             [b"DQ_CONFLICT delay"])
-            self.assertEqual(self.add("c-" + topic, topic=topic, allow="other."), [b"DQ_CONFLICT"])
+                             [conflict("live", "delay")])
+            self.assertEqual(self.add("c-" + topic, topic=topic, allow="other."), [conflict("hidden")])
             self.assertEqual(self.redis("GET", P + ":j:c-" + topic), before)
             self.assertEqual(self.stats(topic), stats)
 
@@ -322,13 +328,27 @@ class Functions(unittest.TestCase):
         def job(jid, delay, body, replace=0):
             return [jid, "q", body, 1000, -1, delay, -1, 0, "", "", 0, "", "", "", replace]
         r = self.call("add", "", BUCKETS, SHARDS, 2, *job("tw", 60000, "1"), *job("tw", 60000, "2"))
-        self.assertEqual(r, [b"ok", b"DQ_CONFLICT delay"])
+        self.assertEqual(r, [b"ok", conflict("live", "delay")])
         r = self.call("add", "", BUCKETS, SHARDS, 2, *job("tr", 60000, "1"),
                       *job("tr", 0, "2", replace=1))
         self.assertEqual(r, [b"ok", b"replaced"])
         self.assertEqual(self.job("tr")["s"], "ready")
         self.assertIsNone(self.redis("ZSCORE", delay_key("q"), "tr"))
         self.assertEqual(self.pop("q")[0][:3], [b"tr", b"q", b"2"])
+
+    def test_an_upsert_that_cannot_replace_writes_nothing(self):
+        """An upsert of a job of another topic answers that topic, and of a
+        reserved job its state; neither job changes."""
+        self.assertEqual(self.add("u", topic="q", delay=5000), [b"ok"])
+        before = self.redis("GET", P + ":j:u")
+        self.assertEqual(self.add("u", topic="other", replace=1),
+                         [conflict("topic", "delay", topic="q")])
+        self.assertEqual(self.redis("GET", P + ":j:u"), before)
+        self.assertEqual(self.add("v", topic="q"), [b"ok"])
+        self.assertEqual(self.pop("q")[0][0], b"v")
+        before = self.redis("GET", P + ":j:v")
+        self.assertEqual(self.add("v", topic="q", replace=1), [conflict("reserved", "reserved")])
+        self.assertEqual(self.redis("GET", P + ":j:v"), before)
 
     # ---------------------------------------------------------- pop
 
@@ -377,9 +397,9 @@ class Functions(unittest.TestCase):
         self.assertTrue(0 < self.redis("PTTL", P + ":h:h1") <= 60000)
         self.assertEqual(self.redis("ZRANGE", P + ":hf:hq", 0, -1, "WITHSCORES"),
                          [b"h1", str(-ended).encode()])
-        self.assertEqual(self.add("h1", topic="hq"), [("DQ_CONFLICT finished %d" % ended).encode()])
-        self.assertEqual(self.add("h1", topic="hq", allow="other."), [b"DQ_CONFLICT"])
-        self.assertEqual(self.add("h1", topic="other"), [("DQ_CONFLICT finished %d" % ended).encode()],
+        self.assertEqual(self.add("h1", topic="hq"), [conflict("kept", "finished", ended)])
+        self.assertEqual(self.add("h1", topic="hq", allow="other."), [conflict("hidden")])
+        self.assertEqual(self.add("h1", topic="other"), [conflict("kept", "finished", ended)],
                          "ids are global: the window holds in any topic")
         self.assertNotIn(P + ":j:h1", [k.decode() for k in self.redis("KEYS", "*")])
         self.assertDqError("DQ_NOT_FOUND", self.call, "get", "other.", "h1", ro=True)
@@ -416,7 +436,7 @@ class Functions(unittest.TestCase):
         self.keep("hq", "null")
         self.assertTrue(0 < self.redis("PTTL", P + ":history") <= 2592000000)
         self.assertEqual(self.redis("SCARD", P + ":keeping"), 0)
-        self.assertEqual(self.add("h1", topic="hq"), [("DQ_CONFLICT finished %d" % ended).encode()],
+        self.assertEqual(self.add("h1", topic="hq"), [conflict("kept", "finished", ended)],
                          "records written stay for their time")
 
     def test_trace_context_stored_and_answered(self):
@@ -598,7 +618,7 @@ class Functions(unittest.TestCase):
         self.legacy_job("old-reserved", "reserved", b"taken", bo="5000")
         self.assertEqual(self.call("get", "", "old-ready", ro=True)[:3], [b"ready", b"q", body])
         self.assertEqual(self.call("add", "", BUCKETS, SHARDS, 1, "old-ready", "q", b"x", 60000, -1,
-                                   0, -1, 0, "", "", 0, "", "", "", 0), [b"DQ_CONFLICT ready"])
+                                   0, -1, 0, "", "", 0, "", "", "", 0), [conflict("live", "ready")])
         job = self.pop("q")[0]
         self.assertEqual((job[0], job[2], job[3]), (b"old-ready", body, 1))
         self.assertEqual(self.redis("TYPE", P + ":j:old-ready"), "string")

@@ -8,15 +8,18 @@
 -- or '' for none (the caller put the job in the key's shard), traceparent
 -- and tracestate the job's trace context or '' for none; replace '1' for
 -- an upsert, else '0'.
--- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
--- live, or 'DQ_CONFLICT <finished|deleted> <ended ms>' while a record of
--- it is kept (the idempotency window: nothing is written); 'DQ_CONFLICT'
--- alone when the caller may not see that job's topic (or record).
+-- reply conflict: reason state? ended_ms? topic?
+-- values reason: hidden live kept reserved topic
+-- Returns one item per job: 'ok', or a `conflict` record, which writes
+-- nothing: reason `live` with the job's state when the id is live; `kept`
+-- with state finished or deleted and ended_ms while a record of it is
+-- kept (the idempotency window); `hidden` alone when the caller may not
+-- see that job's topic (or record).
 -- An upsert (replace '1') answers 'replaced' when it replaced a delayed,
 -- ready or buried job of its topic (replace_job), 'ok' when it created
--- the job (there was none, or only a kept record, which it drops), and
--- 'DQ_CONFLICT reserved replace' for a reserved job or 'DQ_CONFLICT
--- <state> topic <topic>' for a job of another topic, writing nothing.
+-- the job (there was none, or only a kept record, which it drops), and a
+-- conflict `reserved` (state reserved) for a reserved job, or `topic` with
+-- the job's state and topic for a job of another topic.
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
 -- or shard counts.
 limit_topics(ARGV[ARG.allow])
@@ -61,15 +64,15 @@ for i = 0, njobs - 1 do
     end
     local conflict
     if live and not allowed(live.t) or kept and not allowed(kept.t) then
-        conflict = 'DQ_CONFLICT'
+        conflict = reply_conflict{reason = REASON.hidden}
     elseif live and not upsert then
-        conflict = 'DQ_CONFLICT ' .. live.s
+        conflict = reply_conflict{reason = REASON.live, state = live.s}
     elseif kept and not upsert then
-        conflict = 'DQ_CONFLICT ' .. kept.outcome .. ' ' .. num(kept.e)
+        conflict = reply_conflict{reason = REASON.kept, state = kept.outcome, ended_ms = kept.e}
     elseif live and live.s == 'reserved' then
-        conflict = 'DQ_CONFLICT reserved replace'
+        conflict = reply_conflict{reason = REASON.reserved, state = live.s}
     elseif live and live.t ~= topic then
-        conflict = 'DQ_CONFLICT ' .. live.s .. ' topic ' .. live.t
+        conflict = reply_conflict{reason = REASON.topic, state = live.s, topic = live.t}
     end
     if conflict then
         out[#out + 1] = conflict

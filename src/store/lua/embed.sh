@@ -16,17 +16,25 @@
 #   -- argv job: id topic body ...    a group repeated after them
 #   -- reply: state due               the fields of the reply
 #   -- reply job: id topic body ...   a record within the reply
-# Names are lower case words, not Lua keywords. From them, C gets
+#   -- values reason: live kept ...   the words one field may hold
+# Names are lower case words, not Lua keywords. A reply field written
+# "name?" is optional: a reply{...} may leave it out, and it is answered
+# false (nil to C) then. From them, C gets
 # <FN>_ARG_<FIELD> and <FN>_NARGS, <FN>_REPLY_<FIELD> and
 # <FN>_REPLY_NFIELDS, <FN>_<GROUP>_<FIELD> and <FN>_<GROUP>_NFIELDS (enums,
 # 0-based: the position to push or read); the function's Lua gets, before
 # its body, ARG (field -> ARGV index) and NARGS, ARG_<GROUP> (field ->
 # offset in a group) and ARG_<GROUP>_FIELDS, and reply(t[, out]) /
 # reply_<group>(t[, out]), which lay the named fields of t out in the
-# declared order (appended to out when given). common.lua's records are
+# declared order (appended to out when given). A list of values gives C
+# enum <fn>_<name>_value {<FN>_<NAME>_<WORD>, ...} with <FN>_<NAME>_NVALUES
+# and <FN>_<NAME>_WORDS (the words, in order, as an initializer), and Lua
+# <NAME> (word -> the word itself, so that a misspelt <NAME>.x fails the
+# build). common.lua's records are
 # shared: <GROUP>_<FIELD> in C, reply_<group> in Lua. A malformed
-# declaration, Lua that reads an argument its declaration lacks (ARG.x),
-# or a reply{...} whose fields are not the declared ones fails the build.
+# declaration, Lua that reads an argument or value its declaration lacks
+# (ARG.x, REASON.x), or a reply{...} whose fields are not the declared ones
+# fails the build.
 # Constants shared with C are defined once in SHARED_H (src/job/job.h), on
 # lines "#define DQ_<NAME> <value> /* lua */", and come first in the
 # library as "local <NAME> = <value>".
@@ -79,18 +87,23 @@ declarations() {
         keywords = " and break do else elseif end false for function if in local nil not or" \
             " repeat return then true until while "
     }
-    /^-- (argv|reply)( [a-z_]+)?:/ {
+    /^-- (argv|reply|values)( [a-z_]+)?:/ {
         line = substr($0, 4)
         colon = index(line, ":")
         n = split(substr(line, 1, colon - 1), head, " ")
         group = (n > 1) ? head[2] : "-"
+        if (head[1] == "values" && group == "-") {
+            print file ": values need a name (-- values <name>: ...)" > "/dev/stderr"; exit 1
+        }
         key = head[1] " " group
         if (key in seen) { print file ": " key " declared twice" > "/dev/stderr"; exit 1 }
         seen[key] = 1
         nf = split(substr(line, colon + 1), f, " ")
         if (nf == 0) { print file ": " key " declares no field" > "/dev/stderr"; exit 1 }
         for (i = 1; i <= nf; i++) {
-            if (f[i] !~ /^[a-z_][a-z0-9_]*$/ || index(keywords, " " f[i] " ")) {
+            name = f[i]
+            if (head[1] == "reply") sub(/\?$/, "", name)
+            if (name !~ /^[a-z_][a-z0-9_]*$/ || index(keywords, " " name " ")) {
                 print file ": bad field name \"" f[i] "\"" > "/dev/stderr"; exit 1
             }
         }
@@ -99,8 +112,20 @@ declarations() {
 }
 
 # C enums of FILE's declarations; PREFIX is FN_ (or "" for common.lua).
+# A list of values is a named enum (so a switch over it is checked for
+# every value) with its count and its words beside it.
 c_contract() {
     declarations "$1" | awk -v p="$2" '{
+        gsub(/\?/, "")
+        if ($1 == "values") {
+            name = p toupper($2) "_"
+            printf "enum %s {", tolower(name) "value"
+            for (i = 3; i <= NF; i++) printf " %s%s,", name, toupper($i)
+            printf " };\n#define %sNVALUES %d\n#define %sWORDS {", name, NF - 2, name
+            for (i = 3; i <= NF; i++) printf "%s\"%s\"", (i > 3) ? ", " : "", $i
+            printf "}\n"
+            next
+        }
         if ($2 == "-") {
             name = p (($1 == "argv") ? "ARG_" : "REPLY_")
             count = ($1 == "argv") ? p "NARGS" : p "REPLY_NFIELDS"
@@ -118,7 +143,11 @@ c_contract() {
 lua_contract() {
     declarations "$1" | awk '{
         g = ($2 == "-") ? "" : "_" $2
-        if ($1 == "argv") {
+        if ($1 == "values") {
+            printf "local %s = {", toupper($2)
+            for (i = 3; i <= NF; i++) printf "%s%s = '"'"'%s'"'"'", (i > 3) ? ", " : "", $i, $i
+            printf "}\n"
+        } else if ($1 == "argv") {
             base = ($2 == "-") ? 1 : 0
             tbl = "ARG" toupper(g)
             count = ($2 == "-") ? "NARGS" : tbl "_FIELDS"
@@ -128,33 +157,47 @@ lua_contract() {
         } else {
             printf "local function reply%s(t, out)\n", g
             printf "    out = out or {}\n    local n = #out\n"
-            for (i = 3; i <= NF; i++) printf "    out[n + %d] = t.%s\n", i - 2, $i
+            for (i = 3; i <= NF; i++) {
+                f = $i
+                if (sub(/\?$/, "", f))
+                    printf "    if t.%s == nil then out[n + %d] = false else out[n + %d] = t.%s end\n", f, i - 2, i - 2, f
+                else
+                    printf "    out[n + %d] = t.%s\n", i - 2, f
+            }
             printf "    return out\nend\n"
         }
     }'
 }
 
-# Fails when FILE's Lua reads an argument (ARG.x, ARG_<GROUP>.x) that its
-# declaration lacks.
+# Fails when FILE's Lua reads an argument (ARG.x, ARG_<GROUP>.x) or a
+# value (REASON.x for "-- values reason:") that its declaration lacks.
 check_args() {
     declarations "$1" | awk -v file="$1" '
     NR == FNR {
         if ($1 == "argv") {
             t = ($2 == "-") ? "ARG" : "ARG_" toupper($2)
-            for (i = 3; i <= NF; i++) known[t "." $i] = 1
+        } else if ($1 == "values") {
+            t = toupper($2)
+            tables[t] = 1
+        } else {
+            next
         }
+        for (i = 3; i <= NF; i++) known[t "." $i] = 1
         next
     }
     /^[[:space:]]*--/ { next }
     {
         line = $0
-        while (match(line, /ARG(_[A-Z0-9_]+)?\.[a-z_][a-z0-9_]*/)) {
+        while (match(line, /[A-Z][A-Z0-9_]*\.[a-z_][a-z0-9_]*/)) {
             use = substr(line, RSTART, RLENGTH)
+            line = substr(line, RSTART + RLENGTH)
+            t = substr(use, 1, index(use, ".") - 1)
+            if (t != "ARG" && t !~ /^ARG_/ && !(t in tables))
+                continue
             if (!(use in known)) {
                 print file ":" FNR ": " use " is not declared" > "/dev/stderr"
                 bad = 1
             }
-            line = substr(line, RSTART + RLENGTH)
         }
     }
     END { exit bad }' - "$1"
@@ -162,15 +205,19 @@ check_args() {
 
 # Fails when one of FILE's replies (reply{...}, reply_<group>{...} or
 # reply_<group>({...}, out)) names a field its declaration (or common.lua's)
-# lacks, or leaves a declared one out. The table given must be written out
-# in the call, without braces inside.
+# lacks, or leaves a declared one out (but an optional one, "field?"). The
+# table given must be written out in the call, without braces inside.
 check_replies() {
     { declarations "$common"; declarations "$1"; } | awk -v file="$1" '
     NR == FNR {
         if ($1 == "reply") {
             g = ($2 == "-") ? "reply" : "reply_" $2
-            fields[g] = ""
-            for (i = 3; i <= NF; i++) fields[g] = fields[g] " " $i
+            fields[g] = required[g] = ""
+            for (i = 3; i <= NF; i++) {
+                f = $i
+                if (!sub(/\?$/, "", f)) required[g] = required[g] " " f
+                fields[g] = fields[g] " " f
+            }
             fields[g] = fields[g] " "
         }
         next
@@ -196,7 +243,7 @@ check_replies() {
                 }
                 given = given key " "
             }
-            n = split(fields[g], want, " ")
+            n = split(required[g], want, " ")
             for (i = 1; i <= n; i++) {
                 if (!index(given, " " want[i] " ")) {
                     print file ": " g " lacks its field " want[i] > "/dev/stderr"; bad = 1
