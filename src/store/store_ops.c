@@ -1121,25 +1121,9 @@ void store_stats_free(store_stats *st)
 /* Policies                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Where each policy field goes in policy.lua's arguments and comes back in
- * its reply and in policies.lua's entries. */
-static const int policy_arg[DQ_POLICY_NFIELDS] = {
-    [DQ_POLICY_CONCURRENCY] = POLICY_ARG_CONCURRENCY, [DQ_POLICY_RATE] = POLICY_ARG_RATE,
-    [DQ_POLICY_PERIOD] = POLICY_ARG_PERIOD_MS, [DQ_POLICY_KEY_CONCURRENCY] = POLICY_ARG_KEY_CONCURRENCY,
-    [DQ_POLICY_KEY_RATE] = POLICY_ARG_KEY_RATE, [DQ_POLICY_KEY_PERIOD] = POLICY_ARG_KEY_PERIOD_MS,
-    [DQ_POLICY_KEEP] = POLICY_ARG_KEEP_MS};
-static const int policy_reply[DQ_POLICY_NFIELDS] = {
-    [DQ_POLICY_CONCURRENCY] = POLICY_REPLY_CONCURRENCY, [DQ_POLICY_RATE] = POLICY_REPLY_RATE,
-    [DQ_POLICY_PERIOD] = POLICY_REPLY_PERIOD_MS,
-    [DQ_POLICY_KEY_CONCURRENCY] = POLICY_REPLY_KEY_CONCURRENCY,
-    [DQ_POLICY_KEY_RATE] = POLICY_REPLY_KEY_RATE, [DQ_POLICY_KEY_PERIOD] = POLICY_REPLY_KEY_PERIOD_MS,
-    [DQ_POLICY_KEEP] = POLICY_REPLY_KEEP_MS};
-static const int policy_entry[DQ_POLICY_NFIELDS] = {
-    [DQ_POLICY_CONCURRENCY] = POLICIES_ENTRY_CONCURRENCY, [DQ_POLICY_RATE] = POLICIES_ENTRY_RATE,
-    [DQ_POLICY_PERIOD] = POLICIES_ENTRY_PERIOD_MS,
-    [DQ_POLICY_KEY_CONCURRENCY] = POLICIES_ENTRY_KEY_CONCURRENCY,
-    [DQ_POLICY_KEY_RATE] = POLICIES_ENTRY_KEY_RATE,
-    [DQ_POLICY_KEY_PERIOD] = POLICIES_ENTRY_KEY_PERIOD_MS, [DQ_POLICY_KEEP] = POLICIES_ENTRY_KEEP_MS};
+/* policy.lua's arguments, its reply and policies.lua's entries declare
+ * the list [policy] (job.h's DQ_POLICY_FIELDS, in its order): field f is
+ * at <...>_POLICY_FIRST + f. */
 
 dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec *spec,
                            store_policy *out, store_spread *sp, store_error *err)
@@ -1150,7 +1134,7 @@ dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec 
     clear_error(err);
     store_val a[POLICY_NARGS] = {[POLICY_ARG_TOPIC] = store_str(topic)};
     for (int i = 0; i < DQ_POLICY_NFIELDS; i++) {
-        a[policy_arg[i]] = spec->op[i] == DQ_POLICY_SET      ? store_int(spec->value[i])
+        a[POLICY_ARG_POLICY_FIRST + i] = spec->op[i] == DQ_POLICY_SET      ? store_int(spec->value[i])
                            : spec->op[i] == DQ_POLICY_REMOVE ? store_str("null")
                                                              : store_str("");
     }
@@ -1165,7 +1149,7 @@ dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec 
         spread_note(sp, k, st, detail, &result, err);
         if (st == DQ_OK && !read++) {
             for (int i = 0; i < DQ_POLICY_NFIELDS; i++)
-                out->value[i] = store_reply_int(store_reply_at(r, (size_t)policy_reply[i]));
+                out->value[i] = store_reply_int(store_reply_at(r, (size_t)(POLICY_REPLY_POLICY_FIRST + i)));
         }
         store_reply_free(r);
     }
@@ -1210,7 +1194,7 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
             if (!p->topic)
                 continue;
             for (int f = 0; f < DQ_POLICY_NFIELDS; f++)
-                p->value[f] = store_reply_int(store_reply_at(r, i + (size_t)policy_entry[f]));
+                p->value[f] = store_reply_int(store_reply_at(r, i + (size_t)(POLICIES_ENTRY_POLICY_FIRST + f)));
             p->reserved = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_RESERVED));
             p->throttled = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_THROTTLED));
             p->keys_waiting = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_KEYS_WAITING));

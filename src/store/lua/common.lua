@@ -718,9 +718,8 @@ end
 -- periods and keep in ms); P:policies lists the topics that have one.
 -- One more field is no limit but kept there because a pop reads the hash
 -- anyway: LANES_DRAINING, while the topic's key lanes go back to its queue
--- (key_limit_changed).
-local POLICY_FIELDS = {'concurrency', 'rate', 'period_ms', 'key_concurrency', 'key_rate',
-    'key_period_ms', 'keep_ms'}
+-- (key_limit_changed). POLICY_FIELDS, the fields' names in order, comes
+-- with the constants (src/job/job.h, DQ_POLICY_FIELDS).
 local LANES_DRAINING = 'lanes_draining'
 local function policy_key(topic) return P .. ':pol:' .. topic end
 local function policies_key() return P .. ':policies' end

@@ -37,7 +37,14 @@
 # fails the build.
 # Constants shared with C are defined once in SHARED_H (src/job/job.h), on
 # lines "#define DQ_<NAME> <value> /* lua */", and come first in the
-# library as "local <NAME> = <value>".
+# library as "local <NAME> = <value>". So do lists of fields: an X-macro
+# "#define DQ_<LIST>_FIELDS(X) /* lua list */" whose rows are
+# X(<ENUM>, "<wire name>", "<stored name>", ...) becomes
+# "local <LIST>_FIELDS = {'<stored name>', ...}", and a declaration that
+# names it ("-- argv: topic [policy]") has its fields there, in its order,
+# with C's <FN>_ARG_<LIST>_FIRST (<FN>_REPLY_..., <FN>_<GROUP>_...) the
+# position of the first: the C caller walks the list from there by the
+# X-macro's enum, so no table maps one to the other.
 #
 # Lua allows 200 local names in scope at once in one function, and the
 # library is one chunk: the constants and common.lua's top-level locals
@@ -77,15 +84,52 @@ any_layout() {
 }
 constants() {
     sed -n 's|^#define DQ_\([A-Z_]*\) \(.*[^ ]\) */\* lua \*/$|local \1 = \2|p' "$shared"
+    field_lists | awk '{
+        printf "local %s_FIELDS = {", toupper($1)
+        for (i = 2; i <= NF; i++) printf "%s'"'"'%s'"'"'", (i > 2) ? ", " : "", $i
+        printf "}\n"
+    }'
+}
+
+# The lists of fields shared with C, as "<list> <field>..." lines: each
+# "#define DQ_<LIST>_FIELDS(X) /* lua list */" of SHARED_H, whose rows
+# X(<ENUM>, "<wire name>", "<stored name>", ...) name the fields (the
+# stored names) in order.
+field_lists() {
+    awk '
+    /^#define DQ_[A-Z0-9_]+_FIELDS\(X\) *\/\* lua list \*\/ *\\$/ {
+        list = $2
+        sub(/^DQ_/, "", list)
+        sub(/_FIELDS\(X\)$/, "", list)
+        list = tolower(list)
+        fields = ""
+        next
+    }
+    list != "" {
+        if (match($0, /X\([A-Z0-9_]+, *"[a-z0-9_]+", *"[a-z0-9_]+"/)) {
+            split(substr($0, RSTART, RLENGTH), part, "\"")
+            fields = fields " " part[4]
+        }
+        if ($0 !~ /\\$/) {
+            print list fields
+            list = ""
+        }
+    }' "$shared"
 }
 
 # The declarations of FILE as "kind group field..." lines (group "-" for
-# none); a malformed one stops the build.
+# none), a list of SHARED_H ("[policy]") written out in its fields, each
+# followed by "list kind group <list> <position of its first field>"; a
+# malformed one stops the build.
 declarations() {
-    awk -v file="$1" '
+    field_lists | awk -v file="$1" '
     BEGIN {
         keywords = " and break do else elseif end false for function if in local nil not or" \
             " repeat return then true until while "
+    }
+    FILENAME == "-" {
+        lists[$1] = substr($0, length($1) + 2)
+        next
     }
     /^-- (argv|reply|values)( [a-z_]+)?:/ {
         line = substr($0, 4)
@@ -100,6 +144,27 @@ declarations() {
         seen[key] = 1
         nf = split(substr(line, colon + 1), f, " ")
         if (nf == 0) { print file ": " key " declares no field" > "/dev/stderr"; exit 1 }
+        fields = ""
+        used = ""
+        nout = 0
+        for (i = 1; i <= nf; i++) {
+            if (f[i] ~ /^\[[a-z0-9_]+\]$/) {
+                list = substr(f[i], 2, length(f[i]) - 2)
+                if (!(list in lists)) {
+                    print file ": no list " f[i] " in the shared header" > "/dev/stderr"; exit 1
+                }
+                used = used "list " key " " list " " nout "\n"
+                nl = split(lists[list], lf, " ")
+                for (j = 1; j <= nl; j++) {
+                    fields = fields " " lf[j]
+                    nout++
+                }
+                continue
+            }
+            fields = fields " " f[i]
+            nout++
+        }
+        nf = split(fields, f, " ")
         for (i = 1; i <= nf; i++) {
             name = f[i]
             if (head[1] == "reply") sub(/\?$/, "", name)
@@ -107,8 +172,9 @@ declarations() {
                 print file ": bad field name \"" f[i] "\"" > "/dev/stderr"; exit 1
             }
         }
-        print head[1], group, substr(line, colon + 1)
-    }' "$1"
+        print head[1], group, fields
+        printf "%s", used
+    }' - "$1"
 }
 
 # C enums of FILE's declarations; PREFIX is FN_ (or "" for common.lua).
@@ -117,6 +183,14 @@ declarations() {
 c_contract() {
     declarations "$1" | awk -v p="$2" '{
         gsub(/\?/, "")
+        if ($1 == "list") {
+            if ($3 == "-")
+                name = p (($2 == "argv") ? "ARG_" : "REPLY_")
+            else
+                name = p toupper($3) "_"
+            printf "enum { %s%s_FIRST = %d };\n", name, toupper($4), $5
+            next
+        }
         if ($1 == "values") {
             name = p toupper($2) "_"
             printf "enum %s {", tolower(name) "value"
@@ -143,7 +217,9 @@ c_contract() {
 lua_contract() {
     declarations "$1" | awk '{
         g = ($2 == "-") ? "" : "_" $2
-        if ($1 == "values") {
+        if ($1 == "list") {
+            next
+        } else if ($1 == "values") {
             printf "local %s = {", toupper($2)
             for (i = 3; i <= NF; i++) printf "%s%s = '"'"'%s'"'"'", (i > 3) ? ", " : "", $i, $i
             printf "}\n"

@@ -4,7 +4,7 @@
 -- KEYS: P.
 -- argv: topic cursor limit
 -- reply: next_cursor
--- reply entry: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms reserved throttled keys_waiting tokens
+-- reply entry: topic [policy] reserved throttled keys_waiting tokens
 -- topic is '' for a page of all topics with a policy; cursor lists the
 -- topics after this one ('' from the start); next_cursor is false on the
 -- last page. An `entry` per topic that has a policy in this shard follows
