@@ -374,6 +374,26 @@ void store_arg_int(dq_store *s, int64_t v)
     store_arg(s, p, (size_t)n);
 }
 
+void store_arg_txt(dq_store *s, store_txt v)
+{
+    if (!v.str)
+        abort(); /* required text: a caller's bug, as an unset store_val */
+    store_arg(s, v.str, v.len);
+}
+
+void store_arg_opt_txt(dq_store *s, store_opt_txt v)
+{
+    store_arg(s, v.str ? v.str : "", v.str ? v.len : 0);
+}
+
+void store_arg_opt_int(dq_store *s, store_opt_int v)
+{
+    if (v.set)
+        store_arg_int(s, v.num);
+    else
+        store_arg(s, "", 0);
+}
+
 void store_args(dq_store *s, const store_val *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "store/lua_calls.h"
 #include "store/store_errors.h"
 
 const char *const store_stat_names[STORE_NSTATS] = {
@@ -482,28 +483,17 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
              "comes back after its TTR or callback deadline", back, jobs->n, why);
 }
 
-/* One job's group of add's arguments. */
+/* One job's group of add's arguments (args_add_job: add.lua's typed
+ * declaration). */
 static void add_job_args(dq_store *s, const dq_job_spec *job, const char *id)
 {
     size_t idlen = strlen(id);
-    store_val f[ADD_JOB_NFIELDS] = {
-        [ADD_JOB_ID] = store_text(id, idlen),
-        [ADD_JOB_TOPIC] = store_str(job->topic),
-        [ADD_JOB_BODY] = store_text(job->body, job->body_len),
-        [ADD_JOB_TTR_MS] = store_int(job->ttr_ms),
-        [ADD_JOB_RETRIES] = store_int(job->retries),
-        [ADD_JOB_DELAY_MS] = store_int(job->delay_ms),
-        [ADD_JOB_AT_MS] = store_int(job->at_ms),
-        [ADD_JOB_BUCKET] = store_int(store_bucket_of(s, id, idlen)),
-        [ADD_JOB_BACKOFF] = store_text(job->backoff ? job->backoff : "",
-                                       job->backoff ? job->backoff_len : 0),
-        [ADD_JOB_URL] = store_str(job->url ? job->url : ""),
-        [ADD_JOB_TIMEOUT_MS] = store_int(job->cb_timeout_ms),
-        [ADD_JOB_KEY] = store_str(job->key ? job->key : ""),
-        [ADD_JOB_TRACEPARENT] = store_str(job->traceparent ? job->traceparent : ""),
-        [ADD_JOB_TRACESTATE] = store_str(job->tracestate ? job->tracestate : ""),
-        [ADD_JOB_REPLACE] = store_int(job->replace ? 1 : 0)};
-    store_args(s, f, ADD_JOB_NFIELDS);
+    args_add_job(s, store_txt_n(id, idlen), store_txt_s(job->topic),
+                 store_txt_n(job->body, job->body_len), job->ttr_ms, job->retries, job->delay_ms,
+                 store_maybe_int(job->at_ms, job->at_ms >= 0), store_bucket_of(s, id, idlen),
+                 store_maybe_n(job->backoff, job->backoff_len), store_maybe_s(job->url),
+                 job->cb_timeout_ms, store_maybe_s(job->key), store_maybe_s(job->traceparent),
+                 store_maybe_s(job->tracestate), job->replace ? 1 : 0);
 }
 
 dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
@@ -517,11 +507,7 @@ dq_status store_add(dq_store *s, const char *allow, const dq_job_spec *jobs,
         if (from == to)
             continue;
         store_batch_call(s, SCRIPT_ADD, k);
-        store_val a[ADD_NARGS] = {[ADD_ARG_ALLOW] = store_str(allow),
-                                  [ADD_ARG_BUCKETS] = store_int(store_buckets(s)),
-                                  [ADD_ARG_SHARDS] = store_int(store_shards(s)),
-                                  [ADD_ARG_NJOBS] = store_int((int64_t)(to - from))};
-        store_args(s, a, ADD_NARGS);
+        args_add(s, store_txt_s(allow), store_buckets(s), store_shards(s), (int64_t)(to - from));
         for (size_t j = from; j < to; j++)
             add_job_args(s, &jobs[g.order[j]], ids[g.order[j]]);
     }
@@ -648,10 +634,16 @@ dq_status store_kick_ids(dq_store *s, const char *allow, const char *const *ids,
 
 /* A call about one id (a job's or a schedule's), in the id's shard, with
  * its declared arguments. */
+/* Begins a call of fn in the shard of job id. */
+static void begin_for_id(dq_store *s, dq_script fn, const char *id)
+{
+    store_begin(s, fn, store_shard_of(s, id, strlen(id)));
+}
+
 static void one_id_call(dq_store *s, dq_script fn, const char *id, const store_val *args,
                         size_t nargs)
 {
-    store_begin(s, fn, store_shard_of(s, id, strlen(id)));
+    begin_for_id(s, fn, id);
     store_args(s, args, nargs);
 }
 
@@ -662,8 +654,8 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
                     store_error *err)
 {
     memset(out, 0, sizeof *out);
-    store_val a[GET_NARGS] = {[GET_ARG_ALLOW] = store_str(allow), [GET_ARG_ID] = store_str(id)};
-    one_id_call(s, SCRIPT_GET, id, a, GET_NARGS);
+    begin_for_id(s, SCRIPT_GET, id);
+    args_get(s, store_txt_s(allow), store_txt_s(id));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st != DQ_OK)
@@ -816,11 +808,9 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
                            int64_t at_ms, char state[STORE_STATE_MAX], int64_t *due,
                            store_error *err)
 {
-    store_val a[RESCHEDULE_NARGS] = {[RESCHEDULE_ARG_ALLOW] = store_str(allow),
-                                     [RESCHEDULE_ARG_ID] = store_str(id),
-                                     [RESCHEDULE_ARG_DELAY_MS] = store_int(delay_ms),
-                                     [RESCHEDULE_ARG_AT_MS] = store_int(at_ms)};
-    one_id_call(s, SCRIPT_RESCHEDULE, id, a, RESCHEDULE_NARGS);
+    begin_for_id(s, SCRIPT_RESCHEDULE, id);
+    args_reschedule(s, store_txt_s(allow), store_txt_s(id), delay_ms,
+                    store_maybe_int(at_ms, at_ms >= 0));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
@@ -913,9 +903,8 @@ void store_push_done(dq_store *s, store_push_outcome *o, size_t n)
 dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *deadline,
                       store_error *err)
 {
-    store_val a[TOUCH_NARGS] = {
-        [TOUCH_ARG_ALLOW] = store_str(allow), [TOUCH_ARG_ID] = store_str(id)};
-    one_id_call(s, SCRIPT_TOUCH, id, a, TOUCH_NARGS);
+    begin_for_id(s, SCRIPT_TOUCH, id);
+    args_touch(s, store_txt_s(allow), store_txt_s(id));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK)
@@ -927,10 +916,8 @@ dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *d
 dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t delay_ms,
                         char state[STORE_STATE_MAX], store_error *err)
 {
-    store_val a[RELEASE_NARGS] = {[RELEASE_ARG_ALLOW] = store_str(allow),
-                                  [RELEASE_ARG_ID] = store_str(id),
-                                  [RELEASE_ARG_DELAY_MS] = store_int(delay_ms)};
-    one_id_call(s, SCRIPT_RELEASE, id, a, RELEASE_NARGS);
+    begin_for_id(s, SCRIPT_RELEASE, id);
+    args_release(s, store_txt_s(allow), store_txt_s(id), delay_ms);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
@@ -943,8 +930,8 @@ dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t 
 
 dq_status store_bury(dq_store *s, const char *allow, const char *id, store_error *err)
 {
-    store_val a[BURY_NARGS] = {[BURY_ARG_ALLOW] = store_str(allow), [BURY_ARG_ID] = store_str(id)};
-    one_id_call(s, SCRIPT_BURY, id, a, BURY_NARGS);
+    begin_for_id(s, SCRIPT_BURY, id);
+    args_bury(s, store_txt_s(allow), store_txt_s(id));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     store_reply_free(r);

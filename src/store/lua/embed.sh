@@ -5,9 +5,9 @@
 # Writes OUTDIR/lua_library.lua (the library as plain Lua: for the function
 # tests, and for operators who load it by hand with FUNCTION LOAD),
 # OUTDIR/lua_library.inc (the same as a C string, with its name and each
-# function's name, flags and argument count) and OUTDIR/lua_scripts.h (enum
+# function's name, flags and argument count), OUTDIR/lua_scripts.h (enum
 # dq_script: SCRIPT_<NAME> for each file, in order; and the contract's
-# names, below).
+# names, below) and OUTDIR/lua_calls.h (the typed calls, below).
 #
 # The contract: each function declares its arguments and reply fields once,
 # in lines of its header that this script reads (docs/DESIGN.md, "The
@@ -19,7 +19,14 @@
 #   -- values reason: live kept ...   the words one field may hold
 # Names are lower case words, not Lua keywords. A reply field written
 # "name?" is optional: a reply{...} may leave it out, and it is answered
-# false (nil to C) then. From them, C gets
+# false (nil to C) then. An argument may give its type, "name:int" or
+# "name:text" (the default), and "?" after it makes it optional, sent as
+# '' when absent; a declaration with any of them also gets typed calls:
+# C's args_<fn>[_<group>](s, ...) in OUTDIR/lua_calls.h, one parameter per
+# field (int64_t, store_txt, store_opt_int, store_opt_txt: store.h), and
+# Lua's args() / args_<group>(a) (a: the group's first ARGV index), which
+# decode them into a table by name (integers by tonumber, an absent
+# optional one nil). From them, C gets
 # <FN>_ARG_<FIELD> and <FN>_NARGS, <FN>_REPLY_<FIELD> and
 # <FN>_REPLY_NFIELDS, <FN>_<GROUP>_<FIELD> and <FN>_<GROUP>_NFIELDS (enums,
 # 0-based: the position to push or read); the function's Lua gets, before
@@ -165,14 +172,22 @@ declarations() {
             nout++
         }
         nf = split(fields, f, " ")
+        names = ""
+        typed = 0
         for (i = 1; i <= nf; i++) {
             name = f[i]
             if (head[1] == "reply") sub(/\?$/, "", name)
+            if (head[1] == "argv") {
+                typed += sub(/\?$/, "", name)
+                if (sub(/:int$/, "", name) || sub(/:text$/, "", name)) typed++
+            }
             if (name !~ /^[a-z_][a-z0-9_]*$/ || index(keywords, " " name " ")) {
                 print file ": bad field name \"" f[i] "\"" > "/dev/stderr"; exit 1
             }
+            names = names " " (head[1] == "argv" ? name : f[i])
         }
-        print head[1], group, fields
+        print head[1], group, names
+        if (typed) print "typed", group, fields
         printf "%s", used
     }' - "$1"
 }
@@ -182,6 +197,8 @@ declarations() {
 # every value) with its count and its words beside it.
 c_contract() {
     declarations "$1" | awk -v p="$2" '{
+        if ($1 == "typed")
+            next
         gsub(/\?/, "")
         if ($1 == "list") {
             if ($3 == "-")
@@ -219,6 +236,24 @@ lua_contract() {
         g = ($2 == "-") ? "" : "_" $2
         if ($1 == "list") {
             next
+        } else if ($1 == "typed") {
+            # args() / args_<group>(a): the arguments decoded, by name
+            if ($2 == "-")
+                printf "local function args()\n    local a = 1\n"
+            else
+                printf "local function args_%s(a)\n", $2
+            printf "    return {"
+            for (i = 3; i <= NF; i++) {
+                f = $i
+                opt = sub(/\?$/, "", f)
+                isint = sub(/:int$/, "", f)
+                sub(/:text$/, "", f)
+                v = "ARGV[a + " (i - 3) "]"
+                if (isint) v = "tonumber(" v ")"
+                if (opt) v = "ARGV[a + " (i - 3) "] ~= '"''"' and " v " or nil"
+                printf "%s%s = %s", (i > 3) ? ",\n        " : "", f, v
+            }
+            printf "}\nend\n"
         } else if ($1 == "values") {
             printf "local %s = {", toupper($2)
             for (i = 3; i <= NF; i++) printf "%s%s = '"'"'%s'"'"'", (i > 3) ? ", " : "", $i, $i
@@ -245,8 +280,31 @@ lua_contract() {
     }'
 }
 
-# Fails when FILE's Lua reads an argument (ARG.x, ARG_<GROUP>.x) or a
-# value (REASON.x for "-- values reason:") that its declaration lacks.
+# The typed calls of FILE (PREFIX its name): for each argv declaration that
+# gives types, args_<fn>[_<group>](s, ...) pushing them in order (see the
+# header).
+c_calls() {
+    declarations "$1" | awk -v fn="$2" '$1 == "typed" {
+        name = "args_" fn (($2 == "-") ? "" : "_" $2)
+        printf "static inline void %s(dq_store *s", name
+        for (i = 3; i <= NF; i++) {
+            f = $i
+            opt = sub(/\?$/, "", f)
+            type = sub(/:int$/, "", f) ? "int" : "txt"
+            sub(/:text$/, "", f)
+            t[i] = (opt ? "opt_" : "") type
+            n[i] = f
+            printf ", %s %s", (t[i] == "int") ? "int64_t" : "store_" t[i], f
+        }
+        printf ")\n{\n"
+        for (i = 3; i <= NF; i++) printf "    store_arg_%s(s, %s);\n", t[i], n[i]
+        printf "}\n"
+    }'
+}
+
+# Fails when FILE's Lua reads an argument (ARG.x, ARG_<GROUP>.x, or v.x of
+# "local v = args()" / "args_<group>(...)") or a value (REASON.x for
+# "-- values reason:") that its declaration lacks.
 check_args() {
     declarations "$1" | awk -v file="$1" '
     NR == FNR {
@@ -263,6 +321,24 @@ check_args() {
     }
     /^[[:space:]]*--/ { next }
     {
+        # local v = args() / args_<group>(...): v.x is checked as ARG.x
+        if (match($0, /local [a-z_][a-z0-9_]* = args(_[a-z0-9_]+)?\(/)) {
+            split(substr($0, RSTART + 6, RLENGTH - 7), bind, " = ")
+            g = bind[2]
+            sub(/^args/, "", g)
+            decoded[bind[1]] = "ARG" toupper(g)
+        }
+        line = $0
+        while (match(line, /[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*/)) {
+            use = substr(line, RSTART, RLENGTH)
+            line = substr(line, RSTART + RLENGTH)
+            v = substr(use, 1, index(use, ".") - 1)
+            if (!(v in decoded) || substr(use, index(use, ".")) ~ /\.\./) continue
+            if (!((decoded[v] substr(use, index(use, "."))) in known)) {
+                print file ":" FNR ": " use " is not a declared argument" > "/dev/stderr"
+                bad = 1
+            }
+        }
         line = $0
         while (match(line, /[A-Z][A-Z0-9_]*\.[a-z_][a-z0-9_]*/)) {
             use = substr(line, RSTART, RLENGTH)
@@ -408,6 +484,19 @@ version=$(printf '%08x' "$({ constants; cat "$common" "$@"; } | cksum | cut -d' 
     echo "#endif"
 } >"$out/lua_scripts.h.tmp"
 
-for f in lua_library.lua lua_library.inc lua_scripts.h; do
+{
+    echo "/* Generated by src/store/lua/embed.sh from the src/store/lua scripts: do not edit. */"
+    echo "/* The typed calls: for each function whose declaration gives its"
+    echo " * arguments' types, args_<fn>() pushes them (store.h's typed values). */"
+    echo "#ifndef DQ_LUA_CALLS_H"
+    echo "#define DQ_LUA_CALLS_H"
+    echo "#include \"store/store.h\""
+    for f in "$@"; do
+        c_calls "$f" "$(name_of "$f")"
+    done
+    echo "#endif"
+} >"$out/lua_calls.h.tmp"
+
+for f in lua_library.lua lua_library.inc lua_scripts.h lua_calls.h; do
     mv "$out/$f.tmp" "$out/$f"
 done
