@@ -632,14 +632,13 @@ dq_status store_kick_ids(dq_store *s, const char *allow, const char *const *ids,
     return split_ids_call(s, SCRIPT_KICK_IDS, a, KICK_IDS_NARGS, ids, n, items, err);
 }
 
-/* A call about one id (a job's or a schedule's), in the id's shard, with
- * its declared arguments. */
-/* Begins a call of fn in the shard of job id. */
+/* Begins a call of fn in the shard of id (a job's or a schedule's). */
 static void begin_for_id(dq_store *s, dq_script fn, const char *id)
 {
     store_begin(s, fn, store_shard_of(s, id, strlen(id)));
 }
 
+/* A call about one id, in the id's shard, with its declared arguments. */
 static void one_id_call(dq_store *s, dq_script fn, const char *id, const store_val *args,
                         size_t nargs)
 {
