@@ -180,13 +180,17 @@ static void conflict_sentence(char *msg, size_t n, const char *id, const store_i
                  "replaced; nothing was written", subject);
         return;
     case ADD_REASON_TOPIC:
-        snprintf(msg, n, "%s is in topic '%s' (state %s); a replace keeps a job's topic, so "
-                 "nothing was written", subject, it->topic, it->state);
+        snprintf(msg, n,
+                 "%s is in topic '%s' (state %s); a replace keeps a job's topic, so "
+                 "nothing was written",
+                 subject, it->topic, it->state);
         return;
     case ADD_REASON_KEPT:
         util_format_utc_ms(it->ended_ms, when, sizeof when);
-        snprintf(msg, n, "%s was %s at %s (%lld ms) and is kept in its topic's history; "
-                 "nothing was written", subject, it->state, when, (long long)it->ended_ms);
+        snprintf(msg, n,
+                 "%s was %s at %s (%lld ms) and is kept in its topic's history; "
+                 "nothing was written",
+                 subject, it->state, when, (long long)it->ended_ms);
         return;
     case ADD_REASON_HIDDEN:
         snprintf(msg, n, "%s already exists", subject);

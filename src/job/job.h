@@ -89,13 +89,13 @@ typedef struct {
  * the Redis functions: the list is shared with them ("lua list": embed.sh
  * writes it out where a declaration says [policy], and as POLICY_FIELDS),
  * so a field is added here only. */
-#define DQ_POLICY_FIELDS(X) /* lua list */                                         \
-    X(CONCURRENCY, "concurrency", "concurrency", 1, 1000000, 1)                    \
-    X(RATE, "rate", "rate", 1, 1000000, 1)                                         \
-    X(PERIOD, "period", "period_ms", 1, 86400000, 1000)                            \
-    X(KEY_CONCURRENCY, "key_concurrency", "key_concurrency", 1, 1000000, 1)        \
-    X(KEY_RATE, "key_rate", "key_rate", 1, 1000000, 1)                             \
-    X(KEY_PERIOD, "key_period", "key_period_ms", 1, 86400000, 1000)                \
+#define DQ_POLICY_FIELDS(X) /* lua list */                                                         \
+    X(CONCURRENCY, "concurrency", "concurrency", 1, 1000000, 1)                                    \
+    X(RATE, "rate", "rate", 1, 1000000, 1)                                                         \
+    X(PERIOD, "period", "period_ms", 1, 86400000, 1000)                                            \
+    X(KEY_CONCURRENCY, "key_concurrency", "key_concurrency", 1, 1000000, 1)                        \
+    X(KEY_RATE, "key_rate", "key_rate", 1, 1000000, 1)                                             \
+    X(KEY_PERIOD, "key_period", "key_period_ms", 1, 86400000, 1000)                                \
     X(KEEP, "keep", "keep_ms", 0, DQ_KEEP_MAX_MS, 1000)
 
 typedef enum {

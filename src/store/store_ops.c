@@ -1120,9 +1120,9 @@ dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec 
     clear_error(err);
     store_val a[POLICY_NARGS] = {[POLICY_ARG_TOPIC] = store_str(topic)};
     for (int i = 0; i < DQ_POLICY_NFIELDS; i++) {
-        a[POLICY_ARG_POLICY_FIRST + i] = spec->op[i] == DQ_POLICY_SET      ? store_int(spec->value[i])
-                           : spec->op[i] == DQ_POLICY_REMOVE ? store_str("null")
-                                                             : store_str("");
+        a[POLICY_ARG_POLICY_FIRST + i] = spec->op[i] == DQ_POLICY_SET ? store_int(spec->value[i])
+                                         : spec->op[i] == DQ_POLICY_REMOVE ? store_str("null")
+                                                                           : store_str("");
     }
     store_batch_every_shard(s, SCRIPT_POLICY, a, POLICY_NARGS, NULL, 0);
     memset(sp, 0, sizeof *sp);
@@ -1135,7 +1135,8 @@ dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec 
         spread_note(sp, k, st, detail, &result, err);
         if (st == DQ_OK && !read++) {
             for (int i = 0; i < DQ_POLICY_NFIELDS; i++)
-                out->value[i] = store_reply_int(store_reply_at(r, (size_t)(POLICY_REPLY_POLICY_FIRST + i)));
+                out->value[i] = store_reply_int(
+                    store_reply_at(r, (size_t)(POLICY_REPLY_POLICY_FIRST + i)));
         }
         store_reply_free(r);
     }
@@ -1180,7 +1181,8 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
             if (!p->topic)
                 continue;
             for (int f = 0; f < DQ_POLICY_NFIELDS; f++)
-                p->value[f] = store_reply_int(store_reply_at(r, i + (size_t)(POLICIES_ENTRY_POLICY_FIRST + f)));
+                p->value[f] = store_reply_int(
+                    store_reply_at(r, i + (size_t)(POLICIES_ENTRY_POLICY_FIRST + f)));
             p->reserved = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_RESERVED));
             p->throttled = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_THROTTLED));
             p->keys_waiting = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_KEYS_WAITING));
