@@ -466,9 +466,7 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
                 store_batch_call(s, SCRIPT_GIVE_BACK, k);
                 calls++;
             }
-            store_val a[GIVE_BACK_JOB_NFIELDS] = {[GIVE_BACK_JOB_ID] = store_text(j->id, j->id_len),
-                                                  [GIVE_BACK_JOB_ATTEMPT] = store_int(j->attempts)};
-            store_args(s, a, GIVE_BACK_JOB_NFIELDS);
+            args_give_back_job(s, store_txt_n(j->id, j->id_len), j->attempts);
         }
     }
     store_batch_run(s);
@@ -946,9 +944,7 @@ dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
     dq_status result = DQ_OK;
     for (int k = 0; k < store_shards(s) && *kicked < count; k++) {
         store_begin(s, SCRIPT_KICK, k);
-        store_val a[KICK_NARGS] = {
-            [KICK_ARG_TOPIC] = store_str(topic), [KICK_ARG_COUNT] = store_int(count - *kicked)};
-        store_args(s, a, KICK_NARGS);
+        args_kick(s, store_txt_s(topic), count - *kicked);
         store_reply *r = NULL;
         char detail[sizeof err->detail];
         dq_status st = store_run(s, &r, detail, sizeof detail);
@@ -1524,9 +1520,8 @@ dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_s
 
 dq_status store_unschedule(dq_store *s, const char *allow, const char *id, store_error *err)
 {
-    store_val a[UNSCHEDULE_NARGS] = {
-        [UNSCHEDULE_ARG_ALLOW] = store_str(allow), [UNSCHEDULE_ARG_ID] = store_str(id)};
-    one_id_call(s, SCRIPT_UNSCHEDULE, id, a, UNSCHEDULE_NARGS);
+    begin_for_id(s, SCRIPT_UNSCHEDULE, id);
+    args_unschedule(s, store_txt_s(allow), store_txt_s(id));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     store_reply_free(r);
@@ -1625,8 +1620,7 @@ dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
     memset(out, 0, sizeof *out);
     store_error err;
     store_begin(s, SCRIPT_SCHED_DUE, shard);
-    store_val a[SCHED_DUE_NARGS] = {[SCHED_DUE_ARG_LIMIT] = store_int(limit)};
-    store_args(s, a, SCHED_DUE_NARGS);
+    args_sched_due(s, limit);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, &err);
     if (st != DQ_OK)
@@ -1775,9 +1769,7 @@ dq_status store_sweep(dq_store *s, int shard, int64_t retention_ms, int limit,
 {
     store_error err;
     store_begin(s, SCRIPT_SWEEP, shard);
-    store_val a[SWEEP_NARGS] = {
-        [SWEEP_ARG_RETENTION_MS] = store_int(retention_ms), [SWEEP_ARG_LIMIT] = store_int(limit)};
-    store_args(s, a, SWEEP_NARGS);
+    args_sweep(s, retention_ms, limit);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, &err);
     if (st == DQ_OK)
