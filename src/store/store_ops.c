@@ -845,9 +845,7 @@ void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *o
         if (limits[k] <= 0)
             continue;
         store_batch_call(s, SCRIPT_PUSH_TAKE, k);
-        store_val a[PUSH_TAKE_NARGS] = {[PUSH_TAKE_ARG_LIMIT] = store_int(limits[k]),
-                                        [PUSH_TAKE_ARG_GRACE_MS] = store_int(grace_ms)};
-        store_args(s, a, PUSH_TAKE_NARGS);
+        args_push_take(s, limits[k], grace_ms);
     }
     store_batch_run(s);
     size_t call = 0;
@@ -1278,10 +1276,7 @@ static void pause_call(dq_store *s, int shard, void *op)
 {
     const pause_op *p = op;
     store_batch_call(s, SCRIPT_PAUSE, shard);
-    store_val a[PAUSE_NARGS] = {[PAUSE_ARG_OP] = store_str(p->pause ? "pause" : "resume"),
-                                [PAUSE_ARG_TOPIC] = store_str(p->topic),
-                                [PAUSE_ARG_LIMIT] = store_int(RESUME_CHUNK)};
-    store_args(s, a, PAUSE_NARGS);
+    args_pause(s, store_txt_s(p->pause ? "pause" : "resume"), store_txt_s(p->topic), RESUME_CHUNK);
 }
 
 /* A resume calls again while the shard still holds jobs back. */
@@ -1332,14 +1327,8 @@ static void purge_call(dq_store *s, int shard, void *op)
     const purge_op *p = op;
     const purge_walk *w = &p->w[shard];
     store_batch_call(s, SCRIPT_PURGE, shard);
-    store_val a[PURGE_NARGS] = {[PURGE_ARG_TOPIC] = store_str(p->topic),
-                                [PURGE_ARG_STATE] = store_str(p->state),
-                                [PURGE_ARG_LIMIT] = store_int(STORE_PURGE_STEP),
-                                [PURGE_ARG_SINCE] = w->since < 0 ? store_str("")
-                                                                 : store_int(w->since),
-                                [PURGE_ARG_AFTER_SCORE] = store_str(w->score),
-                                [PURGE_ARG_AFTER_ID] = store_str(w->id)};
-    store_args(s, a, PURGE_NARGS);
+    args_purge(s, store_txt_s(p->topic), store_txt_s(p->state), STORE_PURGE_STEP,
+               store_maybe_int(w->since, w->since >= 0), store_txt_s(w->score), store_txt_s(w->id));
 }
 
 /* Reads a step's reply into its shard's walk and counts what it deleted;
