@@ -284,9 +284,7 @@ static long claim_shards(const dq_config *cfg, int shards)
     dq_config probe;
     dq_store *s = probe_store(cfg, shards, &probe);
     store_begin(s, SCRIPT_LAYOUT_CLAIM, 0);
-    store_val a[LAYOUT_CLAIM_NARGS] = {[LAYOUT_CLAIM_ARG_BUCKETS] = store_int(cfg->buckets),
-                                       [LAYOUT_CLAIM_ARG_SHARDS] = store_int(shards)};
-    store_args(s, a, LAYOUT_CLAIM_NARGS);
+    args_layout_claim(s, cfg->buckets, shards);
     store_reply *r = NULL;
     long recorded = -1;
     const store_reply *n = NULL;
@@ -1474,26 +1472,13 @@ dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_s
                              int64_t anchor_s, int64_t next_ms, int64_t now_ms,
                              store_schedule_put_result *out, store_error *err)
 {
-    store_val a[SCHEDULE_NARGS] = {
-        [SCHEDULE_ARG_ALLOW] = store_str(allow),
-        [SCHEDULE_ARG_ID] = store_str(sc->id),
-        [SCHEDULE_ARG_TOPIC] = store_str(sc->topic),
-        [SCHEDULE_ARG_BODY] = store_text(sc->body, sc->body_len),
-        [SCHEDULE_ARG_TTR_MS] = store_int(sc->ttr_ms),
-        [SCHEDULE_ARG_RETRIES] = store_int(sc->retries),
-        [SCHEDULE_ARG_CRON] = store_str(sc->cron ? sc->cron : ""),
-        [SCHEDULE_ARG_EVERY_S] = store_int(sc->cron ? 0 : sc->every_s),
-        [SCHEDULE_ARG_TZ] = store_str(sc->tz),
-        [SCHEDULE_ARG_START_S] = store_int(sc->start_s),
-        [SCHEDULE_ARG_END_S] = store_int(sc->end_s),
-        [SCHEDULE_ARG_ANCHOR_S] = store_int(anchor_s),
-        [SCHEDULE_ARG_NEXT_MS] = store_int(next_ms),
-        [SCHEDULE_ARG_BACKOFF] = store_text(sc->backoff ? sc->backoff : "",
-                                            sc->backoff ? sc->backoff_len : 0),
-        [SCHEDULE_ARG_URL] = store_str(sc->url ? sc->url : ""),
-        [SCHEDULE_ARG_TIMEOUT_MS] = store_int(sc->cb_timeout_ms),
-        [SCHEDULE_ARG_NOW_MS] = store_int(now_ms)};
-    one_id_call(s, SCRIPT_SCHEDULE, sc->id, a, SCHEDULE_NARGS);
+    begin_for_id(s, SCRIPT_SCHEDULE, sc->id);
+    args_schedule(s, store_txt_s(allow), store_txt_s(sc->id), store_txt_s(sc->topic),
+                  store_txt_n(sc->body, sc->body_len), sc->ttr_ms, sc->retries,
+                  store_maybe_s(sc->cron), sc->cron ? 0 : sc->every_s, store_txt_s(sc->tz),
+                  sc->start_s, sc->end_s, anchor_s, next_ms,
+                  store_maybe_n(sc->backoff, sc->backoff_len), store_maybe_s(sc->url),
+                  sc->cb_timeout_ms, now_ms);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
@@ -1640,14 +1625,8 @@ void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n)
         char job_id[DQ_ID_MAX + 32];
         size_t len = store_fire_id(job_id, sizeof job_id, c->id, c->fire_ms);
         store_batch_call(s, SCRIPT_FIRE, shard);
-        store_val a[FIRE_NARGS] = {[FIRE_ARG_ID] = store_str(c->id),
-                                   [FIRE_ARG_VERSION] = store_int(c->version),
-                                   [FIRE_ARG_EXPECTED_MS] = store_int(c->expected_ms),
-                                   [FIRE_ARG_FIRE_MS] = store_int(c->fire_ms),
-                                   [FIRE_ARG_NEXT_MS] = store_int(c->next_ms),
-                                   [FIRE_ARG_MISSED] = store_int(c->missed),
-                                   [FIRE_ARG_BUCKET] = store_int(store_bucket_of(s, job_id, len))};
-        store_args(s, a, FIRE_NARGS);
+        args_fire(s, store_txt_s(c->id), c->version, c->expected_ms, c->fire_ms, c->next_ms,
+                  c->missed, store_bucket_of(s, job_id, len));
     }
     store_batch_run(s);
     for (size_t i = 0; i < n; i++) {
@@ -1670,11 +1649,7 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
     store_batch_begin(s);
     for (size_t i = 0; i < n; i++) {
         store_batch_call(s, SCRIPT_MOVE, calls[i].shard);
-        store_val a[MOVE_NARGS] = {
-            [MOVE_ARG_BUCKET] = store_int(calls[i].bucket),
-            [MOVE_ARG_LIMIT] = store_int(limit),
-            [MOVE_ARG_TIMER] = store_str(calls[i].timer ? calls[i].timer : "")};
-        store_args(s, a, MOVE_NARGS);
+        args_move(s, calls[i].bucket, limit, store_maybe_s(calls[i].timer));
     }
     store_batch_run(s);
     size_t failed = 0;
