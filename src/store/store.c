@@ -419,6 +419,18 @@ void store_batch_every_shard(dq_store *s, dq_script fn, const store_val *args, s
     store_batch_run(s);
 }
 
+int store_every_shard_call(dq_store *s, dq_script fn, int k)
+{
+    if (k == 0)
+        store_batch_begin(s);
+    if (k < s->shards) {
+        store_batch_call(s, fn, k);
+        return 1;
+    }
+    store_batch_run(s);
+    return 0;
+}
+
 void store_begin(dq_store *s, dq_script fn, int shard)
 {
     store_batch_begin(s);

@@ -157,6 +157,12 @@ dq_status store_batch_result(dq_store *s, size_t i, store_reply **reply, char *d
  * batch is shard k's. */
 void store_batch_every_shard(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
                              const char *const *rest, size_t nrest);
+/* The same, with a typed call's arguments (lua_calls.h):
+ *   for (int k = 0; store_every_shard_call(s, fn, k); k++)
+ *       args_<fn>(s, ...);
+ * begins the batch at k 0, begins shard k's call and answers 1 while k is
+ * a shard, and runs the batch and answers 0 after the last. */
+int store_every_shard_call(dq_store *s, dq_script fn, int k);
 
 /* One call: store_begin(fn, shard), arguments, store_run. */
 void store_begin(dq_store *s, dq_script fn, int shard);

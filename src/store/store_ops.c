@@ -634,14 +634,6 @@ static void begin_for_id(dq_store *s, dq_script fn, const char *id)
     store_begin(s, fn, store_shard_of(s, id, strlen(id)));
 }
 
-/* A call about one id, in the id's shard, with its declared arguments. */
-static void one_id_call(dq_store *s, dq_script fn, const char *id, const store_val *args,
-                        size_t nargs)
-{
-    begin_for_id(s, fn, id);
-    store_args(s, args, nargs);
-}
-
 static void read_job_view(const store_reply *r, store_job *j);
 static int name_cmp(const char *a, size_t alen, const char *b, size_t blen);
 
@@ -755,12 +747,9 @@ dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, con
         score[colon - cursor] = '\0';
         after_id = colon + 1;
     }
-    store_val a[JOBS_NARGS] = {[JOBS_ARG_TOPIC] = store_str(topic),
-                               [JOBS_ARG_STATE] = store_str(state),
-                               [JOBS_ARG_LIMIT] = store_int(limit),
-                               [JOBS_ARG_AFTER_SCORE] = store_str(score),
-                               [JOBS_ARG_AFTER_ID] = store_str(after_id)};
-    store_batch_every_shard(s, SCRIPT_JOBS, a, JOBS_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_JOBS, k); k++)
+        args_jobs(s, store_txt_s(topic), store_txt_s(state), limit, store_txt_s(score),
+                  store_txt_s(after_id));
     store_job bound = {0}; /* the earliest walk end of a shard with more */
     int bounded = 0;
     for (int k = 0; k < store_shards(s); k++) {
@@ -1043,10 +1032,8 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
     memset(out, 0, sizeof *out);
     clear_error(err);
     int shards = store_shards(s);
-    store_val a[STATS_NARGS] = {[STATS_ARG_TOPIC] = store_str(topic ? topic : ""),
-                                [STATS_ARG_CURSOR] = store_str(cursor ? cursor : ""),
-                                [STATS_ARG_LIMIT] = store_int(limit)};
-    store_batch_every_shard(s, SCRIPT_STATS, a, STATS_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_STATS, k); k++)
+        args_stats(s, store_maybe_s(topic), store_maybe_s(cursor), limit);
     size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
     if (topic)
         cap = (size_t)shards;
@@ -1150,10 +1137,8 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
     memset(out, 0, sizeof *out);
     clear_error(err);
     int shards = store_shards(s);
-    store_val a[POLICIES_NARGS] = {[POLICIES_ARG_TOPIC] = store_str(topic ? topic : ""),
-                                   [POLICIES_ARG_CURSOR] = store_str(cursor ? cursor : ""),
-                                   [POLICIES_ARG_LIMIT] = store_int(limit)};
-    store_batch_every_shard(s, SCRIPT_POLICIES, a, POLICIES_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_POLICIES, k); k++)
+        args_policies(s, store_maybe_s(topic), store_maybe_s(cursor), limit);
     size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
     out->policies = util_xcalloc(cap, sizeof *out->policies);
     int more = 0;
@@ -1560,9 +1545,8 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
     memset(out, 0, sizeof *out);
     clear_error(err);
     if (id) {
-        store_val a[SCHEDULES_NARGS] = {
-            [SCHEDULES_ARG_ALLOW] = store_str(allow), [SCHEDULES_ARG_ID] = store_str(id)};
-        one_id_call(s, SCRIPT_SCHEDULES, id, a, SCHEDULES_NARGS);
+        begin_for_id(s, SCRIPT_SCHEDULES, id);
+        args_schedules(s, store_txt_s(allow), store_maybe_s(id));
         store_reply *r = NULL;
         dq_status st = run_one(s, &r, err);
         if (st != DQ_OK)
@@ -1571,9 +1555,8 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
         read_schedules(r, out);
         return DQ_OK;
     }
-    store_val a[SCHEDULES_NARGS] = {
-        [SCHEDULES_ARG_ALLOW] = store_str(allow), [SCHEDULES_ARG_ID] = store_str("")};
-    store_batch_every_shard(s, SCRIPT_SCHEDULES, a, SCHEDULES_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_SCHEDULES, k); k++)
+        args_schedules(s, store_txt_s(allow), store_maybe_s(NULL));
     for (int k = 0; k < store_shards(s); k++) {
         dq_status st;
         const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
@@ -1671,13 +1654,9 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
 static void lock_calls(dq_store *s, const char *op, const char *token, int lease_ms, int buckets,
                        int start)
 {
-    store_val a[LOCK_NARGS] = {[LOCK_ARG_OP] = store_str(op),
-                               [LOCK_ARG_TOKEN] = store_str(token),
-                               [LOCK_ARG_LEASE_MS] = store_int(lease_ms),
-                               [LOCK_ARG_BUCKETS] = store_int(buckets),
-                               [LOCK_ARG_START] = store_int(start),
-                               [LOCK_ARG_SHARDS] = store_int(store_shards(s))};
-    store_batch_every_shard(s, SCRIPT_LOCK, a, LOCK_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_LOCK, k); k++)
+        args_lock(s, store_txt_s(op), store_txt_s(token), lease_ms, buckets, start,
+                  store_shards(s));
 }
 
 dq_status store_lock_maintain(dq_store *s, const char *token, int lease_ms, int buckets,

@@ -2,21 +2,22 @@
 -- have one, by name, with their use in this shard.
 -- flags: no-writes
 -- KEYS: P.
--- argv: topic cursor limit
+-- argv: topic? cursor? limit:int
 -- reply: next_cursor
 -- reply entry: topic [policy] reserved throttled keys_waiting tokens
--- topic is '' for a page of all topics with a policy; cursor lists the
--- topics after this one ('' from the start); next_cursor is false on the
+-- topic is absent for a page of all topics with a policy; cursor lists
+-- the topics after this one (absent: from the start); next_cursor is false on the
 -- last page. An `entry` per topic that has a policy in this shard follows
 -- (policy fields false where unset): reserved counts the topic's jobs
 -- reserved by pops plus callbacks in flight (the shard's `reserved`
 -- gauge); throttled, keys_waiting and tokens are limits_use()'s.
-local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
+local call = args()
+local topic, cursor, limit = call.topic, call.cursor, call.limit
 local topics, next_cursor = {}, false
-if topic ~= '' then
+if topic then
     topics = {topic}
 else
-    local from = cursor == '' and '-' or ('(' .. cursor)
+    local from = cursor and ('(' .. cursor) or '-'
     topics = redis.call('ZRANGEBYLEX', policies_key(), from, '+', 'LIMIT', '0', num(limit + 1))
     if #topics > limit then
         topics[#topics] = nil
