@@ -420,7 +420,9 @@ for f in "$common" "$@"; do
 done
 [ "$bad" = 0 ] || exit 1
 
-version=$(printf '%08x' "$({ constants; cat "$common" "$@"; } | cksum | cut -d' ' -f1)")
+# This script is in it too: what it generates (args(), reply()) is part of
+# the functions.
+version=$(printf '%08x' "$({ constants; cat "$0" "$common" "$@"; } | cksum | cut -d' ' -f1)")
 
 {
     echo "#!lua name=delayq_$version"
