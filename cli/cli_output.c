@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/util.h"
+#include "job/job.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -277,8 +278,11 @@ void cli_out_jobs(FILE *out, const cli_json *answer)
         fprintf(out, "cursor %s\n", cursor);
 }
 
-static const char *const policy_names[] = {"concurrency", "rate", "period", "key_concurrency",
-                                           "key_rate", "key_period", "keep"};
+static const char *const policy_names[] = {
+#define POLICY_NAME(e, name, stored, min, max, unit) name,
+    DQ_POLICY_FIELDS(POLICY_NAME)
+#undef POLICY_NAME
+};
 
 void cli_out_policy(FILE *out, json_object *ans)
 {

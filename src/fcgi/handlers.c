@@ -132,7 +132,7 @@ typedef struct {
     const char *done;  /* "added": "... it was not added" */
     int not_found;     /* DQ_NOT_FOUND answers "no job with this id" */
     int upsert;        /* an item's `replaced` is answered (add) */
-    void (*conflict)(char *msg, size_t n, const char *state); /* NULL: none */
+    void (*conflict)(char *msg, size_t n, const store_item *it); /* NULL: none */
 } item_words;
 
 /* The entries of a batch answer, one per id, in request order. */
@@ -145,7 +145,7 @@ static void put_items(dq_buf *out, const char *const *ids, const store_item *ite
         if (st == DQ_OK) {
             reply_result_ok(out, i, ids[i], w->upsert ? items[i].replaced : -1);
         } else if (st == DQ_CONFLICT && w->conflict) {
-            w->conflict(msg, sizeof msg, items[i].state);
+            w->conflict(msg, sizeof msg, &items[i]);
             reply_result_error(out, i, ids[i], DQ_CONFLICT, msg);
         } else if (st == DQ_NOT_FOUND && w->not_found) {
             reply_result_error(out, i, ids[i], DQ_NOT_FOUND, "no job with this id");
@@ -166,41 +166,45 @@ static void reply_items(dq_buf *out, const char *const *ids, const store_item *i
 
 /* Why an add met an existing id: a live job (its state, when the caller
  * may see it), or the kept record of one finished or deleted, with when
- * ("finished 1732582923456": the idempotency window); or why an upsert
- * could not replace a job: it is reserved ("reserved replace"), or of
- * another topic ("ready topic <topic>"). */
-static void conflict_sentence(char *msg, size_t n, const char *id, const char *state)
+ * (the idempotency window); or why an upsert could not replace a job: it
+ * is reserved, or of another topic. */
+static void conflict_sentence(char *msg, size_t n, const char *id, const store_item *it)
 {
     char subject[DQ_ID_MAX + 32] = "a job with this id";
     if (id)
         snprintf(subject, sizeof subject, "a job with id '%s'", id);
-    char outcome[STORE_STATE_MAX];
-    long long ended;
-    int topic_at = 0;
-    if (strcmp(state, "reserved replace") == 0) {
+    char when[32];
+    switch (it->reason) {
+    case ADD_REASON_RESERVED:
         snprintf(msg, n, "%s is reserved (a consumer or a callback holds it) and cannot be "
                  "replaced; nothing was written", subject);
         return;
-    }
-    if (sscanf(state, "%31s topic %n", outcome, &topic_at) == 1 && topic_at > 0) {
-        snprintf(msg, n, "%s is in topic '%s' (state %s); a replace keeps a job's topic, so "
-                 "nothing was written", subject, state + topic_at, outcome);
+    case ADD_REASON_TOPIC:
+        snprintf(msg, n,
+                 "%s is in topic '%s' (state %s); a replace keeps a job's topic, so "
+                 "nothing was written",
+                 subject, it->topic, it->state);
+        return;
+    case ADD_REASON_KEPT:
+        util_format_utc_ms(it->ended_ms, when, sizeof when);
+        snprintf(msg, n,
+                 "%s was %s at %s (%lld ms) and is kept in its topic's history; "
+                 "nothing was written",
+                 subject, it->state, when, (long long)it->ended_ms);
+        return;
+    case ADD_REASON_HIDDEN:
+        snprintf(msg, n, "%s already exists", subject);
+        return;
+    case ADD_REASON_LIVE:
+        snprintf(msg, n, "%s already exists (state %s)", subject, it->state);
         return;
     }
-    if (sscanf(state, "%31s %lld", outcome, &ended) == 2) {
-        char when[32];
-        util_format_utc_ms(ended, when, sizeof when);
-        snprintf(msg, n, "%s was %s at %s (%lld ms) and is kept in its topic's history; "
-                 "nothing was written", subject, outcome, when, ended);
-        return;
-    }
-    snprintf(msg, n, "%s already exists%s%s%s", subject, state[0] ? " (state " : "", state,
-             state[0] ? ")" : "");
+    abort(); /* read_conflict answers only the declared reasons */
 }
 
-static void add_conflict(char *msg, size_t n, const char *state)
+static void add_conflict(char *msg, size_t n, const store_item *it)
 {
-    conflict_sentence(msg, n, NULL, state);
+    conflict_sentence(msg, n, NULL, it);
 }
 
 static const item_words add_words = {"added", 0, 1, add_conflict};
@@ -258,7 +262,7 @@ static dq_response handle_add(call_ctx *c)
     } else if (!req->batch) {
         if (items[0].status == DQ_CONFLICT) {
             char why[DQ_ID_MAX + DQ_TOPIC_MAX + 200];
-            conflict_sentence(why, sizeof why, ids[0], items[0].state);
+            conflict_sentence(why, sizeof why, ids[0], &items[0]);
             reply_error(c->out, DQ_CONFLICT, why);
             res = answer(DQ_CONFLICT);
         } else
@@ -447,9 +451,9 @@ static dq_response handle_bury(call_ctx *c)
     return answer(DQ_OK);
 }
 
-static void kick_conflict(char *msg, size_t n, const char *state)
+static void kick_conflict(char *msg, size_t n, const store_item *it)
 {
-    snprintf(msg, n, "the job is %s, not buried", state);
+    snprintf(msg, n, "the job is %s, not buried", it->state);
 }
 
 static const item_words kick_words = {"kicked", 1, 0, kick_conflict};

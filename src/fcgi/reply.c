@@ -173,7 +173,7 @@ void reply_policy_fields(dq_buf *out, const store_policy *p)
         const char *name;
         int seconds;
     } fields[DQ_POLICY_NFIELDS] = {
-#define POLICY_NAME(e, name, min, max, unit) [DQ_POLICY_##e] = {name, unit == 1000},
+#define POLICY_NAME(e, name, stored, min, max, unit) [DQ_POLICY_##e] = {name, unit == 1000},
         DQ_POLICY_FIELDS(POLICY_NAME)
 #undef POLICY_NAME
     };

@@ -83,20 +83,23 @@ typedef struct {
 } dq_job_spec;
 
 /* A topic's flow-control policy (the `policy` command), field by field in
- * this order: DQ_POLICY_FIELDS(X) calls X(enum, wire name, min, max, unit)
- * once per field, unit 1 for a count, 1000 for seconds (kept in ms). The
- * Redis functions name them in the same order (policy.lua). */
-#define DQ_POLICY_FIELDS(X)                                               \
-    X(CONCURRENCY, "concurrency", 1, 1000000, 1)                          \
-    X(RATE, "rate", 1, 1000000, 1)                                        \
-    X(PERIOD, "period", 1, 86400000, 1000)                                \
-    X(KEY_CONCURRENCY, "key_concurrency", 1, 1000000, 1)                  \
-    X(KEY_RATE, "key_rate", 1, 1000000, 1)                                \
-    X(KEY_PERIOD, "key_period", 1, 86400000, 1000)                        \
-    X(KEEP, "keep", 0, DQ_KEEP_MAX_MS, 1000)
+ * this order: DQ_POLICY_FIELDS(X) calls X(enum, wire name, stored name,
+ * min, max, unit) once per field, unit 1 for a count, 1000 for seconds
+ * (kept in ms). The stored name is the field's in the policy hash and in
+ * the Redis functions: the list is shared with them ("lua list": embed.sh
+ * writes it out where a declaration says [policy], and as POLICY_FIELDS),
+ * so a field is added here only. */
+#define DQ_POLICY_FIELDS(X) /* lua list */                                                         \
+    X(CONCURRENCY, "concurrency", "concurrency", 1, 1000000, 1)                                    \
+    X(RATE, "rate", "rate", 1, 1000000, 1)                                                         \
+    X(PERIOD, "period", "period_ms", 1, 86400000, 1000)                                            \
+    X(KEY_CONCURRENCY, "key_concurrency", "key_concurrency", 1, 1000000, 1)                        \
+    X(KEY_RATE, "key_rate", "key_rate", 1, 1000000, 1)                                             \
+    X(KEY_PERIOD, "key_period", "key_period_ms", 1, 86400000, 1000)                                \
+    X(KEEP, "keep", "keep_ms", 0, DQ_KEEP_MAX_MS, 1000)
 
 typedef enum {
-#define DQ_POLICY_ENUM(e, name, min, max, unit) DQ_POLICY_##e,
+#define DQ_POLICY_ENUM(e, name, stored, min, max, unit) DQ_POLICY_##e,
     DQ_POLICY_FIELDS(DQ_POLICY_ENUM)
 #undef DQ_POLICY_ENUM
     DQ_POLICY_NFIELDS

@@ -1069,7 +1069,7 @@ static const struct {
     field_id field;
     int64_t min, max, unit;
 } policy_fields[DQ_POLICY_NFIELDS] = {
-#define DQ_POLICY_ROW(e, name, min, max, unit) [DQ_POLICY_##e] = {F_##e, min, max, unit},
+#define DQ_POLICY_ROW(e, name, stored, min, max, unit) [DQ_POLICY_##e] = {F_##e, min, max, unit},
     DQ_POLICY_FIELDS(DQ_POLICY_ROW)
 #undef DQ_POLICY_ROW
 };

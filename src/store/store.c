@@ -374,6 +374,26 @@ void store_arg_int(dq_store *s, int64_t v)
     store_arg(s, p, (size_t)n);
 }
 
+void store_arg_txt(dq_store *s, store_txt v)
+{
+    if (!v.str)
+        abort(); /* required text: a caller's bug, as an unset store_val */
+    store_arg(s, v.str, v.len);
+}
+
+void store_arg_opt_txt(dq_store *s, store_opt_txt v)
+{
+    store_arg(s, v.str ? v.str : "", v.str ? v.len : 0);
+}
+
+void store_arg_opt_int(dq_store *s, store_opt_int v)
+{
+    if (v.set)
+        store_arg_int(s, v.num);
+    else
+        store_arg(s, "", 0);
+}
+
 void store_args(dq_store *s, const store_val *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -397,6 +417,18 @@ void store_batch_every_shard(dq_store *s, dq_script fn, const store_val *args, s
             store_arg_str(s, rest[i]);
     }
     store_batch_run(s);
+}
+
+int store_every_shard_call(dq_store *s, dq_script fn, int k)
+{
+    if (k == 0)
+        store_batch_begin(s);
+    if (k < s->shards) {
+        store_batch_call(s, fn, k);
+        return 1;
+    }
+    store_batch_run(s);
+    return 0;
 }
 
 void store_begin(dq_store *s, dq_script fn, int shard)

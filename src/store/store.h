@@ -98,6 +98,48 @@ static inline store_val store_int(int64_t v)
 {
     return (store_val){NULL, 0, v, 1};
 }
+/* Typed arguments, for the calls lua_calls.h generates from a declaration
+ * that gives types (args_add(s, ...)): a missing argument or one of the
+ * wrong kind does not compile. Text (store_txt) is not copied and must be
+ * there; optional text (store_opt_txt, NULL for none) and optional
+ * integers (store_opt_int) are sent as "" when absent, which the
+ * function's generated args() reads back as nil. */
+typedef struct {
+    const char *str;
+    size_t len;
+} store_txt;
+typedef struct {
+    const char *str; /* NULL: none */
+    size_t len;
+} store_opt_txt;
+typedef struct {
+    int64_t num;
+    int set;
+} store_opt_int;
+static inline store_txt store_txt_n(const char *str, size_t n)
+{
+    return (store_txt){str, n};
+}
+static inline store_txt store_txt_s(const char *str)
+{
+    return (store_txt){str, str ? strlen(str) : 0};
+}
+static inline store_opt_txt store_maybe_n(const char *str, size_t n)
+{
+    return (store_opt_txt){str, str ? n : 0};
+}
+static inline store_opt_txt store_maybe_s(const char *str)
+{
+    return (store_opt_txt){str, str ? strlen(str) : 0};
+}
+/* v when set is true, else none */
+static inline store_opt_int store_maybe_int(int64_t v, int set)
+{
+    return (store_opt_int){v, set};
+}
+void store_arg_txt(dq_store *s, store_txt v);
+void store_arg_opt_txt(dq_store *s, store_opt_txt v);
+void store_arg_opt_int(dq_store *s, store_opt_int v);
 /* A call's declared arguments (or one group of them) in one step: v[0..n),
  * filled by the names lua_scripts.h generates from the function's
  * declaration (v[ADD_ARG_ALLOW] = ...). A slot left unset is a caller that
@@ -115,6 +157,12 @@ dq_status store_batch_result(dq_store *s, size_t i, store_reply **reply, char *d
  * batch is shard k's. */
 void store_batch_every_shard(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
                              const char *const *rest, size_t nrest);
+/* The same, with a typed call's arguments (lua_calls.h):
+ *   for (int k = 0; store_every_shard_call(s, fn, k); k++)
+ *       args_<fn>(s, ...);
+ * begins the batch at k 0, begins shard k's call and answers 1 while k is
+ * a shard, and runs the batch and answers 0 after the last. */
+int store_every_shard_call(dq_store *s, dq_script fn, int k);
 
 /* One call: store_begin(fn, shard), arguments, store_run. */
 void store_begin(dq_store *s, dq_script fn, int shard);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "store/lua_calls.h"
 
 #define MIGRATE_STEP 1000 /* list entries or jobs per call: a few ms of Redis */
 
@@ -40,8 +41,7 @@ dq_status store_migrate_step(dq_store *s, int shard, int limit, int *done, char 
                              size_t whatlen)
 {
     store_begin(s, SCRIPT_MIGRATE, shard);
-    store_val a[MIGRATE_NARGS] = {[MIGRATE_ARG_LIMIT] = store_int(limit)};
-    store_args(s, a, MIGRATE_NARGS);
+    args_migrate(s, limit);
     store_reply *r = NULL;
     dq_status st = store_run(s, &r, what, whatlen);
     if (st == DQ_OK) {

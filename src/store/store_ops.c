@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "store/lua_calls.h"
 #include "store/store_errors.h"
 
 const char *const store_stat_names[STORE_NSTATS] = {
@@ -142,9 +143,41 @@ int store_items_partly_done(const store_item *items, size_t n)
     return 0;
 }
 
-/* One item's outcome: 'ok' or 'DQ_<CODE> <state>'. */
+/* Copies reply string r (nil: "") into out[0..n). */
+static void copy_reply_str(const store_reply *r, char *out, size_t n)
+{
+    size_t len;
+    const char *v = store_reply_str(r, &len);
+    snprintf(out, n, "%.*s", v ? (int)len : 0, v ? v : "");
+}
+
+/* An add's conflict record (add.lua's `conflict`): its fields by name. */
+static void read_conflict(const store_reply *e, store_item *it)
+{
+    static const char *const reasons[ADD_REASON_NVALUES] = ADD_REASON_WORDS;
+    char reason[16];
+    copy_reply_str(store_reply_at(e, ADD_CONFLICT_REASON), reason, sizeof reason);
+    it->status = DQ_INTERNAL;
+    for (int i = 0; i < ADD_REASON_NVALUES; i++) {
+        if (strcmp(reason, reasons[i]) == 0) {
+            it->status = DQ_CONFLICT;
+            it->reason = (enum add_reason_value)i;
+        }
+    }
+    copy_reply_str(store_reply_at(e, ADD_CONFLICT_STATE), it->state, sizeof it->state);
+    it->ended_ms = store_reply_int(store_reply_at(e, ADD_CONFLICT_ENDED_MS));
+    copy_reply_str(store_reply_at(e, ADD_CONFLICT_TOPIC), it->topic, sizeof it->topic);
+}
+
+/* One item's outcome: 'ok', 'DQ_<CODE> <state>', or (add) 'replaced' or
+ * a conflict record. */
 static void read_item(const store_reply *e, store_item *it)
 {
+    if (store_reply_len(e) > 0) {
+        it->replaced = 0;
+        read_conflict(e, it);
+        return;
+    }
     size_t len;
     const char *v = store_reply_str(e, &len);
     /* add's upserts answer "replaced" for a job replaced, "ok" created */
@@ -174,7 +207,8 @@ static dq_status read_split_items(dq_store *s, const by_shard *g, store_item *it
         dq_status st = store_batch_result(s, call++, &r, detail, sizeof detail);
         for (size_t j = from; j < to; j++) {
             store_item *it = &items[g->order[j]];
-            it->state[0] = '\0';
+            it->state[0] = it->topic[0] = '\0';
+            it->ended_ms = -1;
             it->replaced = 0;
             it->status = st;
             if (st != DQ_OK)
@@ -277,9 +311,7 @@ static long claim_shards(const dq_config *cfg, int shards)
     dq_config probe;
     dq_store *s = probe_store(cfg, shards, &probe);
     store_begin(s, SCRIPT_LAYOUT_CLAIM, 0);
-    store_val a[LAYOUT_CLAIM_NARGS] = {[LAYOUT_CLAIM_ARG_BUCKETS] = store_int(cfg->buckets),
-                                       [LAYOUT_CLAIM_ARG_SHARDS] = store_int(shards)};
-    store_args(s, a, LAYOUT_CLAIM_NARGS);
+    args_layout_claim(s, cfg->buckets, shards);
     store_reply *r = NULL;
     long recorded = -1;
     const store_reply *n = NULL;
@@ -459,9 +491,7 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
                 store_batch_call(s, SCRIPT_GIVE_BACK, k);
                 calls++;
             }
-            store_val a[GIVE_BACK_JOB_NFIELDS] = {[GIVE_BACK_JOB_ID] = store_text(j->id, j->id_len),
-                                                  [GIVE_BACK_JOB_ATTEMPT] = store_int(j->attempts)};
-            store_args(s, a, GIVE_BACK_JOB_NFIELDS);
+            args_give_back_job(s, store_txt_n(j->id, j->id_len), j->attempts);
         }
     }
     store_batch_run(s);
@@ -476,28 +506,17 @@ void store_give_back(dq_store *s, const store_jobs *jobs, const char *why)
              "comes back after its TTR or callback deadline", back, jobs->n, why);
 }
 
-/* One job's group of add's arguments. */
+/* One job's group of add's arguments (args_add_job: add.lua's typed
+ * declaration). */
 static void add_job_args(dq_store *s, const dq_job_spec *job, const char *id)
 {
     size_t idlen = strlen(id);
-    store_val f[ADD_JOB_NFIELDS] = {
-        [ADD_JOB_ID] = store_text(id, idlen),
-        [ADD_JOB_TOPIC] = store_str(job->topic),
-        [ADD_JOB_BODY] = store_text(job->body, job->body_len),
-        [ADD_JOB_TTR_MS] = store_int(job->ttr_ms),
-        [ADD_JOB_RETRIES] = store_int(job->retries),
-        [ADD_JOB_DELAY_MS] = store_int(job->delay_ms),
-        [ADD_JOB_AT_MS] = store_int(job->at_ms),
-        [ADD_JOB_BUCKET] = store_int(store_bucket_of(s, id, idlen)),
-        [ADD_JOB_BACKOFF] = store_text(job->backoff ? job->backoff : "",
-                                       job->backoff ? job->backoff_len : 0),
-        [ADD_JOB_URL] = store_str(job->url ? job->url : ""),
-        [ADD_JOB_TIMEOUT_MS] = store_int(job->cb_timeout_ms),
-        [ADD_JOB_KEY] = store_str(job->key ? job->key : ""),
-        [ADD_JOB_TRACEPARENT] = store_str(job->traceparent ? job->traceparent : ""),
-        [ADD_JOB_TRACESTATE] = store_str(job->tracestate ? job->tracestate : ""),
-        [ADD_JOB_REPLACE] = store_int(job->replace ? 1 : 0)};
-    store_args(s, f, ADD_JOB_NFIELDS);
+    args_add_job(s, store_txt_n(id, idlen), store_txt_s(job->topic),
+                 store_txt_n(job->body, job->body_len), job->ttr_ms, job->retries, job->delay_ms,
+                 store_maybe_int(job->at_ms, job->at_ms >= 0), store_bucket_of(s, id, idlen),
+                 store_maybe_n(job->backoff, job->backoff_len), store_maybe_s(job->url),
+                 job->cb_timeout_ms, store_maybe_s(job->key), store_maybe_s(job->traceparent),
+                 store_maybe_s(job->tracestate), job->replace ? 1 : 0);
 }
 
 /* What add's call in one shard is made of: its arguments, then one group
@@ -511,11 +530,7 @@ typedef struct {
 static void add_shard_args(dq_store *s, const by_shard *g, size_t from, size_t to, const void *op)
 {
     const add_op *o = op;
-    store_val a[ADD_NARGS] = {[ADD_ARG_ALLOW] = store_str(o->allow),
-                              [ADD_ARG_BUCKETS] = store_int(store_buckets(s)),
-                              [ADD_ARG_SHARDS] = store_int(store_shards(s)),
-                              [ADD_ARG_NJOBS] = store_int((int64_t)(to - from))};
-    store_args(s, a, ADD_NARGS);
+    args_add(s, store_txt_s(o->allow), store_buckets(s), store_shards(s), (int64_t)(to - from));
     for (size_t j = from; j < to; j++)
         add_job_args(s, &o->jobs[g->order[j]], o->ids[g->order[j]]);
 }
@@ -645,13 +660,10 @@ dq_status store_kick_ids(dq_store *s, const char *allow, const char *const *ids,
     return split_ids_call(s, SCRIPT_KICK_IDS, a, KICK_IDS_NARGS, ids, n, items, err);
 }
 
-/* A call about one id (a job's or a schedule's), in the id's shard, with
- * its declared arguments. */
-static void one_id_call(dq_store *s, dq_script fn, const char *id, const store_val *args,
-                        size_t nargs)
+/* Begins a call of fn in the shard of id (a job's or a schedule's). */
+static void begin_for_id(dq_store *s, dq_script fn, const char *id)
 {
     store_begin(s, fn, store_shard_of(s, id, strlen(id)));
-    store_args(s, args, nargs);
 }
 
 static void read_job_view(const store_reply *r, store_job *j);
@@ -661,8 +673,8 @@ dq_status store_get(dq_store *s, const char *allow, const char *id, store_jobs *
                     store_error *err)
 {
     memset(out, 0, sizeof *out);
-    store_val a[GET_NARGS] = {[GET_ARG_ALLOW] = store_str(allow), [GET_ARG_ID] = store_str(id)};
-    one_id_call(s, SCRIPT_GET, id, a, GET_NARGS);
+    begin_for_id(s, SCRIPT_GET, id);
+    args_get(s, store_txt_s(allow), store_txt_s(id));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st != DQ_OK)
@@ -767,12 +779,9 @@ dq_status store_jobs_page(dq_store *s, const char *topic, const char *state, con
         score[colon - cursor] = '\0';
         after_id = colon + 1;
     }
-    store_val a[JOBS_NARGS] = {[JOBS_ARG_TOPIC] = store_str(topic),
-                               [JOBS_ARG_STATE] = store_str(state),
-                               [JOBS_ARG_LIMIT] = store_int(limit),
-                               [JOBS_ARG_AFTER_SCORE] = store_str(score),
-                               [JOBS_ARG_AFTER_ID] = store_str(after_id)};
-    store_batch_every_shard(s, SCRIPT_JOBS, a, JOBS_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_JOBS, k); k++)
+        args_jobs(s, store_txt_s(topic), store_txt_s(state), limit, store_txt_s(score),
+                  store_txt_s(after_id));
     store_job bound = {0}; /* the earliest walk end of a shard with more */
     int bounded = 0;
     for (int k = 0; k < store_shards(s); k++) {
@@ -815,11 +824,9 @@ dq_status store_reschedule(dq_store *s, const char *allow, const char *id, int64
                            int64_t at_ms, char state[STORE_STATE_MAX], int64_t *due,
                            store_error *err)
 {
-    store_val a[RESCHEDULE_NARGS] = {[RESCHEDULE_ARG_ALLOW] = store_str(allow),
-                                     [RESCHEDULE_ARG_ID] = store_str(id),
-                                     [RESCHEDULE_ARG_DELAY_MS] = store_int(delay_ms),
-                                     [RESCHEDULE_ARG_AT_MS] = store_int(at_ms)};
-    one_id_call(s, SCRIPT_RESCHEDULE, id, a, RESCHEDULE_NARGS);
+    begin_for_id(s, SCRIPT_RESCHEDULE, id);
+    args_reschedule(s, store_txt_s(allow), store_txt_s(id), delay_ms,
+                    store_maybe_int(at_ms, at_ms >= 0));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
@@ -857,9 +864,7 @@ void store_push_take(dq_store *s, const int *limits, int grace_ms, store_jobs *o
         if (limits[k] <= 0)
             continue;
         store_batch_call(s, SCRIPT_PUSH_TAKE, k);
-        store_val a[PUSH_TAKE_NARGS] = {[PUSH_TAKE_ARG_LIMIT] = store_int(limits[k]),
-                                        [PUSH_TAKE_ARG_GRACE_MS] = store_int(grace_ms)};
-        store_args(s, a, PUSH_TAKE_NARGS);
+        args_push_take(s, limits[k], grace_ms);
     }
     store_batch_run(s);
     size_t call = 0;
@@ -912,9 +917,8 @@ void store_push_done(dq_store *s, store_push_outcome *o, size_t n)
 dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *deadline,
                       store_error *err)
 {
-    store_val a[TOUCH_NARGS] = {
-        [TOUCH_ARG_ALLOW] = store_str(allow), [TOUCH_ARG_ID] = store_str(id)};
-    one_id_call(s, SCRIPT_TOUCH, id, a, TOUCH_NARGS);
+    begin_for_id(s, SCRIPT_TOUCH, id);
+    args_touch(s, store_txt_s(allow), store_txt_s(id));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK)
@@ -926,10 +930,8 @@ dq_status store_touch(dq_store *s, const char *allow, const char *id, int64_t *d
 dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t delay_ms,
                         char state[STORE_STATE_MAX], store_error *err)
 {
-    store_val a[RELEASE_NARGS] = {[RELEASE_ARG_ALLOW] = store_str(allow),
-                                  [RELEASE_ARG_ID] = store_str(id),
-                                  [RELEASE_ARG_DELAY_MS] = store_int(delay_ms)};
-    one_id_call(s, SCRIPT_RELEASE, id, a, RELEASE_NARGS);
+    begin_for_id(s, SCRIPT_RELEASE, id);
+    args_release(s, store_txt_s(allow), store_txt_s(id), delay_ms);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
@@ -942,8 +944,8 @@ dq_status store_release(dq_store *s, const char *allow, const char *id, int64_t 
 
 dq_status store_bury(dq_store *s, const char *allow, const char *id, store_error *err)
 {
-    store_val a[BURY_NARGS] = {[BURY_ARG_ALLOW] = store_str(allow), [BURY_ARG_ID] = store_str(id)};
-    one_id_call(s, SCRIPT_BURY, id, a, BURY_NARGS);
+    begin_for_id(s, SCRIPT_BURY, id);
+    args_bury(s, store_txt_s(allow), store_txt_s(id));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     store_reply_free(r);
@@ -959,9 +961,7 @@ dq_status store_kick(dq_store *s, const char *topic, int count, int64_t *kicked,
     dq_status result = DQ_OK;
     for (int k = 0; k < store_shards(s) && *kicked < count; k++) {
         store_begin(s, SCRIPT_KICK, k);
-        store_val a[KICK_NARGS] = {
-            [KICK_ARG_TOPIC] = store_str(topic), [KICK_ARG_COUNT] = store_int(count - *kicked)};
-        store_args(s, a, KICK_NARGS);
+        args_kick(s, store_txt_s(topic), count - *kicked);
         store_reply *r = NULL;
         char detail[sizeof err->detail];
         dq_status st = store_run(s, &r, detail, sizeof detail);
@@ -1064,10 +1064,8 @@ dq_status store_stats_read(dq_store *s, const char *topic, const char *cursor, i
     memset(out, 0, sizeof *out);
     clear_error(err);
     int shards = store_shards(s);
-    store_val a[STATS_NARGS] = {[STATS_ARG_TOPIC] = store_str(topic ? topic : ""),
-                                [STATS_ARG_CURSOR] = store_str(cursor ? cursor : ""),
-                                [STATS_ARG_LIMIT] = store_int(limit)};
-    store_batch_every_shard(s, SCRIPT_STATS, a, STATS_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_STATS, k); k++)
+        args_stats(s, store_maybe_s(topic), store_maybe_s(cursor), limit);
     size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
     if (topic)
         cap = (size_t)shards;
@@ -1120,25 +1118,9 @@ void store_stats_free(store_stats *st)
 /* Policies                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Where each policy field goes in policy.lua's arguments and comes back in
- * its reply and in policies.lua's entries. */
-static const int policy_arg[DQ_POLICY_NFIELDS] = {
-    [DQ_POLICY_CONCURRENCY] = POLICY_ARG_CONCURRENCY, [DQ_POLICY_RATE] = POLICY_ARG_RATE,
-    [DQ_POLICY_PERIOD] = POLICY_ARG_PERIOD_MS, [DQ_POLICY_KEY_CONCURRENCY] = POLICY_ARG_KEY_CONCURRENCY,
-    [DQ_POLICY_KEY_RATE] = POLICY_ARG_KEY_RATE, [DQ_POLICY_KEY_PERIOD] = POLICY_ARG_KEY_PERIOD_MS,
-    [DQ_POLICY_KEEP] = POLICY_ARG_KEEP_MS};
-static const int policy_reply[DQ_POLICY_NFIELDS] = {
-    [DQ_POLICY_CONCURRENCY] = POLICY_REPLY_CONCURRENCY, [DQ_POLICY_RATE] = POLICY_REPLY_RATE,
-    [DQ_POLICY_PERIOD] = POLICY_REPLY_PERIOD_MS,
-    [DQ_POLICY_KEY_CONCURRENCY] = POLICY_REPLY_KEY_CONCURRENCY,
-    [DQ_POLICY_KEY_RATE] = POLICY_REPLY_KEY_RATE, [DQ_POLICY_KEY_PERIOD] = POLICY_REPLY_KEY_PERIOD_MS,
-    [DQ_POLICY_KEEP] = POLICY_REPLY_KEEP_MS};
-static const int policy_entry[DQ_POLICY_NFIELDS] = {
-    [DQ_POLICY_CONCURRENCY] = POLICIES_ENTRY_CONCURRENCY, [DQ_POLICY_RATE] = POLICIES_ENTRY_RATE,
-    [DQ_POLICY_PERIOD] = POLICIES_ENTRY_PERIOD_MS,
-    [DQ_POLICY_KEY_CONCURRENCY] = POLICIES_ENTRY_KEY_CONCURRENCY,
-    [DQ_POLICY_KEY_RATE] = POLICIES_ENTRY_KEY_RATE,
-    [DQ_POLICY_KEY_PERIOD] = POLICIES_ENTRY_KEY_PERIOD_MS, [DQ_POLICY_KEEP] = POLICIES_ENTRY_KEEP_MS};
+/* policy.lua's arguments, its reply and policies.lua's entries declare
+ * the list [policy] (job.h's DQ_POLICY_FIELDS, in its order): field f is
+ * at <...>_POLICY_FIRST + f. */
 
 dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec *spec,
                            store_policy *out, store_spread *sp, store_error *err)
@@ -1149,9 +1131,9 @@ dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec 
     clear_error(err);
     store_val a[POLICY_NARGS] = {[POLICY_ARG_TOPIC] = store_str(topic)};
     for (int i = 0; i < DQ_POLICY_NFIELDS; i++) {
-        a[policy_arg[i]] = spec->op[i] == DQ_POLICY_SET      ? store_int(spec->value[i])
-                           : spec->op[i] == DQ_POLICY_REMOVE ? store_str("null")
-                                                             : store_str("");
+        a[POLICY_ARG_POLICY_FIRST + i] = spec->op[i] == DQ_POLICY_SET ? store_int(spec->value[i])
+                                         : spec->op[i] == DQ_POLICY_REMOVE ? store_str("null")
+                                                                           : store_str("");
     }
     store_batch_every_shard(s, SCRIPT_POLICY, a, POLICY_NARGS, NULL, 0);
     memset(sp, 0, sizeof *sp);
@@ -1164,7 +1146,8 @@ dq_status store_policy_set(dq_store *s, const char *topic, const dq_policy_spec 
         spread_note(sp, k, st, detail, &result, err);
         if (st == DQ_OK && !read++) {
             for (int i = 0; i < DQ_POLICY_NFIELDS; i++)
-                out->value[i] = store_reply_int(store_reply_at(r, (size_t)policy_reply[i]));
+                out->value[i] = store_reply_int(
+                    store_reply_at(r, (size_t)(POLICY_REPLY_POLICY_FIRST + i)));
         }
         store_reply_free(r);
     }
@@ -1186,10 +1169,8 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
     memset(out, 0, sizeof *out);
     clear_error(err);
     int shards = store_shards(s);
-    store_val a[POLICIES_NARGS] = {[POLICIES_ARG_TOPIC] = store_str(topic ? topic : ""),
-                                   [POLICIES_ARG_CURSOR] = store_str(cursor ? cursor : ""),
-                                   [POLICIES_ARG_LIMIT] = store_int(limit)};
-    store_batch_every_shard(s, SCRIPT_POLICIES, a, POLICIES_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_POLICIES, k); k++)
+        args_policies(s, store_maybe_s(topic), store_maybe_s(cursor), limit);
     size_t cap = (size_t)shards * (size_t)(limit > 0 ? limit : 1);
     out->policies = util_xcalloc(cap, sizeof *out->policies);
     int more = 0;
@@ -1209,7 +1190,8 @@ dq_status store_policies_read(dq_store *s, const char *topic, const char *cursor
             if (!p->topic)
                 continue;
             for (int f = 0; f < DQ_POLICY_NFIELDS; f++)
-                p->value[f] = store_reply_int(store_reply_at(r, i + (size_t)policy_entry[f]));
+                p->value[f] = store_reply_int(
+                    store_reply_at(r, i + (size_t)(POLICIES_ENTRY_POLICY_FIRST + f)));
             p->reserved = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_RESERVED));
             p->throttled = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_THROTTLED));
             p->keys_waiting = store_reply_int(store_reply_at(r, i + POLICIES_ENTRY_KEYS_WAITING));
@@ -1309,10 +1291,7 @@ static void pause_call(dq_store *s, int shard, void *op)
 {
     const pause_op *p = op;
     store_batch_call(s, SCRIPT_PAUSE, shard);
-    store_val a[PAUSE_NARGS] = {[PAUSE_ARG_OP] = store_str(p->pause ? "pause" : "resume"),
-                                [PAUSE_ARG_TOPIC] = store_str(p->topic),
-                                [PAUSE_ARG_LIMIT] = store_int(RESUME_CHUNK)};
-    store_args(s, a, PAUSE_NARGS);
+    args_pause(s, store_txt_s(p->pause ? "pause" : "resume"), store_txt_s(p->topic), RESUME_CHUNK);
 }
 
 /* A resume calls again while the shard still holds jobs back. */
@@ -1363,14 +1342,8 @@ static void purge_call(dq_store *s, int shard, void *op)
     const purge_op *p = op;
     const purge_walk *w = &p->w[shard];
     store_batch_call(s, SCRIPT_PURGE, shard);
-    store_val a[PURGE_NARGS] = {[PURGE_ARG_TOPIC] = store_str(p->topic),
-                                [PURGE_ARG_STATE] = store_str(p->state),
-                                [PURGE_ARG_LIMIT] = store_int(STORE_PURGE_STEP),
-                                [PURGE_ARG_SINCE] = w->since < 0 ? store_str("")
-                                                                 : store_int(w->since),
-                                [PURGE_ARG_AFTER_SCORE] = store_str(w->score),
-                                [PURGE_ARG_AFTER_ID] = store_str(w->id)};
-    store_args(s, a, PURGE_NARGS);
+    args_purge(s, store_txt_s(p->topic), store_txt_s(p->state), STORE_PURGE_STEP,
+               store_maybe_int(w->since, w->since >= 0), store_txt_s(w->score), store_txt_s(w->id));
 }
 
 /* Reads a step's reply into its shard's walk and counts what it deleted;
@@ -1516,26 +1489,13 @@ dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_s
                              int64_t anchor_s, int64_t next_ms, int64_t now_ms,
                              store_schedule_put_result *out, store_error *err)
 {
-    store_val a[SCHEDULE_NARGS] = {
-        [SCHEDULE_ARG_ALLOW] = store_str(allow),
-        [SCHEDULE_ARG_ID] = store_str(sc->id),
-        [SCHEDULE_ARG_TOPIC] = store_str(sc->topic),
-        [SCHEDULE_ARG_BODY] = store_text(sc->body, sc->body_len),
-        [SCHEDULE_ARG_TTR_MS] = store_int(sc->ttr_ms),
-        [SCHEDULE_ARG_RETRIES] = store_int(sc->retries),
-        [SCHEDULE_ARG_CRON] = store_str(sc->cron ? sc->cron : ""),
-        [SCHEDULE_ARG_EVERY_S] = store_int(sc->cron ? 0 : sc->every_s),
-        [SCHEDULE_ARG_TZ] = store_str(sc->tz),
-        [SCHEDULE_ARG_START_S] = store_int(sc->start_s),
-        [SCHEDULE_ARG_END_S] = store_int(sc->end_s),
-        [SCHEDULE_ARG_ANCHOR_S] = store_int(anchor_s),
-        [SCHEDULE_ARG_NEXT_MS] = store_int(next_ms),
-        [SCHEDULE_ARG_BACKOFF] = store_text(sc->backoff ? sc->backoff : "",
-                                            sc->backoff ? sc->backoff_len : 0),
-        [SCHEDULE_ARG_URL] = store_str(sc->url ? sc->url : ""),
-        [SCHEDULE_ARG_TIMEOUT_MS] = store_int(sc->cb_timeout_ms),
-        [SCHEDULE_ARG_NOW_MS] = store_int(now_ms)};
-    one_id_call(s, SCRIPT_SCHEDULE, sc->id, a, SCHEDULE_NARGS);
+    begin_for_id(s, SCRIPT_SCHEDULE, sc->id);
+    args_schedule(s, store_txt_s(allow), store_txt_s(sc->id), store_txt_s(sc->topic),
+                  store_txt_n(sc->body, sc->body_len), sc->ttr_ms, sc->retries,
+                  store_maybe_s(sc->cron), sc->cron ? 0 : sc->every_s, store_txt_s(sc->tz),
+                  sc->start_s, sc->end_s, anchor_s, next_ms,
+                  store_maybe_n(sc->backoff, sc->backoff_len), store_maybe_s(sc->url),
+                  sc->cb_timeout_ms, now_ms);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     if (st == DQ_OK) {
@@ -1551,9 +1511,8 @@ dq_status store_schedule_put(dq_store *s, const char *allow, const dq_schedule_s
 
 dq_status store_unschedule(dq_store *s, const char *allow, const char *id, store_error *err)
 {
-    store_val a[UNSCHEDULE_NARGS] = {
-        [UNSCHEDULE_ARG_ALLOW] = store_str(allow), [UNSCHEDULE_ARG_ID] = store_str(id)};
-    one_id_call(s, SCRIPT_UNSCHEDULE, id, a, UNSCHEDULE_NARGS);
+    begin_for_id(s, SCRIPT_UNSCHEDULE, id);
+    args_unschedule(s, store_txt_s(allow), store_txt_s(id));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     store_reply_free(r);
@@ -1618,9 +1577,8 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
     memset(out, 0, sizeof *out);
     clear_error(err);
     if (id) {
-        store_val a[SCHEDULES_NARGS] = {
-            [SCHEDULES_ARG_ALLOW] = store_str(allow), [SCHEDULES_ARG_ID] = store_str(id)};
-        one_id_call(s, SCRIPT_SCHEDULES, id, a, SCHEDULES_NARGS);
+        begin_for_id(s, SCRIPT_SCHEDULES, id);
+        args_schedules(s, store_txt_s(allow), store_maybe_s(id));
         store_reply *r = NULL;
         dq_status st = run_one(s, &r, err);
         if (st != DQ_OK)
@@ -1629,9 +1587,8 @@ dq_status store_schedules_read(dq_store *s, const char *allow, const char *id,
         read_schedules(r, out);
         return DQ_OK;
     }
-    store_val a[SCHEDULES_NARGS] = {
-        [SCHEDULES_ARG_ALLOW] = store_str(allow), [SCHEDULES_ARG_ID] = store_str("")};
-    store_batch_every_shard(s, SCRIPT_SCHEDULES, a, SCHEDULES_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_SCHEDULES, k); k++)
+        args_schedules(s, store_txt_s(allow), store_maybe_s(NULL));
     for (int k = 0; k < store_shards(s); k++) {
         dq_status st;
         const store_reply *r = kept_shard_reply(s, k, &out->replies, &out->nreplies, &st, err);
@@ -1652,8 +1609,7 @@ dq_status store_sched_due(dq_store *s, int shard, int limit, int64_t *redis_now,
     memset(out, 0, sizeof *out);
     store_error err;
     store_begin(s, SCRIPT_SCHED_DUE, shard);
-    store_val a[SCHED_DUE_NARGS] = {[SCHED_DUE_ARG_LIMIT] = store_int(limit)};
-    store_args(s, a, SCHED_DUE_NARGS);
+    args_sched_due(s, limit);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, &err);
     if (st != DQ_OK)
@@ -1684,14 +1640,8 @@ void store_fire_many(dq_store *s, int shard, store_fire_call *calls, size_t n)
         char job_id[DQ_ID_MAX + 32];
         size_t len = store_fire_id(job_id, sizeof job_id, c->id, c->fire_ms);
         store_batch_call(s, SCRIPT_FIRE, shard);
-        store_val a[FIRE_NARGS] = {[FIRE_ARG_ID] = store_str(c->id),
-                                   [FIRE_ARG_VERSION] = store_int(c->version),
-                                   [FIRE_ARG_EXPECTED_MS] = store_int(c->expected_ms),
-                                   [FIRE_ARG_FIRE_MS] = store_int(c->fire_ms),
-                                   [FIRE_ARG_NEXT_MS] = store_int(c->next_ms),
-                                   [FIRE_ARG_MISSED] = store_int(c->missed),
-                                   [FIRE_ARG_BUCKET] = store_int(store_bucket_of(s, job_id, len))};
-        store_args(s, a, FIRE_NARGS);
+        args_fire(s, store_txt_s(c->id), c->version, c->expected_ms, c->fire_ms, c->next_ms,
+                  c->missed, store_bucket_of(s, job_id, len));
     }
     store_batch_run(s);
     for (size_t i = 0; i < n; i++) {
@@ -1714,11 +1664,7 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
     store_batch_begin(s);
     for (size_t i = 0; i < n; i++) {
         store_batch_call(s, SCRIPT_MOVE, calls[i].shard);
-        store_val a[MOVE_NARGS] = {
-            [MOVE_ARG_BUCKET] = store_int(calls[i].bucket),
-            [MOVE_ARG_LIMIT] = store_int(limit),
-            [MOVE_ARG_TIMER] = store_str(calls[i].timer ? calls[i].timer : "")};
-        store_args(s, a, MOVE_NARGS);
+        args_move(s, calls[i].bucket, limit, store_maybe_s(calls[i].timer));
     }
     store_batch_run(s);
     size_t failed = 0;
@@ -1740,13 +1686,9 @@ void store_move_many(dq_store *s, store_move_call *calls, size_t n, int limit,
 static void lock_calls(dq_store *s, const char *op, const char *token, int lease_ms, int buckets,
                        int start)
 {
-    store_val a[LOCK_NARGS] = {[LOCK_ARG_OP] = store_str(op),
-                               [LOCK_ARG_TOKEN] = store_str(token),
-                               [LOCK_ARG_LEASE_MS] = store_int(lease_ms),
-                               [LOCK_ARG_BUCKETS] = store_int(buckets),
-                               [LOCK_ARG_START] = store_int(start),
-                               [LOCK_ARG_SHARDS] = store_int(store_shards(s))};
-    store_batch_every_shard(s, SCRIPT_LOCK, a, LOCK_NARGS, NULL, 0);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_LOCK, k); k++)
+        args_lock(s, store_txt_s(op), store_txt_s(token), lease_ms, buckets, start,
+                  store_shards(s));
 }
 
 dq_status store_lock_maintain(dq_store *s, const char *token, int lease_ms, int buckets,
@@ -1802,9 +1744,7 @@ dq_status store_sweep(dq_store *s, int shard, int64_t retention_ms, int limit,
 {
     store_error err;
     store_begin(s, SCRIPT_SWEEP, shard);
-    store_val a[SWEEP_NARGS] = {
-        [SWEEP_ARG_RETENTION_MS] = store_int(retention_ms), [SWEEP_ARG_LIMIT] = store_int(limit)};
-    store_args(s, a, SWEEP_NARGS);
+    args_sweep(s, retention_ms, limit);
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, &err);
     if (st == DQ_OK)

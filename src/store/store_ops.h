@@ -22,9 +22,8 @@
 #include "job/job.h"
 #include "store/store.h"
 
-/* Room for a conflict's detail: a state, or an upsert's "<state> topic
- * <the job's topic>" */
-#define STORE_STATE_MAX (DQ_TOPIC_MAX + 32)
+/* Room for a conflict's state word ("reserved", a record's "finished") */
+#define STORE_STATE_MAX 32
 
 /* The outcome of one item of a batch (an added job, a removed id): DQ_OK,
  * DQ_CONFLICT or DQ_NOT_FOUND, or the failure of its shard's call
@@ -32,11 +31,15 @@
  * worked. */
 typedef struct {
     dq_status status;
-    /* conflict: the live job's state, or "<finished|deleted> <ended ms>"
-     * while its record is kept ("" if hidden); an upsert's: "reserved
-     * replace" (a reserved job is not replaced) or "<state> topic <topic>"
-     * (the job is of another topic) */
+    /* conflict: the live job's state, or "finished"/"deleted" while its
+     * record is kept; "" when the caller may not see it */
     char state[STORE_STATE_MAX];
+    /* add's conflict: why (add.lua's declared reasons: a live job, a kept
+     * record that ended at ended_ms, a hidden one, or an upsert that met a
+     * reserved job or one of another topic, `topic`) */
+    enum add_reason_value reason;
+    int64_t ended_ms;
+    char topic[DQ_TOPIC_MAX + 1];
     /* add: 1 when an upsert replaced a job, 0 when it created one, -1 for
      * an add without replace */
     int replaced;

@@ -32,6 +32,12 @@ def library():
         return f.read()
 
 
+def conflict(reason, state=None, ended_ms=None, topic=None):
+    """An item of add's reply that is a conflict record (add.lua's
+    `conflict`: reason state ended_ms topic, nil where unset)."""
+    return [reason.encode(), state and state.encode(), ended_ms, topic and topic.encode()]
+
+
 def topic_bucket(topic, buckets=BUCKETS):
     """The bucket that moves a topic's delayed jobs (topic_bucket in
     lib/50-placement.lua: a hash of the name)."""
@@ -88,7 +94,7 @@ class Functions(unittest.TestCase):
         return self.call("add", *self.add_args(jid, topic, **kw))
 
     @staticmethod
-    def add_args(jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at=-1,
+    def add_args(jid, topic="q", body=b'{"x":1}', ttr=60000, retries=-1, delay=0, at="",
                  allow="", backoff="", url="", timeout=10000, key="", traceparent="",
                  tracestate="", replace=0):
         """add's arguments for one job."""
@@ -159,8 +165,8 @@ class Functions(unittest.TestCase):
         self.subscribe(P + ":ready", P + ":wake")
         self.assertEqual(self.add("a", body=b'{"exact": 1.0e+2}'), [b"ok"])
         self.assertEqual(self.add("d", delay=5000), [b"ok"])
-        self.assertEqual(self.add("a"), [b"DQ_CONFLICT ready"])
-        self.assertEqual(self.add("a", allow="other."), [b"DQ_CONFLICT"], "a hidden topic")
+        self.assertEqual(self.add("a"), [conflict("live", "ready")])
+        self.assertEqual(self.add("a", allow="other."), [conflict("hidden")], "a hidden topic")
         j = self.job("a")
         self.assertEqual((j["s"], j["t"], j["ttr"], j["n"], j["r"], j["d"]),
                          ("ready", "q", "60000", "0", "-1", "-1"))
@@ -184,10 +190,10 @@ class Functions(unittest.TestCase):
         self.assertRegex(ids[0], r"^\d+\.1@\d{13}$")
         # A batch: one reply per job, in order; one ready message per topic.
         r = self.call("add", "", BUCKETS, SHARDS, 3,
-                      "b1", "q", "1", 1000, 2, 0, -1, 1, "", "", 0, "", "", "", 0,
-                      "b2", "q", "2", 1000, 2, 0, -1, 2, "", "", 0, "", "", "", 0,
-                      "a", "q", "3", 1000, 2, 0, -1, 3, "", "", 0, "", "", "", 0)
-        self.assertEqual(r, [b"ok", b"ok", b"DQ_CONFLICT ready"])
+                      "b1", "q", "1", 1000, 2, 0, "", 1, "", "", 0, "", "", "", 0,
+                      "b2", "q", "2", 1000, 2, 0, "", 2, "", "", 0, "", "", "", 0,
+                      "a", "q", "3", 1000, 2, 0, "", 3, "", "", 0, "", "", "", 0)
+        self.assertEqual(r, [b"ok", b"ok", conflict("live", "ready")])
         ids2 = []
         self.assertIn((P + ":ready", "2:q"), self.messages(ids=ids2))
         self.assertEqual(len(ids2), 1, ids2)
@@ -227,10 +233,10 @@ class Functions(unittest.TestCase):
         before = sorted(self.redis("KEYS", "*"))
         seq = self.redis("GET", P + ":seq")
         e = self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS + 1, SHARDS, 1,
-                               "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "", 0)
+                               "y", "q", "1", 1000, -1, 0, "", 0, "", "", 0, "", "", "", 0)
         self.assertIn("DQ_LAYOUT buckets %d shards %d" % (BUCKETS, SHARDS), e)
         self.assertDqError("DQ_LAYOUT", self.call, "add", "", BUCKETS, SHARDS + 1, 1,
-                           "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "", 0)
+                           "y", "q", "1", 1000, -1, 0, "", 0, "", "", 0, "", "", "", 0)
         self.assertEqual(sorted(self.redis("KEYS", "*")), before)
         self.assertEqual(self.redis("GET", P + ":seq"), seq)
 
@@ -246,8 +252,8 @@ class Functions(unittest.TestCase):
             before = self.redis("GET", P + ":j:c-" + topic)
             stats = self.stats(topic)
             self.assertEqual(self.add("c-" + topic, topic=topic, body=b"second", ttr=5, url="http://x/"),
-                             [b"DQ_CONFLICT delay"])
-            self.assertEqual(self.add("c-" + topic, topic=topic, allow="other."), [b"DQ_CONFLICT"])
+                             [conflict("live", "delay")])
+            self.assertEqual(self.add("c-" + topic, topic=topic, allow="other."), [conflict("hidden")])
             self.assertEqual(self.redis("GET", P + ":j:c-" + topic), before)
             self.assertEqual(self.stats(topic), stats)
 
@@ -259,10 +265,10 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.add("a"), [b"ok"])
         self.assertEqual(self.add("b"), [b"ok"])  # (the remembered match)
         self.assertDqError("DQ_LAYOUT buckets %d shards %d" % (BUCKETS, SHARDS), self.call, "add", "",
-                           BUCKETS * 2, SHARDS, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "",
+                           BUCKETS * 2, SHARDS, 1, "y", "q", "1", 1000, -1, 0, "", 0, "", "", 0, "",
                            "", "", 0)
         self.redis("FLUSHALL")  # the deployment starts again, under other counts
-        self.assertEqual(self.call("add", "", BUCKETS * 2, SHARDS, 1, "z", "q", "1", 1000, -1, 0, -1, 0,
+        self.assertEqual(self.call("add", "", BUCKETS * 2, SHARDS, 1, "z", "q", "1", 1000, -1, 0, "", 0,
                                    "", "", 0, "", "", "", 0), [b"ok"])
         self.assertDqError("DQ_LAYOUT buckets %d shards %d" % (BUCKETS * 2, SHARDS), self.add, "c")
         self.assertEqual(self.redis("EXISTS", P + ":j:c"), 0)
@@ -276,7 +282,7 @@ class Functions(unittest.TestCase):
                  if topic_bucket(x, 4) != topic_bucket(x, 8))
 
         def add(nb, ns, jid, delay=0):
-            self.assertEqual(self.call("add", "", nb, ns, 1, jid, t, "1", 60000, -1, delay, -1, 0,
+            self.assertEqual(self.call("add", "", nb, ns, 1, jid, t, "1", 60000, -1, delay, "", 0,
                                        "", "", 0, "", "", "", 0), [b"ok"])
 
         def pop_with_concurrency_4(nb, ns):
@@ -306,8 +312,8 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.messages(), [])
         # One batch of one bucket: a far job, then a near one.
         r = self.call("add", "", BUCKETS, SHARDS, 2,
-                      "far2", "q", "1", 1000, -1, far, -1, k, "", "", 0, "", "", "", 0,
-                      "near", "q", "2", 1000, -1, 5000, -1, k, "", "", 0, "", "", "", 0)
+                      "far2", "q", "1", 1000, -1, far, "", k, "", "", 0, "", "", "", 0,
+                      "near", "q", "2", 1000, -1, 5000, "", k, "", "", 0, "", "", "", 0)
         self.assertEqual(r, [b"ok", b"ok"])
         self.assertEqual(self.messages(), [(P + ":wake", "%s:%s" % (topic_bucket("q"),
                                                                     self.job("near")["d"]))])
@@ -320,15 +326,29 @@ class Functions(unittest.TestCase):
         call, is written before the job's state is read), and a replace
         takes the first out of its delay set."""
         def job(jid, delay, body, replace=0):
-            return [jid, "q", body, 1000, -1, delay, -1, 0, "", "", 0, "", "", "", replace]
+            return [jid, "q", body, 1000, -1, delay, "", 0, "", "", 0, "", "", "", replace]
         r = self.call("add", "", BUCKETS, SHARDS, 2, *job("tw", 60000, "1"), *job("tw", 60000, "2"))
-        self.assertEqual(r, [b"ok", b"DQ_CONFLICT delay"])
+        self.assertEqual(r, [b"ok", conflict("live", "delay")])
         r = self.call("add", "", BUCKETS, SHARDS, 2, *job("tr", 60000, "1"),
                       *job("tr", 0, "2", replace=1))
         self.assertEqual(r, [b"ok", b"replaced"])
         self.assertEqual(self.job("tr")["s"], "ready")
         self.assertIsNone(self.redis("ZSCORE", delay_key("q"), "tr"))
         self.assertEqual(self.pop("q")[0][:3], [b"tr", b"q", b"2"])
+
+    def test_an_upsert_that_cannot_replace_writes_nothing(self):
+        """An upsert of a job of another topic answers that topic, and of a
+        reserved job its state; neither job changes."""
+        self.assertEqual(self.add("u", topic="q", delay=5000), [b"ok"])
+        before = self.redis("GET", P + ":j:u")
+        self.assertEqual(self.add("u", topic="other", replace=1),
+                         [conflict("topic", "delay", topic="q")])
+        self.assertEqual(self.redis("GET", P + ":j:u"), before)
+        self.assertEqual(self.add("v", topic="q"), [b"ok"])
+        self.assertEqual(self.pop("q")[0][0], b"v")
+        before = self.redis("GET", P + ":j:v")
+        self.assertEqual(self.add("v", topic="q", replace=1), [conflict("reserved", "reserved")])
+        self.assertEqual(self.redis("GET", P + ":j:v"), before)
 
     # ---------------------------------------------------------- pop
 
@@ -362,7 +382,7 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.redis("EXISTS", P + ":history"), 1)
         self.add("h1", topic="hq", delay=5000)
         self.assertEqual(int(self.job("h1")["du"]), int(self.job("h1")["d"]), "its due, for the record")
-        self.call("reschedule", "", "h1", 0, -1)
+        self.call("reschedule", "", "h1", 0, "")
         self.pop("hq")
         j = self.job("h1")
         self.assertGreaterEqual(int(j["fd"]), int(j["du"]), "its first delivery")
@@ -377,9 +397,9 @@ class Functions(unittest.TestCase):
         self.assertTrue(0 < self.redis("PTTL", P + ":h:h1") <= 60000)
         self.assertEqual(self.redis("ZRANGE", P + ":hf:hq", 0, -1, "WITHSCORES"),
                          [b"h1", str(-ended).encode()])
-        self.assertEqual(self.add("h1", topic="hq"), [("DQ_CONFLICT finished %d" % ended).encode()])
-        self.assertEqual(self.add("h1", topic="hq", allow="other."), [b"DQ_CONFLICT"])
-        self.assertEqual(self.add("h1", topic="other"), [("DQ_CONFLICT finished %d" % ended).encode()],
+        self.assertEqual(self.add("h1", topic="hq"), [conflict("kept", "finished", ended)])
+        self.assertEqual(self.add("h1", topic="hq", allow="other."), [conflict("hidden")])
+        self.assertEqual(self.add("h1", topic="other"), [conflict("kept", "finished", ended)],
                          "ids are global: the window holds in any topic")
         self.assertNotIn(P + ":j:h1", [k.decode() for k in self.redis("KEYS", "*")])
         self.assertDqError("DQ_NOT_FOUND", self.call, "get", "other.", "h1", ro=True)
@@ -416,7 +436,7 @@ class Functions(unittest.TestCase):
         self.keep("hq", "null")
         self.assertTrue(0 < self.redis("PTTL", P + ":history") <= 2592000000)
         self.assertEqual(self.redis("SCARD", P + ":keeping"), 0)
-        self.assertEqual(self.add("h1", topic="hq"), [("DQ_CONFLICT finished %d" % ended).encode()],
+        self.assertEqual(self.add("h1", topic="hq"), [conflict("kept", "finished", ended)],
                          "records written stay for their time")
 
     def test_trace_context_stored_and_answered(self):
@@ -598,7 +618,7 @@ class Functions(unittest.TestCase):
         self.legacy_job("old-reserved", "reserved", b"taken", bo="5000")
         self.assertEqual(self.call("get", "", "old-ready", ro=True)[:3], [b"ready", b"q", body])
         self.assertEqual(self.call("add", "", BUCKETS, SHARDS, 1, "old-ready", "q", b"x", 60000, -1,
-                                   0, -1, 0, "", "", 0, "", "", "", 0), [b"DQ_CONFLICT ready"])
+                                   0, "", 0, "", "", 0, "", "", "", 0), [conflict("live", "ready")])
         job = self.pop("q")[0]
         self.assertEqual((job[0], job[2], job[3]), (b"old-ready", body, 1))
         self.assertEqual(self.redis("TYPE", P + ":j:old-ready"), "string")
@@ -677,9 +697,9 @@ class Functions(unittest.TestCase):
         # The limit bounds one call; the earliest remaining due is returned.
         # (Delayed jobs are moved by their topic's bucket.)
         for i in range(5):
-            self.call("add", "", BUCKETS, SHARDS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, -1, 0,
+            self.call("add", "", BUCKETS, SHARDS, 1, "lim%d" % i, "q", "1", 60000, -1, 1, "", 0,
                       "", "", 0, "", "", "", 0)
-        self.call("add", "", BUCKETS, SHARDS, 1, "later", "q", "1", 60000, -1, 3600000, -1, 0,
+        self.call("add", "", BUCKETS, SHARDS, 1, "later", "q", "1", 60000, -1, 3600000, "", 0,
                   "", "", 0, "", "", "", 0)
         time.sleep(0.01)
         n, earliest, now = self.call("move", topic_bucket("q"), 3)
@@ -814,7 +834,7 @@ class Functions(unittest.TestCase):
         self.redis("SET", P + ":buckets", BUCKETS)  # what an older delayq wrote
         self.assertEqual(self.add("old"), [b"ok"])
         self.assertDqError("DQ_LAYOUT buckets %d shards 1" % BUCKETS, self.call, "add", "",
-                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, -1, 0, "", "", 0, "", "", "", 0)
+                           BUCKETS, 4, 1, "y", "q", "1", 1000, -1, 0, "", 0, "", "", 0, "", "", "", 0)
 
     # ---------------------------------------------------------- stored layouts, migration
 
@@ -1186,7 +1206,7 @@ class Functions(unittest.TestCase):
         self.call("pause", "pause", "q", 1000)
         args = []
         for i in range(1200):
-            args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
+            args += ["p%04d" % i, "q", "1", 1000, -1, 0, "", i % BUCKETS, "",
                      "http://example.com/h", 1000, "", "", "", 0]
         self.call("add", "", BUCKETS, SHARDS, 1200, *args)
         self.push_take(1, 500)  # all 1200 looked at: 1001 held
@@ -1213,7 +1233,7 @@ class Functions(unittest.TestCase):
         self.call("pause", "pause", "q", 1000)
         args = []
         for i in range(1100):
-            args += ["p%04d" % i, "q", "1", 1000, -1, 0, -1, i % BUCKETS, "",
+            args += ["p%04d" % i, "q", "1", 1000, -1, 0, "", i % BUCKETS, "",
                      "http://example.com/h", 1000, "", "", "", 0]
         self.call("add", "", BUCKETS, SHARDS, 1100, *args)
         self.add("g1", topic="other", url="http://example.com/g")
@@ -1439,12 +1459,12 @@ class Functions(unittest.TestCase):
     def test_reschedule(self):
         self.subscribe(P + ":wake", P + ":ready")
         self.add("a", delay=60000)
-        state, due = self.call("reschedule", "", "a", 5000, -1)
+        state, due = self.call("reschedule", "", "a", 5000, "")
         self.assertEqual(state, b"delay")
         self.assertEqual(int(self.job("a")["d"]), due)
         self.assertEqual(int(self.redis("ZSCORE", P + ":d:q", "a")), due)
         self.assertIn((P + ":wake", "%s:%d" % (self.job("a")["k"], due)), self.messages())
-        self.assertEqual(self.call("reschedule", "", "a", 0, -1), [b"ready", -1])
+        self.assertEqual(self.call("reschedule", "", "a", 0, ""), [b"ready", -1])
         self.assertEqual(self.redis("ZCARD", P + ":d:q"), 0)
         self.assertIn((P + ":ready", "1:q"), self.messages())
         at = int(time.time() * 1000) + 3600000
@@ -1463,10 +1483,10 @@ class Functions(unittest.TestCase):
         self.add("r")
         self.pop("q")
         before = self.job("r")
-        self.assertDqError("DQ_CONFLICT reserved", self.call, "reschedule", "", "r", 5, -1)
+        self.assertDqError("DQ_CONFLICT reserved", self.call, "reschedule", "", "r", 5, "")
         self.assertEqual(self.job("r"), before)
-        self.assertDqError("DQ_NOT_FOUND", self.call, "reschedule", "", "nope", 5, -1)
-        self.assertDqError("DQ_NOT_FOUND", self.call, "reschedule", "mail.", "a", 5, -1)
+        self.assertDqError("DQ_NOT_FOUND", self.call, "reschedule", "", "nope", 5, "")
+        self.assertDqError("DQ_NOT_FOUND", self.call, "reschedule", "mail.", "a", 5, "")
 
     # ---------------------------------------------------------- a crash between calls
 
@@ -1485,14 +1505,14 @@ class Functions(unittest.TestCase):
                 try:
                     jid = "c%d-%d" % (k, i)
                     r("FCALL", name("add"), 1, P, "", BUCKETS, SHARDS, 1, jid, "crash", "1", 5000, -1,
-                      (0, 1, 50)[i % 3], -1, i % BUCKETS, "", "", 0, "", "", "", 0)
+                      (0, 1, 50)[i % 3], "", i % BUCKETS, "", "", 0, "", "", "", 0)
                     got = r("FCALL", name("pop"), 1, P, "", 2, 0, "crash")
                     for g in got[2:3]:  # got[1]: token_wait_ms
                         r("FCALL", name("remove"), 1, P, "", "finished", g[0])
                     if i % 7 == 0:
                         r("FCALL", name("move"), 1, P, i % BUCKETS, 100)
                     if i % 5 == 0:
-                        r("FCALL", name("reschedule"), 1, P, "", jid, (0, 40)[i % 2], -1)
+                        r("FCALL", name("reschedule"), 1, P, "", jid, (0, 40)[i % 2], "")
                 except (OSError, ConnectionError, RedisError):
                     time.sleep(0.01)
                 i += 1

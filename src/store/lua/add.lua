@@ -1,51 +1,47 @@
 -- add: adds one or more jobs.
 -- KEYS: P (the jobs' shard).
--- argv: allow buckets shards njobs
--- argv job: id topic body ttr_ms retries delay_ms at_ms bucket backoff url timeout_ms key traceparent tracestate replace
--- njobs groups `job` follow: at_ms -1 for none (else checked against ten
--- years by the caller), backoff a JSON array of seconds or '', url the
--- callback's or '' for none, timeout_ms the callback's, key the grouping key
--- or '' for none (the caller put the job in the key's shard), traceparent
--- and tracestate the job's trace context or '' for none; replace '1' for
--- an upsert, else '0'.
--- Returns one item per job: 'ok', or 'DQ_CONFLICT <state>' when the id is
--- live, or 'DQ_CONFLICT <finished|deleted> <ended ms>' while a record of
--- it is kept (the idempotency window: nothing is written); 'DQ_CONFLICT'
--- alone when the caller may not see that job's topic (or record).
+-- argv: allow buckets:int shards:int njobs:int
+-- argv job: id topic body ttr_ms:int retries:int delay_ms:int at_ms:int? bucket:int backoff? url? timeout_ms:int key? traceparent? tracestate? replace:int
+-- njobs groups `job` follow (args_job() decodes one; an optional field
+-- absent is nil): at_ms the due time if any (checked against ten years by
+-- the caller), backoff a JSON array of seconds, url the callback's,
+-- timeout_ms the callback's, key the grouping key (the caller put the job
+-- in the key's shard), traceparent and tracestate the job's trace
+-- context; replace 1 for an upsert, else 0.
+-- reply conflict: reason state? ended_ms? topic?
+-- values reason: hidden live kept reserved topic
+-- Returns one item per job: 'ok', or a `conflict` record, which writes
+-- nothing: reason `live` with the job's state when the id is live; `kept`
+-- with state finished or deleted and ended_ms while a record of it is
+-- kept (the idempotency window); `hidden` alone when the caller may not
+-- see that job's topic (or record).
 -- An upsert (replace '1') answers 'replaced' when it replaced a delayed,
 -- ready or buried job of its topic (replace_job), 'ok' when it created
--- the job (there was none, or only a kept record, which it drops), and
--- 'DQ_CONFLICT reserved replace' for a reserved job or 'DQ_CONFLICT
--- <state> topic <topic>' for a job of another topic, writing nothing.
+-- the job (there was none, or only a kept record, which it drops), and a
+-- conflict `reserved` (state reserved) for a reserved job, or `topic` with
+-- the job's state and topic for a job of another topic.
 -- Error (nothing written): DQ_LAYOUT when the deployment uses other bucket
 -- or shard counts.
-limit_topics(ARGV[ARG.allow])
-local mismatch = layout_mismatch(ARGV[ARG.buckets], ARGV[ARG.shards], true)
+local call = args()
+limit_topics(call.allow)
+local mismatch = layout_mismatch(call.buckets, call.shards, true)
 if mismatch then return mismatch end
-local njobs = tonumber(ARGV[ARG.njobs])
+local njobs = call.njobs
 local now = clock()
 
 local out = {}
 local seq -- taken on the first job that is ready at once
 local nseq = 0
 for i = 0, njobs - 1 do
-    local a = NARGS + 1 + i * ARG_JOB_FIELDS
-    local id, topic, body = ARGV[a + ARG_JOB.id], ARGV[a + ARG_JOB.topic], ARGV[a + ARG_JOB.body]
-    local ttr, retries = ARGV[a + ARG_JOB.ttr_ms], ARGV[a + ARG_JOB.retries]
-    local delay, at = tonumber(ARGV[a + ARG_JOB.delay_ms]), tonumber(ARGV[a + ARG_JOB.at_ms])
-    local k = ARGV[a + ARG_JOB.bucket]
-    local upsert = ARGV[a + ARG_JOB.replace] == '1'
-    local due = now + delay
-    if at >= 0 then due = math.max(at, now) end
-    local f = {topic = topic, body = body, ttr = ttr, retries = retries, k = k, due = due}
-    local backoff, url = ARGV[a + ARG_JOB.backoff], ARGV[a + ARG_JOB.url]
-    if backoff ~= '' then f.backoff = backoff end
-    if url ~= '' then f.url, f.timeout = url, ARGV[a + ARG_JOB.timeout_ms] end
-    local key = ARGV[a + ARG_JOB.key]
-    if key ~= '' then f.key = key end
-    local traceparent, tracestate = ARGV[a + ARG_JOB.traceparent], ARGV[a + ARG_JOB.tracestate]
-    if traceparent ~= '' then f.traceparent = traceparent end
-    if tracestate ~= '' then f.tracestate = tracestate end
+    local job = args_job(NARGS + 1 + i * ARG_JOB_FIELDS)
+    local id, topic = job.id, job.topic
+    local upsert = job.replace == 1
+    local due = now + job.delay_ms
+    if job.at_ms then due = math.max(job.at_ms, now) end
+    local f = {topic = topic, body = job.body, ttr = job.ttr_ms, retries = job.retries, k = job.bucket,
+        due = due, backoff = job.backoff, key = job.key, traceparent = job.traceparent,
+        tracestate = job.tracestate}
+    if job.url then f.url, f.timeout = job.url, job.timeout_ms end
     -- A plain add in a shard that keeps no history writes the job at once
     -- (SET NX): only a job already there could conflict, and then nothing
     -- is written. An upsert reads the whole job first (what it keeps lies
@@ -61,15 +57,15 @@ for i = 0, njobs - 1 do
     end
     local conflict
     if live and not allowed(live.topic) or kept and not allowed(kept.topic) then
-        conflict = 'DQ_CONFLICT'
+        conflict = reply_conflict{reason = REASON.hidden}
     elseif live and not upsert then
-        conflict = 'DQ_CONFLICT ' .. live.state
+        conflict = reply_conflict{reason = REASON.live, state = live.state}
     elseif kept and not upsert then
-        conflict = 'DQ_CONFLICT ' .. kept.outcome .. ' ' .. num(kept.ended)
+        conflict = reply_conflict{reason = REASON.kept, state = kept.outcome, ended_ms = kept.ended}
     elseif live and live.state == 'reserved' then
-        conflict = 'DQ_CONFLICT reserved replace'
+        conflict = reply_conflict{reason = REASON.reserved, state = live.state}
     elseif live and live.topic ~= topic then
-        conflict = 'DQ_CONFLICT ' .. live.state .. ' topic ' .. live.topic
+        conflict = reply_conflict{reason = REASON.topic, state = live.state, topic = live.topic}
     end
     if created then
         out[#out + 1] = 'ok'

@@ -1,11 +1,12 @@
 -- bury: a reserved job is set aside until kicked.
 -- KEYS: P.
--- argv: allow id
+-- argv: allow:text id:text
 -- Returns 'ok'.
 -- Errors: DQ_NOT_FOUND; DQ_CONFLICT <state> when the job is not reserved,
 -- DQ_CONFLICT delivering when it is a callback job (its request in flight).
-limit_topics(ARGV[ARG.allow])
-local id = ARGV[ARG.id]
+local call = args()
+limit_topics(call.allow)
+local id = call.id
 local j, refused = reserved_job(id)
 if not j then return refused end
 transition(id, j, 'bury')

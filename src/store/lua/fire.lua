@@ -3,7 +3,7 @@
 -- read, so a fire planned on a replaced definition, or by a timer that
 -- stopped while others fired, writes nothing.
 -- KEYS: P (the schedule's shard).
--- argv: id version expected_ms fire_ms next_ms missed bucket
+-- argv: id version:int expected_ms:int fire_ms:int next_ms:int missed:int bucket:int
 -- version and expected_ms are as read by sched_due; fire_ms -1 fires
 -- nothing, only moves on; next_ms is the fire after it (-1: none, the
 -- schedule is past its end); missed counts the fires skipped since the
@@ -15,15 +15,14 @@
 -- Returns 'fired', 'exists' (the job was there), 'moved' (no fire asked) or
 -- 'stale' (the schedule changed, went, or another timer fired it: nothing
 -- written).
-local id = ARGV[ARG.id]
+local call = args()
+local id = call.id
 local sk = Key.sched(id)
 local s = redis.call('HMGET', sk, 'n', 't', 'b', 'ttr', 'r', 'bo', 'u', 'to', 'v')
-if not s[1] or tonumber(s[1]) ~= tonumber(ARGV[ARG.expected_ms])
-    or (tonumber(s[9]) or 0) ~= tonumber(ARGV[ARG.version]) then
+if not s[1] or tonumber(s[1]) ~= call.expected_ms or (tonumber(s[9]) or 0) ~= call.version then
     return 'stale'
 end
-local fire, nxt, missed = tonumber(ARGV[ARG.fire_ms]), tonumber(ARGV[ARG.next_ms]),
-    tonumber(ARGV[ARG.missed])
+local fire, nxt, missed = call.fire_ms, call.next_ms, call.missed
 local result = 'moved'
 if fire >= 0 then
     local jid = fire_job_id(id, fire)
@@ -32,7 +31,7 @@ if fire >= 0 then
     else
         local now = now_ms()
         local seq = fire <= now and reserve_seq(1) or nil
-        local f = {topic = s[2], body = s[3], ttr = s[4], retries = s[5], k = ARGV[ARG.bucket],
+        local f = {topic = s[2], body = s[3], ttr = s[4], retries = s[5], k = call.bucket,
             due = fire}
         if s[6] and s[6] ~= '' then f.backoff = s[6] end
         if s[7] and s[7] ~= '' then f.url, f.timeout = s[7], s[8] end

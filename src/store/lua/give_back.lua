@@ -6,15 +6,16 @@
 -- its queue (it was there when taken), its delivery not counted: a Redis
 -- hiccup costs no job a retry or its place in the backoff schedule.
 -- KEYS: P.
--- argv job: id attempt
+-- argv job: id attempt:int
 -- The arguments are a `job` per job: its id and the delivery it was
 -- reserved for.
 -- Returns how many were given back.
 local back = 0
 for i = 1, #ARGV, ARG_JOB_FIELDS do
-    local id = ARGV[i + ARG_JOB.id]
+    local job = args_job(i)
+    local id = job.id
     local j = load_job(id)
-    if j and j.state == 'reserved' and j.attempts == tonumber(ARGV[i + ARG_JOB.attempt]) then
+    if j and j.state == 'reserved' and j.attempts == job.attempt then
         local queue = j.push and Key.push() or Key.ready(j.topic)
         local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
         local seq = head[2] and tonumber(head[2]) - 1 or reserve_seq(1)

@@ -14,17 +14,17 @@
 -- lib/20-keys.lua), so a page costs the same whatever the set's size.
 -- flags: no-writes
 -- KEYS: P.
--- argv: topic state limit after_score after_id
+-- argv: topic state limit:int after_score after_id
 -- after_score is '' from the start.
 -- reply: more last_score last_id
 -- reply entry: id score view
 -- more is 1 when jobs follow the page, else 0; last_score and last_id the
 -- position of the last entry looked at (false when none was); an `entry`
 -- per job follows them, view being its job_view.
-local topic, state, limit = ARGV[ARG.topic], ARGV[ARG.state], tonumber(ARGV[ARG.limit])
+local call = args()
+local topic, state, limit = call.topic, call.state, call.limit
 -- limit + 1: the first limit are the page, and one more tells that jobs follow.
-local entries = entries_after(state_sets(topic, state), ARGV[ARG.after_score], ARGV[ARG.after_id],
-    limit + 1)
+local entries = entries_after(state_sets(topic, state), call.after_score, call.after_id, limit + 1)
 local looked = math.min(limit, #entries)
 local last = entries[looked]
 local out = reply{more = #entries > limit and 1 or 0, last_score = last and num(last[2]) or false,

@@ -1,9 +1,10 @@
 -- kick: up to `count` buried jobs of a topic become ready, oldest burial
 -- first, each with its full retries again.
 -- KEYS: P.
--- argv: topic count
+-- argv: topic count:int
 -- Returns the number kicked.
-local topic, want = ARGV[ARG.topic], tonumber(ARGV[ARG.count])
+local call = args()
+local topic, want = call.topic, call.count
 local taken = redis.call('ZPOPMIN', Key.buried(topic), num(want))
 local kicked = #taken / 2
 if kicked == 0 then return 0 end

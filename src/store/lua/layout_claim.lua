@@ -5,8 +5,9 @@
 -- stored layout: it writes only where nothing is recorded yet.
 -- flags: any-layout
 -- KEYS: P.
--- argv: buckets shards
+-- argv: buckets:int shards:int
 -- reply: buckets shards
-layout_mismatch(ARGV[ARG.buckets], ARGV[ARG.shards]) -- records them where none are yet
+local call = args()
+layout_mismatch(call.buckets, call.shards) -- records them where none are yet
 local known = redis.call('MGET', P .. ':buckets', P .. ':shards')
 return reply{buckets = known[1], shards = known[2]}

@@ -1,6 +1,6 @@
 -- lock: bucket ownership for delayq-timer.
 -- KEYS: P (one shard).
--- argv: op token lease_ms buckets start shards
+-- argv: op token lease_ms:int buckets:int start:int shards:int
 -- op 'maintain': registers the timer (heartbeat), renews the bucket locks it
 --   holds, gives back what exceeds its fair share ceil(buckets / timers) and
 --   takes free buckets up to it, scanning from `start`. Returns the held
@@ -15,8 +15,9 @@
 -- lease's while a live timer has recorded none (a timer of a release
 -- before P:leases, whose maintain does not record it); none while no timer
 -- is live. P:leases is pruned to P:timers by the same step.
-local op, token, lease = ARGV[ARG.op], ARGV[ARG.token], tonumber(ARGV[ARG.lease_ms])
-local nb, start, ns = tonumber(ARGV[ARG.buckets]), tonumber(ARGV[ARG.start]), ARGV[ARG.shards]
+local call = args()
+local op, token, lease = call.op, call.token, call.lease_ms
+local nb, start, ns = call.buckets, call.start, call.shards
 local timers, leases = P .. ':timers', P .. ':leases'
 local function lock_key(k) return P .. ':lock:' .. k end
 

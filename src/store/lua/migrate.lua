@@ -7,7 +7,7 @@
 -- older release may run either: it would write the old structures again.
 -- flags: any-layout
 -- KEYS: P.
--- argv: limit
+-- argv: limit:int
 -- reply: done left
 -- limit is the most list entries or jobs a step reads. done is 1 once the
 -- shard is at LAYOUT (recorded in P:layout), left then 'done'; else 0, and
@@ -32,7 +32,8 @@
 -- entries of jobs that no longer exist are dropped on the way. Jobs are
 -- read as stored (read_job): what load_job makes of a head that says
 -- delay holds only once the walk is done.
-local limit = math.max(1, tonumber(ARGV[ARG.limit]))
+local call = args()
+local limit = math.max(1, call.limit)
 local pending = P .. ':migrate:topics'
 local at_key = P .. ':migrate:at'
 local GAUGE = {delay = true, ready = true, reserved = true, buried = true}

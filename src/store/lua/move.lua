@@ -3,9 +3,9 @@
 -- their backoff step, or buried when their retries are spent. Bucket 0's
 -- move also moves back key lanes whose key_rate token came (lib/60-limits.lua).
 -- KEYS: P.
--- argv: bucket limit timer
+-- argv: bucket:int limit:int timer?
 -- reply: moved earliest now
--- timer is its lock token ('' records nothing); earliest the bucket's
+-- timer is its lock token (absent: records nothing); earliest the bucket's
 -- earliest remaining due ms (bucket 0: or the next key_rate token's, if
 -- sooner) or -1; now Redis' time in ms.
 -- The timer's lateness (now minus the oldest due time moved) goes to
@@ -17,7 +17,8 @@
 -- still say delay, which load_job reads as ready once the job has left its
 -- delay set. Only a reserved job whose TTR ran out is read (its retries,
 -- its backoff).
-local k, limit, timer = ARGV[ARG.bucket], tonumber(ARGV[ARG.limit]), ARGV[ARG.timer] or ''
+local call = args()
+local k, limit, timer = num(call.bucket), call.limit, call.timer or ''
 local bk, sets_key = Key.bucket(k), Key.bucket_sets(k)
 local now = clock() -- the call's one reading of Redis' time
 local moved, oldest = 0, nil -- oldest: the earliest due time moved

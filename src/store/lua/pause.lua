@@ -2,7 +2,7 @@
 -- shard in one round). A paused topic is in P:paused: pop takes nothing
 -- from it and push_take holds its push jobs back in P:ph:<topic>.
 -- KEYS: P.
--- argv: op topic limit
+-- argv: op topic limit:int
 -- op is 'pause' or 'resume'.
 -- pause: Returns 0.
 -- resume: takes the topic out of P:paused, tells parked long-polls how many
@@ -11,7 +11,8 @@
 -- their scores, so their order is kept; push_take holds newer ones back
 -- until the hold is empty). Returns the number still held: the caller
 -- calls again until 0.
-local op, topic, limit = ARGV[ARG.op], ARGV[ARG.topic], tonumber(ARGV[ARG.limit])
+local call = args()
+local op, topic, limit = call.op, call.topic, call.limit
 if op == 'pause' then
     redis.call('SADD', Key.paused(), topic)
     return 0

@@ -2,16 +2,17 @@
 -- have one, by name, with their use in this shard.
 -- flags: no-writes
 -- KEYS: P.
--- argv: topic cursor limit
+-- argv: topic? cursor? limit:int
 -- reply: next_cursor
--- reply entry: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms reserved throttled keys_waiting tokens
--- topic is '' for a page of all topics with a policy; cursor lists the
--- topics after this one ('' from the start); next_cursor is false on the
+-- reply entry: topic [policy] reserved throttled keys_waiting tokens
+-- topic is absent for a page of all topics with a policy; cursor lists
+-- the topics after this one (absent: from the start); next_cursor is false on the
 -- last page. An `entry` per topic that has a policy in this shard follows
 -- (policy fields false where unset): reserved counts the topic's jobs
 -- reserved by pops plus callbacks in flight (the shard's `reserved`
 -- gauge); throttled, keys_waiting and tokens are limits_use()'s.
-local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
+local call = args()
+local topic, cursor, limit = call.topic, call.cursor, call.limit
 local topics, next_cursor = topics_page(Key.policies(), topic, cursor, limit)
 local out = reply{next_cursor = next_cursor}
 local now = now_ms()

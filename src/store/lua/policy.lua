@@ -3,14 +3,15 @@
 -- which runs in one shard, reads its topic's limits in its own atomic
 -- call), and answers the policy as it now stands.
 -- KEYS: P.
--- argv: topic concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms
--- Each field but topic is '' (keep its value), 'null' (remove that limit)
--- or its value: counts as they are, periods and keep in ms. The policy is
+-- argv: topic [policy]
+-- [policy] is the policy's fields (src/job/job.h, DQ_POLICY_FIELDS, which
+-- embed.sh makes POLICY_FIELDS of). Each is '' (keep its value), 'null' (remove
+-- that limit) or its value: counts as they are, periods and keep in ms. The policy is
 -- the hash P:pol:<topic>, with those field names; a topic with a policy is
 -- in P:policies (scored 0, listed by name), and a policy whose last field
 -- is removed is deleted (its hash stays while the topic's key lanes drain:
 -- LANES_DRAINING in lib/60-limits.lua).
--- reply: concurrency rate period_ms key_concurrency key_rate key_period_ms keep_ms
+-- reply: [policy]
 -- Each false where unset.
 local topic = ARGV[ARG.topic]
 local key = Key.policy(topic)

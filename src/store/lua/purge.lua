@@ -16,15 +16,16 @@
 -- that changes state while it runs is deleted when the walk meets it
 -- again in its new state.
 -- KEYS: P.
--- argv: topic state limit since after_score after_id
--- since is '' on the purge's first step in the shard (the step takes
+-- argv: topic state limit:int since:int? after_score after_id
+-- since is absent on the purge's first step in the shard (the step takes
 -- Redis' time); after_score '' starts at the head of the state.
 -- reply: purged more since after_score after_id
 -- purged: jobs deleted by this step; more: 1 when the state has jobs after
 -- the step's last; since, after_score, after_id: what the next step takes.
-local topic, state, limit = ARGV[ARG.topic], ARGV[ARG.state], tonumber(ARGV[ARG.limit])
-local since = ARGV[ARG.since] == '' and clock() or tonumber(ARGV[ARG.since])
-if ARGV[ARG.since] == '' then
+local call = args()
+local topic, state, limit = call.topic, call.state, call.limit
+local since = call.since or clock()
+if not call.since then
     redis.call('HSET', P .. ':purging', topic, num(since))
     redis.call('PEXPIRE', P .. ':purging', num(PURGING_MS))
 end
@@ -34,7 +35,7 @@ local function created_before_purge(id, j)
     return j.created < since or j.created == since and
         redis.call('SISMEMBER', P .. ':purge_born', num(since) .. ':' .. id) == 0
 end
-local after_score, after_id = ARGV[ARG.after_score], ARGV[ARG.after_id]
+local after_score, after_id = call.after_score, call.after_id
 local entries = entries_after(state_sets(topic, state), after_score, after_id, limit + 1)
 local looked = math.min(limit, #entries)
 local purged = 0

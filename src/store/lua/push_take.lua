@@ -17,13 +17,14 @@
 -- to its key's lane (key_admits in lib/60-limits.lua), and back when the key has
 -- room. At most limit + 1000 entries of P:push are looked at per call.
 -- KEYS: P.
--- argv: limit grace_ms
+-- argv: limit:int grace_ms:int
 -- reply: token_wait_ms
 -- reply job: id topic body url attempt timeout_ms key traceparent tracestate
 -- token_wait_ms: -1, or the ms until the earliest token due of a topic
 -- whose jobs wait for their `rate` (the pusher calls again then); a `job`
 -- per job taken follows.
-local want, grace = tonumber(ARGV[ARG.limit]), tonumber(ARGV[ARG.grace_ms])
+local call = args()
+local want, grace = call.limit, call.grace_ms
 local now = clock() -- the call's one reading of Redis' time
 local out = {}
 local hold_head = {} -- topic -> lowest score left in its hold (false: empty)

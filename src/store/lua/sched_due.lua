@@ -2,14 +2,15 @@
 -- timer that fires them (the holder of the shard's bucket 0).
 -- flags: no-writes
 -- KEYS: P.
--- argv: limit
+-- argv: limit:int
 -- reply: now earliest
 -- reply due: id schedule
 -- reply schedule: cron every_s tz start_s end_s anchor_s next_ms version
 -- now is Redis' time (ms), earliest the earliest next fire (ms) or -1; a
 -- `due` follows them for each of up to limit due schedules. version is
 -- the definition's (0 for a schedule stored before versions), for fire.
-local limit = tonumber(ARGV[ARG.limit])
+local call = args()
+local limit = call.limit
 local now = now_ms()
 local key = P .. ':sched'
 local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')

@@ -1,11 +1,11 @@
 -- stats: the counters of one topic, or one page of topics by name.
 -- flags: no-writes
 -- KEYS: P.
--- argv: topic cursor limit
+-- argv: topic? cursor? limit:int
 -- reply: totals next_cursor topics
 -- reply entry: topic fields
--- topic is '' for a page of all topics; cursor lists the topics after this
--- one ('' from the start). next_cursor is false on the last page; totals
+-- topic is absent for a page of all topics; cursor lists the topics after
+-- this one (absent: from the start). next_cursor is false on the last page; totals
 -- ({field, value, ...}) and the number of topics are for the whole
 -- deployment, whatever the page. An `entry` per topic follows, its fields
 -- {field, value, ...}. Each topic's fields end with
@@ -15,7 +15,8 @@
 -- the oldest of them became ready: its rt, or c for jobs made before rt
 -- existed). Ready push jobs not held wait in P:push with every topic's;
 -- lag.lua reports them.
-local topic, cursor, limit = ARGV[ARG.topic], ARGV[ARG.cursor], tonumber(ARGV[ARG.limit])
+local call = args()
+local topic, cursor, limit = call.topic, call.cursor, call.limit
 local topics, next_cursor = topics_page(P .. ':topics', topic, cursor, limit)
 local out = reply{totals = redis.call('HGETALL', P .. ':totals'), next_cursor = next_cursor,
     topics = redis.call('ZCARD', P .. ':topics')}

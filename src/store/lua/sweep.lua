@@ -2,9 +2,10 @@
 -- counters, and their entries in P:topics and P:idle, so one-off topics do
 -- not pile up. delayq-timer runs it.
 -- KEYS: P.
--- argv: retention_ms limit
+-- argv: retention_ms:int limit:int
 -- Returns the number forgotten.
-local retention, limit = tonumber(ARGV[ARG.retention_ms]), tonumber(ARGV[ARG.limit])
+local call = args()
+local retention, limit = call.retention_ms, call.limit
 local old = redis.call('ZRANGEBYSCORE', P .. ':idle', '-inf', num(now_ms() - retention),
     'LIMIT', '0', num(limit))
 local forgotten = 0

@@ -137,12 +137,12 @@ local function reserved_job(id)
 end
 
 -- The topics a listing by name answers (stats, policies): just {topic}
--- when one is named (not ''), else a page of at most limit names of the
--- sorted set key (all of score 0) after cursor ('' from the start). Returns
--- the topics and the next page's cursor, false on the last page.
+-- when one is named, else a page of at most limit names of the sorted set
+-- key (all of score 0) after cursor (nil: from the start). Returns the
+-- topics and the next page's cursor, false on the last page.
 local function topics_page(key, topic, cursor, limit)
-    if topic ~= '' then return {topic}, false end
-    local from = cursor == '' and '-' or ('(' .. cursor)
+    if topic then return {topic}, false end
+    local from = cursor and ('(' .. cursor) or '-'
     local topics = redis.call('ZRANGEBYLEX', key, from, '+', 'LIMIT', '0', num(limit + 1))
     if #topics <= limit then return topics, false end
     topics[#topics] = nil

@@ -5,9 +5,8 @@
 -- periods and keep in ms); P:policies lists the topics that have one.
 -- One more field is no limit but kept there because a pop reads the hash
 -- anyway: LANES_DRAINING, while the topic's key lanes go back to its queue
--- (key_limit_changed).
-local POLICY_FIELDS = {'concurrency', 'rate', 'period_ms', 'key_concurrency', 'key_rate',
-    'key_period_ms', 'keep_ms'}
+-- (key_limit_changed). POLICY_FIELDS, the fields' names in order, comes
+-- with the constants (src/job/job.h, DQ_POLICY_FIELDS).
 local LANES_DRAINING = 'lanes_draining'
 function Key.policy(topic) return P .. ':pol:' .. topic end
 function Key.policies() return P .. ':policies' end
