@@ -1142,6 +1142,24 @@ class Functions(unittest.TestCase):
         self.assertEqual(self.job("k1"), before)
         self.assertEqual(self.redis("ZRANGE", P + ":r:q", 0, -1), [b"k1"])
 
+    def test_a_hook_the_bulk_due_edge_lacks_fails_the_move(self):
+        """The timer's move makes the due edge in bulk (due_jobs_go), not
+        through transition(): a hook added to what leaving delay runs
+        fails the first move loudly, before it writes, until the bulk edge
+        does it too."""
+        self.add("d1", delay=50)
+        time.sleep(0.1)
+        old = "        delay = {'leave_due_set'},\n"
+        self.assertIn(old, self.lib)
+        lib = self.lib.replace(old, "        delay = {'leave_due_set', 'count_popped'},\n")
+        self.redis("FUNCTION", "LOAD", "REPLACE", lib)
+        r = self.server.resp()
+        self.assertDqError("lifecycle: due_jobs_go does", r, "FCALL",
+                           "dq_%s_move" % self.version, 1, P, topic_bucket("q"), 100, "")
+        self.assertEqual(self.redis("ZCARD", P + ":r:q"), 0, "nothing moved")
+        self.redis("FUNCTION", "LOAD", "REPLACE", self.lib)
+        self.assertEqual(self.call("move", topic_bucket("q"), 100, "")[0], 1)
+
     def test_push_wait_is_bounded_by_the_last_step(self):
         self.add("h2", url="http://example.com/", backoff="[5,2]")
         self.push_take(1, 500)

@@ -54,9 +54,23 @@ end
 -- The due edge, in bulk: the timer's move of a delay set's due entries
 -- (due, as ZRANGEBYSCORE WITHSCORES answered them, the set's lowest) to
 -- its topic's ready queue, or P:push for callbacks. It reads no job and
--- writes no head (settle_state reads them as ready), so its hooks run
--- once for all: leave_due_set, take_seq, enqueue, count_move.
+-- writes no head (settle_state reads them as ready), so what leaving delay
+-- and entering ready run it does once for all: the set's entries, one
+-- sequence range, the queue, the counters. BULK_DUE_DOES names those
+-- hooks; a hook added to LIFECYCLE.leaves.delay, enters.ready or every
+-- fails the first move (due_bulk_checked) until it is done here too.
+local BULK_DUE_DOES = 'leave_due_set|store,take_seq,enqueue|count_states'
+local due_bulk_checked = false
+local LIFECYCLE
 local function due_jobs_go(key, topic, push, due)
+    if not due_bulk_checked then
+        local hooks = table.concat(LIFECYCLE.leaves.delay, ',') .. '|' ..
+            table.concat(LIFECYCLE.enters.ready, ',') .. '|' .. table.concat(LIFECYCLE.every, ',')
+        if hooks ~= BULK_DUE_DOES then
+            error('lifecycle: due_jobs_go does ' .. BULK_DUE_DOES .. ' in bulk, not ' .. hooks)
+        end
+        due_bulk_checked = true
+    end
     local n = #due / 2
     redis.call('ZREMRANGEBYRANK', key, '0', num(n - 1))
     local seq = reserve_seq(n)
@@ -64,7 +78,7 @@ local function due_jobs_go(key, topic, push, due)
     move_count(topic, 'delay', 'ready', n)
 end
 
-local LIFECYCLE = {
+LIFECYCLE = {
     states = {'delay', 'ready', 'reserved', 'buried'},
     -- Each feature's bookkeeping hangs on what a move does, never on an
     -- edge or a command: every edge that leaves a state runs its `leaves`
