@@ -76,7 +76,12 @@ LEAVE_ANY_STATE = ("finish", "delete", "reschedule")
 # How often each command comes, in a sequence of either profile.
 WEIGHTS = {"add": 24, "pop": 22, "finish": 8, "delete": 5, "release": 6, "bury": 4, "kick": 4,
            "kick_topic": 2, "touch": 3, "reschedule": 4, "purge": 1, "pause": 2, "policy": 3,
-           "get": 2}
+           "get": 2, "redeploy": 1}
+# A redeploy's bucket counts, and its shard counts as multiples of the
+# deployment's own: two of each, so that a later redeploy meets shards and
+# buckets an earlier one used under other counts.
+REDEPLOY_BUCKETS = (4, 16)
+REDEPLOY_SHARDS = (1, 2, 4)
 
 
 def generate(rng, n_ops, live=None, n_topics=2, n_jobs=12):
@@ -95,7 +100,10 @@ def generate(rng, n_ops, live=None, n_topics=2, n_jobs=12):
       goes deeper into the others) keep to one key of topic 0, under a key
       limit of 1 set first and never changed, with no short TTR or delay,
       so that key's set-aside jobs pile up and are let back under every
-      command."""
+      command;
+    - now and then (not in the one-key profile) the deployment is
+      redeployed under other bucket and shard counts: its keys removed,
+      Redis and its loaded library kept, as an operator would."""
     n = 0
     one_key = rng.random() < 0.5
     if one_key or rng.random() < 0.7:
@@ -103,7 +111,7 @@ def generate(rng, n_ops, live=None, n_topics=2, n_jobs=12):
         yield {"op": "policy", "t": 0, "concurrency": rng.choice([None, None, 2]),
                "key_concurrency": 1 if one_key else rng.choice([1, 2]),
                "keep": rng.choice([None, LONG])}
-    weights = dict(WEIGHTS, policy=0) if one_key else WEIGHTS
+    weights = dict(WEIGHTS, policy=0, redeploy=0) if one_key else WEIGHTS
     key_slots = [j for j in range(n_jobs) if j % 3 == 1]
     last = None  # the slot the operation before named
 
@@ -147,6 +155,8 @@ def generate(rng, n_ops, live=None, n_topics=2, n_jobs=12):
             op.update(t=t, state=rng.choice([None, "delay", "ready", "reserved", "buried"]))
         elif kind == "pause":
             op.update(t=t, on=rng.random() < 0.6)
+        elif kind == "redeploy":
+            op.update(buckets=rng.choice(REDEPLOY_BUCKETS), shards=rng.choice(REDEPLOY_SHARDS))
         elif kind == "policy":
             op.update(t=t, concurrency=rng.choice([None, None, 1, 2, 3]),
                       key_concurrency=rng.choice([None, 1, 1, 2]),
@@ -177,6 +187,10 @@ class Run:
         self.margin = 0.5  # grows with the slowest request seen
         self.last_popped = []
         self.done = []
+        # the counts a redeploy multiplies, and the run's end restores
+        self.base = {"buckets": int(deployment.flags.get("buckets", 16)),
+                     "shards": deployment.shards}
+        self.redeployed = False
 
     # ---- requests
 
@@ -468,6 +482,25 @@ class Run:
                           key_concurrency=op["key_concurrency"], keep=op["keep"])
         self.expect("policy %s" % topic, want, st, r)
 
+    def op_redeploy(self, op):
+        """Every job and policy is gone with the keys; the model starts
+        afresh under the new counts (its shares split over the new
+        shards)."""
+        self.d.redeploy(buckets=op["buckets"], shards=self.base["shards"] * op["shards"])
+        self.redeployed = True
+        self.model = Model(self.d.shard_of, self.d.shards)
+        self.pending.clear()
+        self.last_popped = []
+
+    def restore(self):
+        """The deployment as the run found it, for the next run: its counts,
+        and a library that remembers nothing of this run's redeploys (so a
+        sequence fails alone, as it will when replayed, or not at all)."""
+        if self.redeployed:
+            self.d.redeploy(**self.base)
+            self.d.reload_functions()
+            self.redeployed = False
+
     # ---- liveness
 
     def drain(self, rounds=40):
@@ -523,20 +556,28 @@ def replay(deployment, ops, prefix, log=None, rng=None, n_ops=0):
     finally:
         for conn in run.conns:
             conn.close()
+        run.restore()
     return None
 
 
 def shrink(deployment, ops, first, seconds, prefix, say=print):
     """ddmin: the smallest sequence found within seconds that still fails
-    with the same kind of divergence as first."""
+    with the same kind of divergence as first, and the name prefix it
+    failed under (placement hashes the names: a sequence may fail only
+    when its topic falls in some bucket, its job in some shard)."""
     deadline = time.monotonic() + seconds
     ops = ops[:first.step + 1]
     tries = [0]
+    failed_under = [prefix]
 
     def fails(candidate):
         tries[0] += 1
-        e = replay(deployment, candidate, "%s-s%d" % (prefix, tries[0]))
-        return e is not None and e.kind == first.kind
+        under = "%s-s%d" % (prefix, tries[0])
+        e = replay(deployment, candidate, under)
+        if e is not None and e.kind == first.kind:
+            failed_under[0] = under
+            return True
+        return False
 
     n = 2
     while len(ops) >= 2 and time.monotonic() < deadline:
@@ -554,7 +595,7 @@ def shrink(deployment, ops, first, seconds, prefix, say=print):
                 break
             n = min(len(ops), n * 2)
     say("shrunk to %d operations in %d replays" % (len(ops), tries[0]))
-    return ops
+    return ops, failed_under[0]
 
 
 # ---------------------------------------------------------------- driving
@@ -562,7 +603,7 @@ def shrink(deployment, ops, first, seconds, prefix, say=print):
 
 def explore(deployment, seed, seconds, ops_per_run=60, shrink_seconds=120, say=print):
     """Random sequences from seed until seconds pass or one fails. Returns
-    None, or (divergence, minimal ops)."""
+    None, or (divergence, minimal ops, the name prefix they fail under)."""
     rng = random.Random(seed)
     deadline = time.monotonic() + seconds
     runs = 0
@@ -572,14 +613,20 @@ def explore(deployment, seed, seconds, ops_per_run=60, shrink_seconds=120, say=p
         runs += 1
         if e is not None:
             say("seed %d, run %d: %s" % (seed, runs, e))
-            return e, shrink(deployment, e.ops, e, shrink_seconds, prefix, say)
+            return (e, *shrink(deployment, e.ops, e, shrink_seconds, prefix, say))
     say("seed %d: %d runs of %d operations, no divergence" % (seed, runs, ops_per_run))
     return None
 
 
-def save(path, seed, divergence, ops):
+def kept(seed, divergence, ops, prefix):
+    """A failing sequence as regressions/ keeps it; replay it under its
+    prefix (the names it failed under)."""
+    return {"seed": seed, "divergence": str(divergence), "prefix": prefix, "ops": ops}
+
+
+def save(path, seed, divergence, ops, prefix):
     with open(path, "w") as f:
-        json.dump({"seed": seed, "divergence": str(divergence), "ops": ops}, f, indent=1)
+        json.dump(kept(seed, divergence, ops, prefix), f, indent=1)
         f.write("\n")
 
 
@@ -604,8 +651,8 @@ def main():
     with Deployment(redis_mode=a.redis, **kw) as d:
         if a.replay:
             with open(a.replay) as f:
-                ops = json.load(f)["ops"]
-            e = replay(d, ops, "replay", log=print)
+                data = json.load(f)
+            e = replay(d, data["ops"], data.get("prefix", "replay"), log=print)
             print("divergence: %s" % e if e else "no divergence")
             return 1 if e else 0
         seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)

@@ -209,12 +209,7 @@ class Deployment:
                                                 appendfsync=self.appendfsync,
                                                 args=self.redis_args, auth=self.redis_auth)
             self.start_redis()
-            for i in range(self.n_fcgi):
-                self.start_fcgi(i)
-            for _ in range(self.n_timers):
-                self.start_timer()
-            for _ in range(self.n_pushers):
-                self.start_pusher()
+            self._start_delayq()
             self._start_nginx_on_a_free_port()
             self.wait_healthy(self.start_timeout)
             if self.shards is None:
@@ -414,6 +409,51 @@ class Deployment:
         return master, children(master)
 
     children = staticmethod(children)
+
+    def _start_delayq(self):
+        """delayq-fcgi's instances, the timers and the pushers."""
+        for i in range(self.n_fcgi):
+            self.start_fcgi(i)
+        for _ in range(self.n_timers):
+            self.start_timer()
+        for _ in range(self.n_pushers):
+            self.start_pusher()
+
+    def redeploy(self, **flags):
+        """An operator's redeploy under other counts (buckets, shards): the
+        delayq processes stop, every key is removed, and they start again
+        with flags changed, while Redis runs on and keeps the function
+        library it loaded (and whatever that library remembers)."""
+        for i, p in enumerate(self.fcgis):
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(15 * SLOW)
+            self.retire(i, "redeployed%d" % p.pid)
+            if rc != 0:
+                raise DeploymentError("delayq-fcgi %d exited %s at a redeploy" % (p.pid, rc))
+        for i in self.live_timers():
+            if self.kill_timer(i, signal.SIGTERM) != 0:
+                raise DeploymentError("timer %d did not exit 0 at a redeploy" % i)
+            self.timers[i] = None  # reaped
+        for i, p in enumerate(self.pushers):
+            if p.poll() is None and self.kill_pusher(i, signal.SIGTERM) != 0:
+                raise DeploymentError("pusher %d did not exit 0 at a redeploy" % i)
+        self.pushers = []
+        self.redis_all("FLUSHALL")
+        self.flags.update(flags)
+        self.shards = int(self.flags.get("shards", 1))
+        self._start_delayq()
+        self.wait_healthy(self.start_timeout)
+        self.wait_timers_joined(self.start_timeout)
+
+    def reload_functions(self):
+        """Loads delayq's function library again, from its own code, in
+        every Redis that holds jobs: what the library remembers while it
+        stays loaded (its caches) starts afresh, as after a Redis restart."""
+        libraries = self.redis_all("FUNCTION", "LIST", "WITHCODE")[0]
+        for lib in libraries:
+            fields = dict(zip(lib[::2], lib[1::2]))
+            code = fields.get(b"library_code", fields.get("library_code"))
+            self.redis_all("FUNCTION", "LOAD", "REPLACE", code)
 
     # ---------------------------------------------------------- timers
 

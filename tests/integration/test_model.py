@@ -27,10 +27,10 @@ class ModelTest(DeploymentTestCase):
         self.assertTrue(REGRESSIONS, "no regression sequences found")
         for path in REGRESSIONS:
             with open(path) as f:
-                ops = json.load(f)["ops"]
+                data = json.load(f)
             name = os.path.splitext(os.path.basename(path))[0]
             with self.subTest(name):
-                e = runner.replay(self.c, ops, "r-" + name)
+                e = runner.replay(self.c, data["ops"], data.get("prefix", "r-" + name))
                 self.assertIsNone(e, "%s: %s" % (name, e))
 
     def test_random_sequences(self):
@@ -42,9 +42,9 @@ class ModelTest(DeploymentTestCase):
         found = runner.explore(self.c, seed, seconds, shrink_seconds=60,
                                say=lambda m: print(m, file=sys.stderr, flush=True))
         if found:
-            e, ops = found
+            e, ops, prefix = found
             self.fail("%s\nminimal sequence (keep it under tests/dqmodel/regressions/):\n%s"
-                      % (e, json.dumps({"seed": seed, "divergence": str(e), "ops": ops})))
+                      % (e, json.dumps(runner.kept(seed, e, ops, prefix))))
 
 
 if __name__ == "__main__":
