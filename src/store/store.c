@@ -394,6 +394,14 @@ void store_arg_opt_int(dq_store *s, store_opt_int v)
         store_arg(s, "", 0);
 }
 
+void store_arg_list(dq_store *s, store_list v, int counted)
+{
+    if (counted)
+        store_arg_int(s, (int64_t)v.n);
+    for (size_t i = 0; i < v.n; i++)
+        store_arg_str(s, v.str[v.order ? v.order[i] : i]);
+}
+
 void store_args(dq_store *s, const store_val *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

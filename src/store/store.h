@@ -137,9 +137,23 @@ static inline store_opt_int store_maybe_int(int64_t v, int set)
 {
     return (store_opt_int){v, set};
 }
+/* A declared list of text ("ids:text..."): str[order[i]] for i in [0, n),
+ * or str[i] when order is NULL (a caller sending one shard's share of its
+ * ids gives that share's order). */
+typedef struct {
+    const char *const *str;
+    const size_t *order;
+    size_t n;
+} store_list;
+static inline store_list store_list_of(const char *const *str, size_t n)
+{
+    return (store_list){str, NULL, n};
+}
 void store_arg_txt(dq_store *s, store_txt v);
 void store_arg_opt_txt(dq_store *s, store_opt_txt v);
 void store_arg_opt_int(dq_store *s, store_opt_int v);
+/* counted: its count goes first (a list that is not the last) */
+void store_arg_list(dq_store *s, store_list v, int counted);
 /* A call's declared arguments (or one group of them) in one step: v[0..n),
  * filled by the names lua_scripts.h generates from the function's
  * declaration (v[ADD_ARG_ALLOW] = ...). A slot left unset is a caller that

@@ -562,14 +562,8 @@ dq_status store_pop(dq_store *s, int shard, const store_pop_req *q, store_jobs *
                     store_error *err)
 {
     store_begin(s, SCRIPT_POP, shard);
-    store_val a[POP_NARGS] = {[POP_ARG_ALLOW] = store_str(q->allow),
-                              [POP_ARG_COUNT] = store_int(q->count),
-                              [POP_ARG_NFINISH] = store_int((int64_t)q->nfinish)};
-    store_args(s, a, POP_NARGS);
-    for (size_t i = 0; i < q->nfinish; i++)
-        store_arg_str(s, q->finish[i]);
-    for (size_t i = 0; i < q->ntopics; i++)
-        store_arg_str(s, q->topics[i]);
+    args_pop(s, store_txt_s(q->allow), q->count, store_list_of(q->finish, q->nfinish),
+             store_list_of(q->topics, q->ntopics));
     store_reply *r = NULL;
     dq_status st = run_one(s, &r, err);
     for (size_t i = 0; i < q->nfinish; i++) {
@@ -597,7 +591,8 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
 {
     clear_error(err);
     int shards = store_shards(s);
-    store_batch_every_shard(s, SCRIPT_READY, NULL, 0, topics, ntopics);
+    for (int k = 0; store_every_shard_call(s, SCRIPT_READY, k); k++)
+        args_ready(s, store_list_of(topics, ntopics));
     dq_status result = DQ_UNAVAILABLE;
     for (int k = 0; k < shards; k++) {
         store_reply *r = NULL;
@@ -616,48 +611,53 @@ dq_status store_ready_counts(dq_store *s, const char *const *topics, size_t ntop
     return result;
 }
 
-/* What a call of a function that takes its declared arguments, then ids,
- * is made of in one shard. */
-typedef struct {
-    const store_val *args;
-    size_t nargs;
-    const char *const *ids;
-} ids_op;
-
-static void ids_shard_args(dq_store *s, const by_shard *g, size_t from, size_t to, const void *op)
+/* One shard's share of a call's ids: g->order[from..to). */
+static store_list shard_ids(const char *const *ids, const by_shard *g, size_t from, size_t to)
 {
-    const ids_op *o = op;
-    store_args(s, o->args, o->nargs);
-    for (size_t j = from; j < to; j++)
-        store_arg_str(s, o->ids[g->order[j]]);
+    return (store_list){ids, g->order + from, to - from};
 }
 
-/* A function that takes its declared arguments (args, nargs), then ids,
- * and answers one item per id: one call per shard, sent together. */
-static dq_status split_ids_call(dq_store *s, dq_script fn, const store_val *args, size_t nargs,
-                                const char *const *ids, size_t n, store_item *items,
-                                store_error *err)
+typedef struct {
+    const char *allow;
+    int finished;
+    const char *const *ids;
+} remove_op;
+
+static void remove_shard_args(dq_store *s, const by_shard *g, size_t from, size_t to,
+                              const void *op)
 {
-    ids_op op = {args, nargs, ids};
-    return split_call(s, fn, ids, n, ids_shard_args, &op, items, err);
+    const remove_op *o = op;
+    args_remove(s, store_txt_s(o->allow), store_txt_s(o->finished ? "finished" : "deleted"),
+                shard_ids(o->ids, g, from, to));
 }
 
 dq_status store_remove(dq_store *s, const char *allow, int finished, const char *const *ids,
                        size_t n, store_item *items, store_error *err)
 {
-    store_val a[REMOVE_NARGS] = {[REMOVE_ARG_ALLOW] = store_str(allow),
-                                 [REMOVE_ARG_KIND] = store_str(finished ? "finished" : "deleted")};
+    remove_op op = {allow, finished, ids};
     store_batch_must_confirm(s, !finished); /* a finish is a delivery, a delete is not */
-    dq_status st = split_ids_call(s, SCRIPT_REMOVE, a, REMOVE_NARGS, ids, n, items, err);
+    dq_status st = split_call(s, SCRIPT_REMOVE, ids, n, remove_shard_args, &op, items, err);
     store_batch_must_confirm(s, 0);
     return st;
+}
+
+typedef struct {
+    const char *allow;
+    const char *const *ids;
+} kick_ids_op;
+
+static void kick_ids_shard_args(dq_store *s, const by_shard *g, size_t from, size_t to,
+                                const void *op)
+{
+    const kick_ids_op *o = op;
+    args_kick_ids(s, store_txt_s(o->allow), shard_ids(o->ids, g, from, to));
 }
 
 dq_status store_kick_ids(dq_store *s, const char *allow, const char *const *ids, size_t n,
                          store_item *items, store_error *err)
 {
-    store_val a[KICK_IDS_NARGS] = {[KICK_IDS_ARG_ALLOW] = store_str(allow)};
-    return split_ids_call(s, SCRIPT_KICK_IDS, a, KICK_IDS_NARGS, ids, n, items, err);
+    kick_ids_op op = {allow, ids};
+    return split_call(s, SCRIPT_KICK_IDS, ids, n, kick_ids_shard_args, &op, items, err);
 }
 
 /* Begins a call of fn in the shard of id (a job's or a schedule's). */

@@ -26,7 +26,15 @@
 # field (int64_t, store_txt, store_opt_int, store_opt_txt: store.h), and
 # Lua's args() / args_<group>(a) (a: the group's first ARGV index), which
 # decode them into a table by name (integers by tonumber, an absent
-# optional one nil). From them, C gets
+# optional one nil). The fixed arguments may end with lists of text,
+# "name:text...": the last one takes the rest of ARGV, each one before it
+# is sent after its count ("-- argv: allow:text count:int finish:text...
+# topics:text..." is allow, count, #finish, finish..., topics...). C's
+# typed call takes each as a store_list (store.h: the strings, and the
+# order to send them in, or NULL for theirs); Lua's args() answers each
+# as a table of its strings (call.topics), and a list is not counted in
+# NARGS nor has a place in ARG. Only the fixed arguments (no group) may
+# end with lists. From them, C gets
 # <FN>_ARG_<FIELD> and <FN>_NARGS, <FN>_REPLY_<FIELD> and
 # <FN>_REPLY_NFIELDS, <FN>_<GROUP>_<FIELD> and <FN>_<GROUP>_NFIELDS (enums,
 # 0-based: the position to push or read); the function's Lua gets, before
@@ -183,20 +191,37 @@ declarations() {
         }
         nf = split(fields, f, " ")
         names = ""
+        listed = ""
         typed = 0
         for (i = 1; i <= nf; i++) {
             name = f[i]
             if (head[1] == "reply") sub(/\?$/, "", name)
+            islist = 0
             if (head[1] == "argv") {
+                islist = sub(/\.\.\.$/, "", name)
+                if (islist && group != "-") {
+                    print file ": a list (\"" f[i] "\") ends the fixed arguments only" > "/dev/stderr"; exit 1
+                }
+                if (!islist && listed != "") {
+                    print file ": \"" f[i] "\" after a list: lists come last" > "/dev/stderr"; exit 1
+                }
+                if (islist && name ~ /\?/) {
+                    print file ": a list (\"" f[i] "\") cannot be optional" > "/dev/stderr"; exit 1
+                }
+                typed += islist
                 typed += sub(/\?$/, "", name)
                 if (sub(/:int$/, "", name) || sub(/:text$/, "", name)) typed++
             }
             if (name !~ /^[a-z_][a-z0-9_]*$/ || index(keywords, " " name " ")) {
                 print file ": bad field name \"" f[i] "\"" > "/dev/stderr"; exit 1
             }
-            names = names " " (head[1] == "argv" ? name : f[i])
+            if (islist)
+                listed = listed " " name
+            else
+                names = names " " (head[1] == "argv" ? name : f[i])
         }
         print head[1], group, names
+        if (listed != "") print "lists", group, listed
         if (typed) print "typed", group, fields
         printf "%s", used
     }' - "$1"
@@ -207,7 +232,7 @@ declarations() {
 # every value) with its count and its words beside it.
 c_contract() {
     declarations "$1" | awk -v p="$2" '{
-        if ($1 == "typed")
+        if ($1 == "typed" || $1 == "lists")
             next
         gsub(/\?/, "")
         if ($1 == "list") {
@@ -244,7 +269,7 @@ c_contract() {
 lua_contract() {
     declarations "$1" | awk '{
         g = ($2 == "-") ? "" : "_" $2
-        if ($1 == "list") {
+        if ($1 == "list" || $1 == "lists") {
             next
         } else if ($1 == "typed") {
             # args() / args_<group>(a): the arguments decoded, by name
@@ -252,9 +277,12 @@ lua_contract() {
                 printf "local function args()\n    local a = 1\n"
             else
                 printf "local function args_%s(a)\n", $2
-            printf "    return {"
+            printf "    local t = {"
+            nfixed = 0
             for (i = 3; i <= NF; i++) {
                 f = $i
+                if (f ~ /\.\.\.$/) break
+                nfixed++
                 opt = sub(/\?$/, "", f)
                 isint = sub(/:int$/, "", f)
                 sub(/:text$/, "", f)
@@ -263,7 +291,23 @@ lua_contract() {
                 if (opt) v = "ARGV[a + " (i - 3) "] ~= '"''"' and " v " or nil"
                 printf "%s%s = %s", (i > 3) ? ",\n        " : "", f, v
             }
-            printf "}\nend\n"
+            printf "}\n"
+            # the lists: each but the last after its count, the last to the end
+            if (nfixed < NF - 2) printf "    local at = a + %d\n", nfixed
+            for (i = 3 + nfixed; i <= NF; i++) {
+                f = $i
+                sub(/\.\.\.$/, "", f)
+                isint = sub(/:int$/, "", f)
+                sub(/:text$/, "", f)
+                v = isint ? "tonumber(ARGV[at + k])" : "ARGV[at + k]"
+                if (i < NF)
+                    printf "    local n_%s = tonumber(ARGV[at])\n    at = at + 1\n", f
+                else
+                    printf "    local n_%s = #ARGV - at + 1\n", f
+                printf "    t.%s = {}\n    for k = 0, n_%s - 1 do t.%s[k + 1] = %s end\n", f, f, f, v
+                if (i < NF) printf "    at = at + n_%s\n", f
+            }
+            printf "    return t\nend\n"
         } else if ($1 == "values") {
             printf "local %s = {", toupper($2)
             for (i = 3; i <= NF; i++) printf "%s%s = '"'"'%s'"'"'", (i > 3) ? ", " : "", $i, $i
@@ -299,15 +343,24 @@ c_calls() {
         printf "static inline void %s(dq_store *s", name
         for (i = 3; i <= NF; i++) {
             f = $i
+            list = sub(/\.\.\.$/, "", f)
             opt = sub(/\?$/, "", f)
             type = sub(/:int$/, "", f) ? "int" : "txt"
             sub(/:text$/, "", f)
-            t[i] = (opt ? "opt_" : "") type
+            if (list && type == "int") {
+                print "embed.sh: " fn ": a list of integers has no typed call yet" > "/dev/stderr"; exit 1
+            }
+            t[i] = list ? "list" : (opt ? "opt_" : "") type
             n[i] = f
             printf ", %s %s", (t[i] == "int") ? "int64_t" : "store_" t[i], f
         }
         printf ")\n{\n"
-        for (i = 3; i <= NF; i++) printf "    store_arg_%s(s, %s);\n", t[i], n[i]
+        for (i = 3; i <= NF; i++) {
+            if (t[i] == "list")
+                printf "    store_arg_list(s, %s, %d);\n", n[i], i < NF
+            else
+                printf "    store_arg_%s(s, %s);\n", t[i], n[i]
+        }
         printf "}\n"
     }'
 }
@@ -318,7 +371,10 @@ c_calls() {
 check_args() {
     declarations "$1" | awk -v file="$1" '
     NR == FNR {
-        if ($1 == "argv") {
+        if ($1 == "lists") {
+            for (i = 3; i <= NF; i++) listed["ARG." $i] = 1
+            next
+        } else if ($1 == "argv") {
             t = ($2 == "-") ? "ARG" : "ARG_" toupper($2)
         } else if ($1 == "values") {
             t = toupper($2)
@@ -344,7 +400,8 @@ check_args() {
             line = substr(line, RSTART + RLENGTH)
             v = substr(use, 1, index(use, ".") - 1)
             if (!(v in decoded) || substr(use, index(use, ".")) ~ /\.\./) continue
-            if (!((decoded[v] substr(use, index(use, "."))) in known)) {
+            use = decoded[v] substr(use, index(use, "."))
+            if (!(use in known) && !(use in listed)) {
                 print file ":" FNR ": " use " is not a declared argument" > "/dev/stderr"
                 bad = 1
             }

@@ -6,24 +6,24 @@
 -- a job whose key is at its `key_concurrency` is set aside in its key's
 -- lane and the pop goes on to the next: see key_admits in lib/60-limits.lua).
 -- KEYS: P.
--- argv: allow count nfinish
+-- argv: allow:text count:int finish:text... topics:text...
 -- reply: finished token_wait_ms
 -- reply job: id topic body attempts ttr_ms key traceparent tracestate
--- nfinish ids follow the arguments, then the topics. finished holds the
+-- finish: the ids to finish first. finished holds their
 -- finish items (see remove_ids); token_wait_ms is -1, or, when a topic's
 -- `rate` held back ready jobs the pop could have taken, the ms until that
 -- topic's next token is due (a long-poll that got nothing waits that
 -- long at most); a `job` per job taken follows.
-limit_topics(ARGV[ARG.allow])
-local want = tonumber(ARGV[ARG.count])
-local nfinish = tonumber(ARGV[ARG.nfinish])
-local finished = remove_ids(ARGV, 'finished', NARGS + 1, NARGS + nfinish)
+local call = args()
+limit_topics(call.allow)
+local want = call.count
+local finished = remove_ids(call.finish, 'finished')
 local now = clock() -- the call's one reading of Redis' time
 local out = {}
 local token_wait = -1
 
-for ti = NARGS + 1 + nfinish, #ARGV do
-    if key_limited(ARGV[ti]) then
+for _, topic in ipairs(call.topics) do
+    if key_limited(topic) then
         lanes_drain_step()
         break
     end
@@ -31,8 +31,7 @@ end
 -- Jobs set aside for their key's limits (key_admits) do not count against
 -- the count asked for; at most LANE_STEP of them per call.
 local aside_left = LANE_STEP
-for ti = NARGS + 1 + nfinish, #ARGV do
-    local topic = ARGV[ti]
+for _, topic in ipairs(call.topics) do
     local n = want - #out
     local room = concurrency_room(topic)
     if room and room < n then n = room end

@@ -2,11 +2,12 @@
 -- pop should look when a worker knows of none (delayq-fcgi keeps hints from
 -- the ready messages; this is the exact answer when they run dry).
 -- flags: no-writes
--- KEYS: P. The arguments are topics (no fixed ones).
+-- KEYS: P.
+-- argv: topics:text...
 -- Returns one count per topic: what a pop could take (0 for a paused
 -- topic; at most the room the shard's share of a `concurrency` leaves).
 local out = {}
-for i, topic in ipairs(ARGV) do
+for i, topic in ipairs(args().topics) do
     local n = 0
     if not paused(topic) then
         n = redis.call('ZCARD', Key.ready(topic))

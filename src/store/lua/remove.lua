@@ -1,7 +1,8 @@
 -- remove: finish or delete jobs, whatever their state.
 -- KEYS: P.
--- argv: allow kind
--- kind is 'finished' or 'deleted'; the ids follow.
+-- argv: allow:text kind:text ids:text...
+-- kind is 'finished' or 'deleted'.
 -- Returns one item per id (see remove_ids).
-limit_topics(ARGV[ARG.allow])
-return remove_ids(ARGV, ARGV[ARG.kind], NARGS + 1, #ARGV)
+local call = args()
+limit_topics(call.allow)
+return remove_ids(call.ids, call.kind)

@@ -352,10 +352,9 @@ end
 -- per id, 'ok' or 'DQ_NOT_FOUND' (no such job, or not the caller's topic:
 -- the two answer alike, so a token limited to topics cannot learn which
 -- other ids exist). limit_topics() must have run.
-local function remove_ids(argv, kind, from, to)
+local function remove_ids(ids, kind)
     local out = {}
-    for i = from, to do
-        local id = argv[i]
+    for _, id in ipairs(ids) do
         local j = load_job(id, true) -- removing needs only the head
         if not j or not allowed(j.topic) then
             out[#out + 1] = 'DQ_NOT_FOUND'
