@@ -31,6 +31,13 @@ class LifecycleRules(unittest.TestCase):
         return subprocess.run(["sh", os.path.join(self.top, "scripts", name), *args, self.top],
                               capture_output=True, text=True)
 
+    def assert_check_fails_saying(self, *texts):
+        """check-lifecycle fails on the tree, and its errors say each text."""
+        r = self.run_script("check-lifecycle")
+        self.assertNotEqual(r.returncode, 0)
+        for text in texts:
+            self.assertIn(text, r.stderr)
+
     def edit(self, path, old, new):
         path = os.path.join(self.top, path)
         with open(path, encoding="utf-8") as f:
@@ -52,10 +59,7 @@ class LifecycleRules(unittest.TestCase):
                 self.fresh_tree()
                 self.edit("src/store/lua/touch.lua", "local due = now_ms() + j.ttr\n",
                           "local due = now_ms() + j.ttr\n" + write + "\n")
-                r = self.run_script("check-lifecycle")
-                self.assertNotEqual(r.returncode, 0)
-                self.assertIn("touch.lua", r.stderr)
-                self.assertIn(write, r.stderr)
+                self.assert_check_fails_saying("touch.lua", write)
 
     def test_a_comparison_or_a_reply_is_no_write(self):
         self.edit("src/store/lua/touch.lua", "local due = now_ms() + j.ttr\n",
@@ -68,25 +72,17 @@ class LifecycleRules(unittest.TestCase):
         # read_job's decoding of the stored state, as if it were done elsewhere
         self.edit("src/store/lua/lib/10-codec.lua", "local j = {state = STATE_NAME[s], due = d,",
                   "local j = {due = d,")
-        r = self.run_script("check-lifecycle")
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("is gone", r.stderr)
-        self.assertIn("local j = {state = STATE_NAME[s]", r.stderr)
+        self.assert_check_fails_saying("is gone", "local j = {state = STATE_NAME[s]")
 
     def test_a_write_in_a_shared_module_outside_the_life_cycle_fails(self):
         self.edit("src/store/lua/lib/10-codec.lua", "local function job_body(j)\n",
                   "local function job_body(j)\n    j.state = 'ready'\n")
-        r = self.run_script("check-lifecycle")
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("10-codec.lua", r.stderr)
-        self.assertIn("j.state = 'ready'", r.stderr)
+        self.assert_check_fails_saying("10-codec.lua", "j.state = 'ready'")
 
     def test_the_chart_follows_the_declaration(self):
         self.edit("src/store/lua/lib/80-lifecycle.lua", "hooks = {'store', 'enter_due_set'}, after",
                   "hooks = {'enter_due_set', 'store'}, after")
-        r = self.run_script("check-lifecycle")
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("make lifecycle-chart", r.stderr)
+        self.assert_check_fails_saying("make lifecycle-chart")
         drawn = self.run_script("lifecycle-chart")
         self.assertEqual(drawn.returncode, 0, drawn.stderr)
         with open(os.path.join(self.top, "docs/DESIGN.md"), encoding="utf-8") as f:

@@ -36,10 +36,10 @@ end
 
 -- The due edge, as a read sees it: a job whose head says delay but that
 -- has left its topic's delay set was made ready by the move (due_jobs_go),
--- which writes no head: it is ready, and became so at its due time. found_in: the state of the set the caller found it in
--- ('ready', 'delay'), which saves the look at the delay set. (A delay
--- set entry this call gathered is written first: a batch may name an id
--- twice.)
+-- which writes no head: it is ready, and became so at its due time.
+-- found_in: the state of the set the caller found it in ('ready',
+-- 'delay'), which saves the look at the delay set. (A delay set entry
+-- this call gathered is written first: a batch may name an id twice.)
 settle_state = function(id, j, found_in)
     if j.state ~= 'delay' or found_in == 'delay' then return j end
     if found_in ~= 'ready' then
